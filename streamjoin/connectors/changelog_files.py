@@ -1,0 +1,86 @@
+"""A changelog source that feeds exact micro-batches from Parquet files.
+
+Used to replay test cases (the ``flink-cases`` format) and property tests
+through real Spark streaming queries: micro-batch *i* of every source holds
+exactly the rows given for it, because each batch is one Parquet file and the
+stream reads one file per trigger. Sources of one query must be given the same
+number of batches (an empty batch is an empty file) so that they stay in step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+
+__all__ = ["changelog_file_stream", "changelog_schema"]
+
+
+def changelog_schema(schema: StructType) -> StructType:
+    """``schema`` plus the changelog columns ``_rowkind`` (STRING) and ``_seq`` (LONG)."""
+    return StructType(
+        list(schema.fields)
+        + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, LongType(), False)]
+    )
+
+
+def changelog_file_stream(
+    spark: SparkSession,
+    directory: Path,
+    schema: StructType,
+    batches: Sequence[Sequence[tuple[RowKind | str, tuple]]],
+    *,
+    rowtime: str | None = None,
+    watermark_delay_ms: int = 0,
+    first_seq: int = 0,
+) -> DataFrame:
+    """Write ``batches`` as Parquet files and return a stream that reads one per micro-batch.
+
+    Args:
+        spark: the session.
+        directory: an empty or missing folder owned by this stream.
+        schema: the table's columns (without changelog columns).
+        batches: for each micro-batch, its ``(RowKind or short string, values)`` changes in order.
+        rowtime: event-time column; when given, the stream carries a watermark
+            of ``max(rowtime) - watermark_delay_ms`` (Spark's ``withWatermark``).
+        watermark_delay_ms: watermark delay in milliseconds.
+        first_seq: ``_seq`` of the first change; later changes count up across
+            batches, so ``_seq`` is also a global arrival index when callers
+            number several sources from one counter.
+
+    Returns:
+        A streaming DataFrame with ``schema`` + ``_rowkind`` + ``_seq``.
+
+    Raises:
+        ValueError: when ``directory`` already holds files, or a row does not fit ``schema``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(directory.iterdir()):
+        raise ValueError(f"{directory} is not empty; a changelog file stream needs a folder of its own")
+    full = changelog_schema(schema)
+    arrow_schema = to_arrow_schema(full)
+    seq = first_seq
+    for index, batch in enumerate(batches):
+        records = []
+        for kind, values in batch:
+            short = kind.short if isinstance(kind, RowKind) else RowKind.from_short(kind).short
+            if len(values) != len(schema.fields):
+                raise ValueError(f"row {values!r} has {len(values)} values; schema has {len(schema.fields)} columns")
+            records.append(dict(zip(full.names, (*values, short, seq))))
+            seq += 1
+        path = directory / f"batch-{index:06d}.parquet"
+        pq.write_table(pa.Table.from_pylist(records, schema=arrow_schema), path)
+        # The file source orders new files by modification time; make it the batch order.
+        os.utime(path, (1_000_000 + index, 1_000_000 + index))
+    stream = spark.readStream.schema(full).option("maxFilesPerTrigger", 1).parquet(str(directory))
+    if rowtime is not None:
+        stream = stream.withWatermark(rowtime, f"{watermark_delay_ms} milliseconds")
+    return stream
