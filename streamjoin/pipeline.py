@@ -1,0 +1,157 @@
+"""Run a pipeline: Kafka sources → changelog query → upsert materializer → Delta.
+
+A pipeline is its Kafka sources, a function that builds the output changelog
+from the sources' changelog streams (the operators of ``streamjoin.runtime``
+or plain Spark projections), and a Delta sink. :func:`run_pipeline` starts
+
+- the main query, whose ``foreachBatch`` is the :class:`UpsertMaterializer`, and
+- one dead-letter query appending every undecodable record of the sources to
+  ``<sink>_dead_letters`` (Delta's streaming sink, idempotent per batch),
+
+with checkpoints under the lakehouse's ``_checkpoints/<sink>/``. With
+``available_now=True`` both process what the topics hold and stop (a backfill);
+otherwise they run until stopped (a continuous streaming run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
+from streamjoin.sink.delta import DeltaSink, UpsertMaterializer, create_sink_tables
+
+__all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"]
+
+
+@dataclass(frozen=True)
+class Lakehouse:
+    """Where Delta tables and checkpoints live: ``<root>/<table>``, ``<root>/_checkpoints/<pipeline>/...``.
+
+    ``root`` is any Spark-supported URI: a local folder or object storage.
+    """
+
+    root: str
+
+    def table_path(self, name: str) -> str:
+        return f"{self.root.rstrip('/')}/{name}"
+
+    def checkpoint(self, pipeline: str, query: str) -> str:
+        return f"{self.root.rstrip('/')}/_checkpoints/{pipeline}/{query}"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A streaming pipeline with Flink SQL semantics.
+
+    Args:
+        name: the sink table's name; names the queries, checkpoints and tables.
+        sources: the Kafka tables it reads.
+        query: builds the output changelog (sink columns + ``_rowkind`` + ``_seq``)
+            from ``{source name: changelog DataFrame}``.
+        primary_key: the sink's primary key; must be an upsert key of ``query``'s output.
+    """
+
+    name: str
+    sources: Sequence[KafkaSource]
+    query: Callable[[Mapping[str, DataFrame]], DataFrame]
+    primary_key: tuple[str, ...]
+
+    def sink(self, lakehouse: Lakehouse) -> DeltaSink:
+        return DeltaSink(self.name, lakehouse.table_path(self.name), self.primary_key)
+
+    def dead_letter_path(self, lakehouse: Lakehouse) -> str:
+        return lakehouse.table_path(f"{self.name}_dead_letters")
+
+
+@dataclass
+class PipelineRun:
+    """What a run did: micro-batches of the main query and Kafka records it read per topic."""
+
+    batches: int = 0
+    records_read: dict[str, int] = field(default_factory=dict)
+
+
+def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
+    decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
+    changes = pipeline.query({s.name: changelog_rows(decoded[s.name], s) for s in pipeline.sources})
+    sink = pipeline.sink(lakehouse)
+    sink_schema = changes.drop(ROWKIND_COLUMN, SEQ_COLUMN).schema
+    create_sink_tables(spark, sink, sink_schema)
+
+    main_checkpoint = lakehouse.checkpoint(pipeline.name, "main")
+    writer = (
+        changes.writeStream.queryName(pipeline.name)
+        .foreachBatch(UpsertMaterializer(sink, main_checkpoint))
+        .option("checkpointLocation", main_checkpoint)
+    )
+    bad = None
+    for source in pipeline.sources:
+        letters = dead_letters(decoded[source.name])
+        bad = letters if bad is None else bad.unionByName(letters)
+    dead_writer = (
+        bad.writeStream.queryName(f"{pipeline.name}_dead_letters")
+        .format("delta")
+        .outputMode("append")
+        .option("checkpointLocation", lakehouse.checkpoint(pipeline.name, "dead_letters"))
+    )
+    if available_now:
+        writer, dead_writer = writer.trigger(availableNow=True), dead_writer.trigger(availableNow=True)
+    return writer.start(), dead_writer.start(pipeline.dead_letter_path(lakehouse))
+
+
+def run_pipeline(
+    pipeline: Pipeline,
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    bootstrap_servers: str,
+    *,
+    available_now: bool = True,
+    on_progress: Callable[[StreamingQueryProgress], None] | None = None,
+) -> PipelineRun:
+    """Run ``pipeline`` until its input is consumed (``available_now``) or it is stopped.
+
+    Args:
+        on_progress: called with each progress report of the main query
+            (Spark's ``StreamingQueryProgress``), e.g. to log it.
+
+    Returns:
+        A :class:`PipelineRun` summary.
+
+    Raises:
+        pyspark.errors.StreamingQueryException: when a query fails.
+    """
+    main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now)
+    run = PipelineRun(records_read={s.topic: 0 for s in pipeline.sources})
+    last_batch = -1
+    try:
+        while not main.awaitTermination(2):
+            last_batch = _collect(main, last_batch, run, on_progress)
+        _collect(main, last_batch, run, on_progress)
+        dead.awaitTermination()
+    finally:
+        for query in (main, dead):
+            if query.isActive:
+                query.stop()
+    return run
+
+
+def _collect(query: StreamingQuery, last_batch: int, run: PipelineRun, on_progress) -> int:
+    """Add the progress reports newer than ``last_batch`` to ``run``; return the newest batch id."""
+    for progress in query.recentProgress:
+        if progress.batchId <= last_batch:
+            continue
+        last_batch = progress.batchId
+        run.batches += 1
+        for source in progress.sources:
+            # Spark describes a Kafka source as "KafkaV2[Subscribe[<topic>]]".
+            topic = source.description.split("[")[-1].rstrip("]")
+            run.records_read[topic] = run.records_read.get(topic, 0) + source.numInputRows
+        if on_progress:
+            on_progress(progress)
+    return last_batch

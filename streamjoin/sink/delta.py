@@ -1,0 +1,190 @@
+"""Delta sink: the upsert materializer, the raw changelog table and dead letters (SEMANTICS.md §7).
+
+Per micro-batch (``foreachBatch``), :class:`UpsertMaterializer`
+
+1. appends the batch's changes to ``<table>_changelog`` (RowKind, ``_seq``,
+   batch id, the batch's source offsets, processing time), and
+2. collapses each primary key's changes in changelog order (``_seq``) to the
+   last one and applies them with one Delta ``MERGE``: ``+I``/``+U`` upsert,
+   ``-U``/``-D`` delete.
+
+Both writes are idempotent per micro-batch: they carry Delta's transaction
+identifiers (``txnAppId`` = the sink's app id, ``txnVersion`` = batch id), so a
+batch replayed after a crash between the Delta commit and the checkpoint commit
+changes nothing. With Kafka offsets in the checkpoint this gives exactly-once
+results end to end.
+
+The upsert table has Change Data Feed on. Paths are any Spark-supported URI
+(local folder, ``s3a://``, ``abfss://``...).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.errors import SinkError
+
+__all__ = ["DeltaSink", "UpsertMaterializer", "create_sink_tables", "CHANGELOG_METADATA"]
+
+BATCH_ID_COLUMN = "_batch_id"
+SOURCE_OFFSETS_COLUMN = "_source_offsets"
+PROCESSING_TIME_COLUMN = "_processing_time"
+
+#: Columns the changelog table adds to the sink's columns.
+CHANGELOG_METADATA = StructType([
+    StructField(ROWKIND_COLUMN, StringType(), False),
+    StructField(SEQ_COLUMN, LongType(), False),
+    StructField(BATCH_ID_COLUMN, LongType(), False),
+    StructField(SOURCE_OFFSETS_COLUMN, StringType(), True),
+    StructField(PROCESSING_TIME_COLUMN, TimestampType(), False),
+])
+
+
+@dataclass(frozen=True)
+class DeltaSink:
+    """A Delta sink table with a primary key (Flink's sink ``PRIMARY KEY ... NOT ENFORCED``).
+
+    Args:
+        name: table name; also the default Delta transaction app id.
+        path: location of the upsert table.
+        primary_key: the upsert key columns (non-empty).
+        changelog_path: location of the raw changelog table; ``<path>_changelog`` by default.
+    """
+
+    name: str
+    path: str
+    primary_key: tuple[str, ...]
+    changelog_path: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.primary_key:
+            raise SinkError(f"sink {self.name}: an upsert sink needs a PRIMARY KEY")
+        if not self.changelog_path:
+            object.__setattr__(self, "changelog_path", f"{self.path}_changelog")
+
+
+def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType) -> None:
+    """Create the upsert table (Change Data Feed on) and the changelog table if they do not exist.
+
+    Args:
+        schema: the sink's columns (without ``_rowkind``/``_seq``).
+
+    Raises:
+        SinkError: when a primary-key column is not in ``schema``.
+    """
+    missing = [k for k in sink.primary_key if k not in schema.names]
+    if missing:
+        raise SinkError(f"sink {sink.name}: primary key column(s) {missing} not among the columns {schema.names}")
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(sink.path)
+        .addColumns(schema)
+        .property("delta.enableChangeDataFeed", "true")
+        .execute()
+    )
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(sink.changelog_path)
+        .addColumns(StructType(list(schema.fields) + list(CHANGELOG_METADATA.fields)))
+        .execute()
+    )
+
+
+def _batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> str | None:
+    """The end offsets of micro-batch ``batch_id`` from the checkpoint's offset log, as a JSON array.
+
+    Spark writes ``<checkpoint>/offsets/<batch_id>`` (a version line, a
+    metadata line, then one JSON line per source) before running the batch.
+    """
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/offsets/{batch_id}")
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return json.dumps([json.loads(line) if line != "-" else None for line in text.splitlines()[2:]])
+
+
+class UpsertMaterializer:
+    """The ``foreachBatch`` function that lands a changelog stream in a Delta sink.
+
+    Input DataFrame: the sink's columns + ``_rowkind`` (STRING) + ``_seq`` (LONG).
+    The sink's primary key must be an upsert key of the stream (each key's
+    changes ordered by ``_seq``); when it is not, put the SinkUpsertMaterializer
+    operator in front (SEMANTICS.md §1).
+
+    Args:
+        sink: the target tables.
+        checkpoint: the query's checkpoint location, for the source offsets of each batch.
+        app_id: Delta transaction app id; stable across restarts of one query. Defaults to the sink name.
+
+    Example:
+        >>> stream.writeStream.foreachBatch(UpsertMaterializer(sink, checkpoint)).option(
+        ...     "checkpointLocation", checkpoint).start()
+    """
+
+    def __init__(self, sink: DeltaSink, checkpoint: str, *, app_id: str | None = None) -> None:
+        self.sink = sink
+        self.checkpoint = checkpoint
+        self.app_id = app_id or f"streamjoin-{sink.name}"
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        columns = [c for c in batch.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
+        batch = batch.persist()
+        try:
+            (
+                batch.select(
+                    *columns,
+                    ROWKIND_COLUMN,
+                    SEQ_COLUMN,
+                    F.lit(batch_id).cast("long").alias(BATCH_ID_COLUMN),
+                    F.lit(_batch_offsets(spark, self.checkpoint, batch_id)).cast("string").alias(SOURCE_OFFSETS_COLUMN),
+                    F.current_timestamp().alias(PROCESSING_TIME_COLUMN),
+                )
+                .write.format("delta")
+                .mode("append")
+                .option("txnAppId", self.app_id)
+                .option("txnVersion", batch_id)
+                .save(self.sink.changelog_path)
+            )
+            self._merge(spark, batch, columns, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _merge(self, spark: SparkSession, batch: DataFrame, columns: list[str], batch_id: int) -> None:
+        key = list(self.sink.primary_key)
+        last = (
+            batch.withColumn("_n", F.row_number().over(Window.partitionBy(*key).orderBy(F.col(SEQ_COLUMN).desc())))
+            .where("_n = 1")
+            .drop("_n")
+        )
+        accumulate = f"s.{ROWKIND_COLUMN} IN ('+I', '+U')"
+        values = {c: f"s.`{c}`" for c in columns}
+        # MERGE has no writer options; Delta reads the transaction identifiers from these session settings.
+        spark.conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+        spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        try:
+            (
+                DeltaTable.forPath(spark, self.sink.path)
+                .alias("t")
+                .merge(last.alias("s"), " AND ".join(f"t.`{k}` = s.`{k}`" for k in key))
+                .whenMatchedDelete(condition=f"NOT ({accumulate})")
+                .whenMatchedUpdate(set=values)
+                .whenNotMatchedInsert(condition=accumulate, values=values)
+                .execute()
+            )
+        finally:
+            spark.conf.unset("spark.databricks.delta.write.txnAppId")
+            spark.conf.unset("spark.databricks.delta.write.txnVersion")
