@@ -12,3 +12,12 @@ def spark():
     session = spark_session("streamjoin-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory):
+    """Bootstrap servers of a real Kafka broker: ``$KAFKA_BOOTSTRAP_SERVERS``, else an embedded one."""
+    from streamjoin.connectors.embedded_kafka import kafka_cluster
+
+    with kafka_cluster(tmp_path_factory.mktemp("kafka")) as bootstrap:
+        yield bootstrap

@@ -1,0 +1,224 @@
+"""Small Kafka chores over confluent_kafka, for any cluster: topics, bulk produce, offsets.
+
+Used by set-up code, demos and tests (the streaming queries themselves read
+through Spark's Kafka source). Errors the cluster reports come through as
+``confluent_kafka.KafkaException``; waits that run out raise ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from streamjoin.errors import ValidationError
+
+__all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets"]
+
+_POLL_INTERVAL_S = 0.1
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    # librdkafka's admin handle asks brokers to auto-create topics it looks up by
+    # default: a lookup must never create what it looks for.
+    return AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+
+
+def _topic_metadata(admin: AdminClient, topic: str, timeout_s: float):
+    metadata = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        error = metadata.error if metadata is not None else None
+        raise KafkaException(
+            KafkaError(
+                error.code() if error is not None else KafkaError.UNKNOWN_TOPIC_OR_PART,
+                f"topic {topic!r} is not available ({error.str() if error is not None else 'unknown topic'}); "
+                "create it with ensure_topics",
+            )
+        )
+    return metadata
+
+
+def _wait_until(predicate, *, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout_s:g} s")
+        time.sleep(_POLL_INTERVAL_S)
+
+
+def ensure_topics(bootstrap: str, topics: dict[str, int], *, timeout_s: float = 30.0) -> None:
+    """Create the topics that do not exist yet and wait until every partition has a leader.
+
+    Existing topics are left as they are, whatever their partition count. New topics
+    get the cluster's default replication factor (``default.replication.factor``).
+
+    Args:
+        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        topics: topic name → number of partitions (≥ 1) for topics created here.
+        timeout_s: seconds to wait for creation and leaders.
+
+    Raises:
+        ValidationError: a partition count below 1.
+        KafkaException: the cluster refused a creation (other than "already exists").
+        TimeoutError: the topics had no leaders within ``timeout_s``.
+
+    Example:
+        >>> ensure_topics("127.0.0.1:9092", {"orders": 1, "lineitem": 2})   # doctest: +SKIP
+    """
+    for name, partitions in topics.items():
+        if not isinstance(partitions, int) or partitions < 1:
+            raise ValidationError(f"topic {name!r}: partition count must be an int >= 1, got {partitions!r}")
+    admin = _admin(bootstrap)
+    existing = admin.list_topics(timeout=timeout_s).topics
+    missing = [NewTopic(name, num_partitions=n) for name, n in topics.items() if name not in existing]
+    if missing:
+        for future in admin.create_topics(missing, request_timeout=timeout_s).values():
+            try:
+                future.result()
+            except KafkaException as exc:
+                # Another client created it in between: that is what we wanted.
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+
+    def all_led() -> bool:
+        metadata = admin.list_topics(timeout=timeout_s).topics
+        return all(
+            name in metadata
+            and metadata[name].error is None
+            and metadata[name].partitions
+            and all(p.leader >= 0 for p in metadata[name].partitions.values())
+            for name in topics
+        )
+
+    _wait_until(all_led, timeout_s=timeout_s, what=f"topics {sorted(topics)} did not get partition leaders")
+
+
+def delete_topics(bootstrap: str, names: Iterable[str], *, timeout_s: float = 30.0) -> None:
+    """Delete the named topics that exist and wait until the cluster no longer lists them.
+
+    Args:
+        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        names: topic names; absent ones are ignored.
+        timeout_s: seconds to wait for the deletion to show in metadata.
+
+    Raises:
+        KafkaException: the cluster refused a deletion.
+        TimeoutError: a topic was still listed after ``timeout_s``.
+    """
+    names = set(names)
+    admin = _admin(bootstrap)
+    present = names & set(admin.list_topics(timeout=timeout_s).topics)
+    if not present:
+        return
+    for future in admin.delete_topics(sorted(present), request_timeout=timeout_s).values():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    _wait_until(
+        lambda: not present & set(admin.list_topics(timeout=timeout_s).topics),
+        timeout_s=timeout_s,
+        what=f"topics {sorted(present)} were still listed",
+    )
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | str | None, bytes | str]],
+    *,
+    timeout_s: float = 60.0,
+) -> int:
+    """Write (key, value) records to a topic, in order, and wait until all are acknowledged.
+
+    Batched (``linger.ms=20``), idempotent with ``acks=all``, so records of one key
+    keep their order in their partition even across retries. ``str`` is encoded as
+    UTF-8; a ``None`` key lets the producer's partitioner spread records.
+
+    Args:
+        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        topic: an existing topic (see :func:`ensure_topics`).
+        records: ``(key, value)`` pairs.
+        timeout_s: seconds for the final flush.
+
+    Returns:
+        The number of records written.
+
+    Raises:
+        KafkaException: the topic does not exist, or a record was not delivered
+            (the first delivery error).
+        TimeoutError: records were still unacknowledged after ``timeout_s``.
+
+    Example:
+        >>> produce("127.0.0.1:9092", "orders", [("1", '{"id": 1}'), ("2", '{"id": 2}')])   # doctest: +SKIP
+        2
+    """
+    _topic_metadata(_admin(bootstrap), topic, timeout_s)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "allow.auto.create.topics": False,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "compression.type": "lz4",
+        }
+    )
+    errors: list[KafkaError] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            errors.append(err)
+
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                # The local queue is full: serve delivery reports to make room.
+                producer.poll(_POLL_INTERVAL_S)
+        count += 1
+        if errors:
+            break
+        producer.poll(0)
+    remaining = producer.flush(timeout_s)
+    if errors:
+        raise KafkaException(errors[0])
+    if remaining:
+        raise TimeoutError(f"{remaining} of {count} records to topic {topic!r} were not acknowledged within {timeout_s:g} s")
+    return count
+
+
+def topic_offsets(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+    """The low and high watermark offsets of every partition of a topic.
+
+    The high watermark is the offset the next record will get, so ``high - low`` is
+    the number of records currently kept (for a topic without transactions or
+    compaction).
+
+    Args:
+        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        topic: the topic.
+        timeout_s: seconds for the metadata and offset requests.
+
+    Returns:
+        partition → ``(low, high)``.
+
+    Raises:
+        KafkaException: the topic does not exist, or the cluster refused the request.
+    """
+    admin = _admin(bootstrap)
+    partitions = sorted(_topic_metadata(admin, topic, timeout_s).partitions)
+
+    def offsets(spec: OffsetSpec) -> dict[int, int]:
+        request = {TopicPartition(topic, p): spec for p in partitions}
+        futures = admin.list_offsets(request, request_timeout=timeout_s)
+        return {tp.partition: future.result().offset for tp, future in futures.items()}
+
+    low, high = offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest())
+    return {p: (low[p], high[p]) for p in partitions}
