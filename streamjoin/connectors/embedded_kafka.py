@@ -164,8 +164,8 @@ class EmbeddedKafka:
     controller quorum is the static ``controller.quorum.voters`` of the current config.
 
     Settings for one node on a small machine: no automatic topic creation; topics
-    get 1 partition and replication factor 1 by default (internal topics too), ``group.initial.rebalance.delay.ms=0``,
-    8 MiB segments and at most 1 GiB kept per partition. Retention is by size only:
+    get 1 partition and replication factor 1 by default (internal topics too),
+    ``group.initial.rebalance.delay.ms=0``, 8 MiB segments and at most 1 GiB kept per partition. Retention is by size only:
     records are often stamped with event times years in the past, which time-based
     retention would delete at once.
 
@@ -243,10 +243,12 @@ class EmbeddedKafka:
         Raises:
             EmbeddedKafkaError: the jars folder is empty (run ``make setup``), no
                 ``java``, formatting failed, or the broker exited or was not ready in
-                time; the message gives the first error logged in ``broker.log`` and its last lines.
+                time; the message gives the first error logged in ``broker.log``
+                and its last lines.
         """
         if self.is_running():
             return self.bootstrap_servers
+        self.stop()  # a broker that died on its own leaves its log file open
         classpath = self._classpath()
         java = _java()
         self._data_dir.mkdir(parents=True, exist_ok=True)
