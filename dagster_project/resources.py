@@ -1,0 +1,90 @@
+"""Dagster resources: the Spark session, the Kafka cluster, the lakehouse and the demo's TPC-H input.
+
+Each is a ``ConfigurableResource`` so a deployment swaps values, not code:
+the embedded default (Spark ``local[2]``, a broker started by the project,
+Delta tables under ``.local/lakehouse``) or a cluster (``master`` unset under
+spark-submit, ``bootstrap_servers`` of a real Kafka, an object-store ``root``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
+from pyspark.sql import SparkSession
+
+from streamjoin.config import local_dir
+from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, kafka_cluster
+from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
+from streamjoin.pipeline import Lakehouse
+from streamjoin.session import spark_session
+
+__all__ = ["SparkResource", "KafkaResource", "LakehouseResource", "TpchResource"]
+
+
+class SparkResource(ConfigurableResource):
+    """The Spark session (``streamjoin.session.spark_session``).
+
+    Attributes:
+        master: Spark master; ``None`` keeps the one spark-submit / the cluster set.
+        conf: extra Spark settings.
+    """
+
+    master: str | None = "local[2]"
+    conf: dict[str, str] = {}
+
+    def session(self) -> SparkSession:
+        return spark_session("streamjoin-dagster", master=self.master, conf=self.conf)
+
+
+class KafkaResource(ConfigurableResource):
+    """The Kafka cluster.
+
+    ``bootstrap_servers`` if set; else ``$KAFKA_BOOTSTRAP_SERVERS``; else the
+    embedded broker on ``.local/kafka`` is started for the run and stopped after it.
+    """
+
+    bootstrap_servers: str | None = None
+    _stack: contextlib.ExitStack | None = PrivateAttr(default=None)
+    _servers: str | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        if self.bootstrap_servers:
+            self._servers = self.bootstrap_servers
+            return
+        self._stack = contextlib.ExitStack()
+        self._servers = self._stack.enter_context(kafka_cluster())
+        if not os.environ.get(BOOTSTRAP_ENV):
+            context.log.info(f"started the embedded Kafka broker at {self._servers}")
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._stack is not None:
+            self._stack.close()
+
+    @property
+    def servers(self) -> str:
+        if self._servers is None:
+            raise RuntimeError("KafkaResource is used outside a Dagster run")
+        return self._servers
+
+
+class LakehouseResource(ConfigurableResource):
+    """Where Delta tables and checkpoints live (any Spark-supported URI); ``.local/lakehouse`` by default."""
+
+    root: str = ""
+
+    def lakehouse(self) -> Lakehouse:
+        return Lakehouse(self.root or str(local_dir("lakehouse")))
+
+
+class TpchResource(ConfigurableResource):
+    """The generated TPC-H input (``streamjoin.datagen.tpch``): scale factor and seed of the changelogs."""
+
+    scale_factor: float = 0.01
+    seed: int = 42
+
+    def changelog(self) -> TpchChangelog:
+        return TpchChangelog(generate_tpch(Path(local_dir("tpch")), self.scale_factor), seed=self.seed)
