@@ -1,0 +1,446 @@
+"""Interval join (time-bounded stream-stream join), as Flink SQL runs it (SEMANTICS.md §3).
+
+``A JOIN B ON A.k = B.k AND B.t BETWEEN A.t + lower AND A.t + upper`` (and the
+``<``, ``<=``, ``>``, ``>=`` forms), INNER / LEFT / RIGHT / FULL, on event time
+(rowtime with watermarks) or processing time. Inputs and output are insert-only.
+
+The logic follows Flink's ``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` /
+``ProcTimeIntervalJoin`` (flink-table-runtime ``operators/join/interval``):
+
+* a left row at time ``t`` joins right rows in ``[t + lower, t + upper]``; a
+  right row at ``t`` joins left rows in ``[t - upper, t - lower]``;
+* the operator time is the combined watermark ``min(wm(L), wm(R))`` (clamped
+  at 0, as Flink does), or the processing time;
+* a row is cached only while the operator time is below the upper end of its
+  window; otherwise it is *late*: it is joined with what the cache holds, not
+  stored, and emitted null-padded at once in an outer join if it matched nothing;
+* one clean-up timer per cache and key, at ``t + window side + 1`` for the
+  first cached row; when it fires, rows whose window is behind the operator
+  time are removed (and, on an outer side, emitted null-padded once if they
+  never matched); a new timer is set for the earliest row left. Joining a row
+  also removes expired rows of the other cache, as Flink does.
+
+State per key is the two caches (rows by rowtime) and two timer times, so it
+is bounded by rate × window length, not by stream length.
+
+Two layers: :class:`TimeIntervalJoin` (plain Python, one key's state, unit
+testable) and :func:`interval_join`, which runs it on Spark with
+``transformWithState`` and event-time timers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from streamjoin.changelog import RowKind
+from streamjoin.errors import UnsupportedPlanError, ValidationError
+
+__all__ = [
+    "JoinHow",
+    "IntervalBounds",
+    "IntervalJoinState",
+    "TimeIntervalJoin",
+    "RowTimeIntervalJoin",
+    "ProcTimeIntervalJoin",
+    "TimerService",
+    "LocalKeyedDriver",
+    "MAX_WATERMARK",
+]
+
+JoinHow = Literal["inner", "left", "right", "full"]
+_JOIN_HOWS = ("inner", "left", "right", "full")
+
+#: The watermark that ends an input (Flink's ``Long.MAX_VALUE``): every timer fires.
+MAX_WATERMARK = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class IntervalBounds:
+    """The time condition of an interval join, in milliseconds, both ends inclusive.
+
+    ``right_time - left_time`` must lie in ``[lower_ms, upper_ms]``. SQL forms map as
+    Flink's ``IntervalJoinUtil`` does: ``B.t BETWEEN A.t - INTERVAL '10' MINUTE AND
+    A.t + INTERVAL '5' MINUTE`` is ``between(-600_000, 300_000)``; a strict bound
+    (``<``, ``>``) moves by one millisecond (``B.t > A.t`` is ``lower_ms = 1``).
+    ``upper_ms < lower_ms`` is a window no pair can satisfy: Flink then joins
+    nothing and emits every row of an outer side null-padded at once.
+
+    Example:
+        >>> IntervalBounds.between(0, 3_600_000, upper_inclusive=False)  # A.t <= B.t < A.t + 1 h
+        IntervalBounds(lower_ms=0, upper_ms=3599999)
+    """
+
+    lower_ms: int
+    upper_ms: int
+
+    def __post_init__(self):
+        for name in ("lower_ms", "upper_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValidationError(f"interval bound {name} must be an int of milliseconds, got {value!r}")
+
+    @classmethod
+    def between(
+        cls, lower_ms: int, upper_ms: int, *, lower_inclusive: bool = True, upper_inclusive: bool = True
+    ) -> "IntervalBounds":
+        """Bounds ``A.t + lower (<=|<) B.t (<=|<) A.t + upper``; a strict bound shifts by 1 ms."""
+        bounds = cls(lower_ms, upper_ms)  # validates the types
+        return cls(bounds.lower_ms + (0 if lower_inclusive else 1), bounds.upper_ms - (0 if upper_inclusive else 1))
+
+    @property
+    def is_empty(self) -> bool:
+        """No pair of rows can satisfy the condition."""
+        return self.upper_ms < self.lower_ms
+
+    @property
+    def left_window_end(self) -> int:
+        """How far after its own time a left row can still match (Flink's ``leftRelativeSize``)."""
+        return self.upper_ms
+
+    @property
+    def right_window_end(self) -> int:
+        """How far after its own time a right row can still match (Flink's ``rightRelativeSize``)."""
+        return -self.lower_ms
+
+
+class TimerService(Protocol):
+    """Where the logic registers clean-up timers for the current key (Flink's ``TimerService``)."""
+
+    def register(self, timestamp: int) -> None: ...
+
+    def delete(self, timestamp: int) -> None: ...
+
+
+@dataclass
+class IntervalJoinState:
+    """State of one join key (Flink: ``IntervalJoinLeftCache`` / ``...RightCache`` / timer states).
+
+    ``left_rows`` / ``right_rows`` map a rowtime (ms) to the rows cached at that
+    time, in arrival order, each as ``[row, matched]`` where ``matched`` says the
+    row was joined at least once (an outer side emits it null-padded on expiry
+    only when it was not). ``left_cleanup_timer`` is the timer that cleans the
+    left cache (Flink's ``rightTimerState``), likewise for the right.
+    ``joinable`` is False when the key has a null column: SQL's null never matches.
+    """
+
+    left_rows: dict[int, list[list]] = field(default_factory=dict)
+    right_rows: dict[int, list[list]] = field(default_factory=dict)
+    left_cleanup_timer: int | None = None
+    right_cleanup_timer: int | None = None
+    joinable: bool = True
+
+    @property
+    def row_count(self) -> int:
+        """Rows held in both caches."""
+        return sum(len(v) for v in self.left_rows.values()) + sum(len(v) for v in self.right_rows.values())
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.left_rows and not self.right_rows and self.left_cleanup_timer is None and (
+            self.right_cleanup_timer is None
+        )
+
+
+class TimeIntervalJoin:
+    """The interval-join decision logic for one key, shared by both time domains.
+
+    Callers give each row's time and the current operator time (see
+    :class:`RowTimeIntervalJoin` / :class:`ProcTimeIntervalJoin` for how they are
+    obtained), and fire the timers the logic registers. Each method returns the
+    rows to emit, all ``+I``: ``left values + right values``, the missing side
+    padded with ``None``.
+
+    Args:
+        how: ``"inner"``, ``"left"``, ``"right"`` or ``"full"``.
+        bounds: the time condition.
+        left_arity / right_arity: number of columns of each input (for padding).
+
+    Raises:
+        ValidationError: for an unknown ``how``, a non-IntervalBounds ``bounds``
+            or a negative arity.
+    """
+
+    def __init__(self, how: JoinHow, bounds: IntervalBounds, left_arity: int, right_arity: int):
+        if how not in _JOIN_HOWS:
+            raise ValidationError(f"interval join type {how!r} is not supported; expected one of {_JOIN_HOWS}")
+        if not isinstance(bounds, IntervalBounds):
+            raise ValidationError(f"bounds must be an IntervalBounds, got {bounds!r}")
+        for name, arity in (("left_arity", left_arity), ("right_arity", right_arity)):
+            if not isinstance(arity, int) or arity < 0:
+                raise ValidationError(f"{name} must be a non-negative int, got {arity!r}")
+        self.how = how
+        self.bounds = bounds
+        self.left_outer = how in ("left", "full")
+        self.right_outer = how in ("right", "full")
+        self._left_nulls = (None,) * left_arity
+        self._right_nulls = (None,) * right_arity
+
+    def new_state(self, key: tuple) -> IntervalJoinState:
+        """Empty state for ``key`` (a tuple of join-key values)."""
+        return IntervalJoinState(joinable=not any(v is None for v in key))
+
+    def process_left(
+        self, state: IntervalJoinState, row: tuple, row_time: int, operator_time: int, timers: TimerService
+    ) -> list[tuple]:
+        """A left row arrives (Flink ``processElement1``).
+
+        1. If its window ``[t + lower, t + upper]`` may still hold cached right
+           rows, join it with them; expired right rows met on the way are removed
+           (and emitted null-padded if the right side is outer and they never matched).
+        2. If the operator time is below ``t + upper``, cache it (and set the left
+           clean-up timer if none is set); else it is late: emit it null-padded
+           now if the left side is outer and it matched nothing.
+        """
+        return self._process(state, row, row_time, operator_time, timers, from_left=True)
+
+    def process_right(
+        self, state: IntervalJoinState, row: tuple, row_time: int, operator_time: int, timers: TimerService
+    ) -> list[tuple]:
+        """A right row arrives (Flink ``processElement2``); mirror of :meth:`process_left`."""
+        return self._process(state, row, row_time, operator_time, timers, from_left=False)
+
+    def on_timer(self, state: IntervalJoinState, timestamp: int, operator_time: int, timers: TimerService) -> list[tuple]:
+        """A clean-up timer fires (Flink ``onTimer``): expire rows of the cache(s) it belongs to.
+
+        A timer whose time is no longer the one recorded in the state is ignored,
+        as in Flink. The right cache is cleaned before the left when both timers
+        share the timestamp (Flink's order).
+        """
+        out: list[tuple] = []
+        if state.right_cleanup_timer is not None and timestamp == state.right_cleanup_timer:
+            expiration = self._expiration_time(operator_time, self.bounds.right_window_end)
+            self._remove_expired(state, expiration, timers, left=False, out=out)
+        if state.left_cleanup_timer is not None and timestamp == state.left_cleanup_timer:
+            expiration = self._expiration_time(operator_time, self.bounds.left_window_end)
+            self._remove_expired(state, expiration, timers, left=True, out=out)
+        return out
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _process(self, state, row, row_time, operator_time, timers, *, from_left: bool) -> list[tuple]:
+        out: list[tuple] = []
+        b = self.bounds
+        if b.is_empty:
+            # Flink plans no join at all: an outer side passes through null-padded.
+            if self.left_outer and from_left:
+                out.append(row + self._right_nulls)
+            elif self.right_outer and not from_left:
+                out.append(self._left_nulls + row)
+            return out
+        if from_left:
+            lower, upper = row_time + b.lower_ms, row_time + b.upper_ms
+            other_rows, other_window_end, other_outer = state.right_rows, b.right_window_end, self.right_outer
+        else:
+            lower, upper = row_time - b.upper_ms, row_time - b.lower_ms
+            other_rows, other_window_end, other_outer = state.left_rows, b.left_window_end, self.left_outer
+        other_expiration = self._expiration_time(operator_time, other_window_end)
+        matched = False
+        # Flink skips the scan when the whole window is already expired. It compares with an
+        # expiration time kept per operator instance and updated lazily; we use the current
+        # one, so a late row never meets rows that are expired but not yet cleaned up.
+        if other_expiration < upper:
+            for time in sorted(other_rows):
+                entries = other_rows[time]
+                if state.joinable and lower <= time <= upper:
+                    for entry in entries:
+                        out.append(row + entry[0] if from_left else entry[0] + row)
+                        matched = True
+                        entry[1] = True
+                if time <= other_expiration:
+                    if other_outer:
+                        out.extend(self._pad(entry[0], left=not from_left) for entry in entries if not entry[1])
+                    del other_rows[time]
+        if operator_time < upper:
+            own_rows = state.left_rows if from_left else state.right_rows
+            own_rows.setdefault(row_time, []).append([row, matched])
+            if (state.left_cleanup_timer if from_left else state.right_cleanup_timer) is None:
+                self._register_cleanup(state, row_time, timers, left=from_left)
+        elif not matched and (self.left_outer if from_left else self.right_outer):
+            out.append(self._pad(row, left=from_left))
+        return out
+
+    def _remove_expired(self, state, expiration: int, timers: TimerService, *, left: bool, out: list) -> None:
+        rows = state.left_rows if left else state.right_rows
+        outer = self.left_outer if left else self.right_outer
+        for time in sorted(rows):
+            if time > expiration:
+                break
+            if outer:
+                out.extend(self._pad(entry[0], left=left) for entry in rows[time] if not entry[1])
+            del rows[time]
+        if rows:
+            self._register_cleanup(state, min(rows), timers, left=left)
+        elif left:
+            state.left_cleanup_timer = None
+        else:
+            state.right_cleanup_timer = None
+
+    def _register_cleanup(self, state, row_time: int, timers: TimerService, *, left: bool) -> None:
+        window_end = self.bounds.left_window_end if left else self.bounds.right_window_end
+        cleanup_time = row_time + window_end + 1
+        timers.register(cleanup_time)
+        if left:
+            state.left_cleanup_timer = cleanup_time
+        else:
+            state.right_cleanup_timer = cleanup_time
+
+    @staticmethod
+    def _expiration_time(operator_time: int, window_end: int) -> int:
+        """Rows at or before this time can match nothing that is still to come."""
+        return MAX_WATERMARK if operator_time >= MAX_WATERMARK else operator_time - window_end - 1
+
+    def _pad(self, row: tuple, *, left: bool) -> tuple:
+        return row + self._right_nulls if left else self._left_nulls + row
+
+
+class RowTimeIntervalJoin(TimeIntervalJoin):
+    """Event-time interval join (Flink ``RowTimeIntervalJoin``): rows carry their rowtime,
+    the operator time is the combined watermark, clamped at 0 as Flink does."""
+
+    @staticmethod
+    def operator_time(watermark: int) -> int:
+        """Flink ``updateOperatorTime``: ``max(watermark, 0)``."""
+        return max(watermark, 0)
+
+
+class ProcTimeIntervalJoin(TimeIntervalJoin):
+    """Processing-time interval join (Flink ``ProcTimeIntervalJoin``): a row's time is the
+    processing time at which it arrives, the operator time is the current processing time,
+    and clean-up timers are processing-time timers."""
+
+    @staticmethod
+    def operator_time(now_ms: int) -> int:
+        return now_ms
+
+
+class LocalKeyedDriver:
+    """Runs a keyed two-input logic in plain Python, fed one row at a time as Flink feeds an operator.
+
+    Per-input watermarks follow Flink's per-table rule (after each row of input
+    *i*, ``wm(i) = max rowtime seen − delay_i``); the operator sees
+    ``min(wm(0), wm(1))`` (``-inf`` until both inputs have a watermark). When it
+    advances, due timers fire in timestamp order (per key, each timestamp once)
+    before the next row is processed. :meth:`finish` sends the +inf watermark
+    that ends the input. Used by the tests as the reference execution and by
+    anyone who wants the exact Flink changelog of a small input.
+
+    The driver is generic over the logic: ``on_row(state, side, kind, row, rowtime,
+    watermark, timers)`` and ``on_timer(state, timestamp, watermark, timers)`` return
+    the emitted ``(RowKind, row)`` changes; ``new_state(key)`` creates a key's state.
+    (It belongs with the shared two-input mechanism; it lives here until that
+    module offers a local runner.)
+
+    Args:
+        new_state: key tuple → empty state.
+        on_row / on_timer: the logic's hooks, as above.
+        watermark_delays_ms: the delay of each input's watermark (two ints).
+    """
+
+    def __init__(
+        self,
+        new_state: Callable[[tuple], object],
+        on_row: Callable[..., list[tuple[RowKind, tuple]]],
+        on_timer: Callable[..., list[tuple[RowKind, tuple]]],
+        watermark_delays_ms: tuple[int, int],
+    ):
+        if len(watermark_delays_ms) != 2 or any(not isinstance(d, int) or d < 0 for d in watermark_delays_ms):
+            raise ValidationError(f"watermark_delays_ms must be two non-negative ints, got {watermark_delays_ms!r}")
+        self._new_state = new_state
+        self._on_row = on_row
+        self._on_timer = on_timer
+        self._delays = watermark_delays_ms
+        self._max_time: list[int | None] = [None, None]
+        self.watermark = -MAX_WATERMARK - 1
+        self.states: dict[Hashable, object] = {}
+        self._timers: list[tuple[int, int, Hashable]] = []
+        self._timer_set: set[tuple[Hashable, int]] = set()
+        self._order = itertools.count()
+        self.changelog: list[tuple[RowKind, tuple]] = []
+
+    def process(self, side: int, key: tuple, kind: RowKind, row: tuple, rowtime: int) -> list[tuple[RowKind, tuple]]:
+        """Feed one row of input ``side`` (0 = left/probe, 1 = right/build); returns what it emitted,
+        including what the watermark advance after it fired."""
+        state = self._state(key)
+        emitted = list(self._on_row(state, side, kind, row, rowtime, self.watermark, self._timer_service(key)))
+        self._drop_if_empty(key)
+        self._max_time[side] = rowtime if self._max_time[side] is None else max(self._max_time[side], rowtime)
+        if None not in self._max_time:
+            combined = min(t - d for t, d in zip(self._max_time, self._delays))
+            emitted += self.advance_watermark(combined)
+        self.changelog += emitted
+        return emitted
+
+    def finish(self) -> list[tuple[RowKind, tuple]]:
+        """End of input: a +inf watermark fires every timer."""
+        emitted = self.advance_watermark(MAX_WATERMARK)
+        self.changelog += emitted
+        return emitted
+
+    def advance_watermark(self, watermark: int) -> list[tuple[RowKind, tuple]]:
+        """Raise the operator watermark (never lowers it) and fire the timers now due."""
+        if watermark <= self.watermark:
+            return []
+        self.watermark = watermark
+        emitted: list[tuple[RowKind, tuple]] = []
+        while self._timers and self._timers[0][0] <= watermark:
+            timestamp, _, key = heapq.heappop(self._timers)
+            if (key, timestamp) not in self._timer_set:
+                continue  # deleted
+            self._timer_set.discard((key, timestamp))
+            emitted += self._on_timer(self._state(key), timestamp, watermark, self._timer_service(key))
+            self._drop_if_empty(key)
+        return emitted
+
+    @property
+    def state_row_count(self) -> int:
+        """Rows held in state over all keys (each state's ``row_count``)."""
+        return sum(s.row_count for s in self.states.values())
+
+    def _state(self, key):
+        if key not in self.states:
+            self.states[key] = self._new_state(key)
+        return self.states[key]
+
+    def _drop_if_empty(self, key) -> None:
+        if self.states[key].is_empty:
+            del self.states[key]
+
+    def _timer_service(self, key) -> TimerService:
+        driver = self
+
+        class _Timers:
+            def register(self, timestamp: int) -> None:
+                if (key, timestamp) not in driver._timer_set:
+                    driver._timer_set.add((key, timestamp))
+                    heapq.heappush(driver._timers, (timestamp, next(driver._order), key))
+
+            def delete(self, timestamp: int) -> None:
+                driver._timer_set.discard((key, timestamp))
+
+        return _Timers()
+
+
+def interval_join_driver(join: RowTimeIntervalJoin, watermark_delays_ms: tuple[int, int]) -> LocalKeyedDriver:
+    """A :class:`LocalKeyedDriver` running ``join`` (side 0 = left, 1 = right; rows must be ``+I``)."""
+
+    def on_row(state, side, kind, row, rowtime, watermark, timers):
+        _require_insert(kind, row)
+        op_time = join.operator_time(watermark)
+        process = join.process_left if side == 0 else join.process_right
+        return [(RowKind.INSERT, r) for r in process(state, row, rowtime, op_time, timers)]
+
+    def on_timer(state, timestamp, watermark, timers):
+        return [(RowKind.INSERT, r) for r in join.on_timer(state, timestamp, join.operator_time(watermark), timers)]
+
+    return LocalKeyedDriver(join.new_state, on_row, on_timer, watermark_delays_ms)
+
+
+def _require_insert(kind: RowKind, row: tuple) -> None:
+    if kind is not RowKind.INSERT:
+        raise UnsupportedPlanError(
+            f"an interval join consumes insert-only input (Flink rejects updates and deletes); got {kind.short}{list(row)}"
+        )

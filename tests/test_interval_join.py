@@ -1,0 +1,311 @@
+"""Interval join logic in plain Python: Flink's reference cases, the seed's worked example,
+random streams against a batch interval join, and flat state (SEMANTICS.md §3)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flink_cases import case_names, load_case
+from streamjoin.changelog import RowKind, materialize
+from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.runtime.interval_join import (
+    IntervalBounds,
+    ProcTimeIntervalJoin,
+    RowTimeIntervalJoin,
+    interval_join_driver,
+)
+
+MINUTE = 60_000
+EPOCH = dt.datetime(1970, 1, 1)
+
+# What the planner (a later issue) will derive from each case's SQL: the inputs, keys,
+# time columns, bounds and join type. Written by hand from the queries, never from outputs.
+CASES = {
+    "interval_join_inner": dict(how="inner", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
+    "interval_join_left": dict(how="left", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
+    "interval_join_right": dict(how="right", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
+    "interval_join_full": dict(how="full", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
+    "interval_join_left_late": dict(how="left", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
+}
+# Every case: Orders a JOIN Shipments b ON a.order_id = b.order_id, a.ts / b.ship_ts,
+# SELECT a.order_id, a.ts, b.order_id, b.ship_ts (all columns, left then right).
+LEFT, RIGHT, KEY, LEFT_TIME, RIGHT_TIME = "Orders", "Shipments", "order_id", "ts", "ship_ts"
+
+
+def ts(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)
+
+
+def millis(value: dt.datetime) -> int:
+    return (value - EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def typed(columns, values) -> tuple:
+    """Case JSON values → Python values (timestamps as datetime)."""
+    return tuple(ts(v) if v is not None and t.startswith("TIMESTAMP") else v for (_, t), v in zip(columns, values))
+
+
+def replay(case, how: str, bounds: IntervalBounds):
+    """Feed the case to the logic in Flink's arrival order with Flink's watermark rule."""
+    left, right = case.tables[LEFT], case.tables[RIGHT]
+    join = RowTimeIntervalJoin(how, bounds, len(left.columns), len(right.columns))
+    driver = interval_join_driver(join, (left.watermark_delay_ms, right.watermark_delay_ms))
+    for name, kind, values in case.arrivals():
+        table = case.tables[name]
+        row = typed(table.columns, values)
+        names = [c for c, _ in table.columns]
+        side = 0 if name == LEFT else 1
+        rowtime = millis(row[names.index(LEFT_TIME if side == 0 else RIGHT_TIME)])
+        driver.process(side, (row[names.index(KEY)],), RowKind.from_short(kind), row, rowtime)
+    driver.finish()
+    return driver.changelog
+
+
+def test_every_interval_case_is_mapped():
+    assert sorted(CASES) == case_names("interval_join_")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_flink_case(name):
+    case = load_case(name)
+    changelog = replay(case, **CASES[name])
+    expected = [(RowKind.from_short(k), typed(case.expected_columns, v)) for k, v in case.expected_changelog]
+    assert changelog == expected
+    assert sorted(materialize(changelog).elements(), key=repr) == sorted(
+        (typed(case.expected_columns, v) for v in case.expected_final), key=repr
+    )
+
+
+class RecordingTimers:
+    def __init__(self):
+        self.registered = []
+
+    def register(self, timestamp):
+        self.registered.append(timestamp)
+
+    def delete(self, timestamp):
+        self.registered.remove(timestamp)
+
+
+def at(hhmmss: str) -> int:
+    return millis(ts(f"2022-10-10 {hhmmss}"))
+
+
+def test_seed_worked_example_emitted_stored_and_expiry():
+    """Seed 001: ±10 min on order_id. What each row emits, what is stored, which timer is set."""
+    bounds = IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)
+    join = RowTimeIntervalJoin("full", bounds, 2, 2)
+    key1001, key1002 = join.new_state((1001,)), join.new_state((1002,))
+    t1001, t1002 = RecordingTimers(), RecordingTimers()
+
+    # left 1001 @10:00:00, watermark 0: stored, clean-up timer at t + upper bound + 1 ms = 10:10:00.001.
+    # (The seed says 10:20:00.001: it adds Flink's pre-1.18 minCleanUpInterval, half the window;
+    # since Flink 1.18 `table.exec.interval-join.min-cleanup-interval` defaults to 0.)
+    assert join.process_left(key1001, (1001, "10:00"), at("10:00:00"), 0, t1001) == []
+    assert key1001.left_rows == {at("10:00:00"): [[(1001, "10:00"), False]]}
+    assert t1001.registered == [at("10:10:00") + 1]
+
+    # right 1002 @10:01:02; the seed takes the watermark as 10:00 (Flink's min over the inputs is
+    # still 0 here; the outcome is the same): stored, its timer 10:11:02.001 (seed: 10:21:02.001).
+    assert join.process_right(key1002, (1002, "10:01:02"), at("10:01:02"), at("10:00:00"), t1002) == []
+    assert key1002.right_rows == {at("10:01:02"): [[(1002, "10:01:02"), False]]}
+    assert t1002.registered == [at("10:11:02") + 1]
+
+    # left 1002 @10:05: right 1002 lies in [09:55, 10:15] -> emitted; both stay (not expired).
+    out = join.process_left(key1002, (1002, "10:05"), at("10:05:00"), at("10:01:02"), t1002)
+    assert out == [((1002, "10:05") + (1002, "10:01:02"))]
+    assert key1002.row_count == 2 and key1002.right_rows[at("10:01:02")][0][1] is True
+    assert t1002.registered == [at("10:11:02") + 1, at("10:15:00") + 1]
+
+    # right 1001 @10:12: left 1001 (10:00) is outside [10:02, 10:22] -> no match; stored.
+    assert join.process_right(key1001, (1001, "10:12"), at("10:12:00"), at("10:05:00"), t1001) == []
+    assert key1001.row_count == 2
+
+    # Expiry: left 1001's timer fires once the watermark reaches 10:10:00.001 -> null-padded once.
+    assert join.on_timer(key1001, at("10:10:00") + 1, at("10:10:00") + 1, t1001) == [(1001, "10:00", None, None)]
+    assert list(key1001.left_rows) == [] and key1001.left_cleanup_timer is None
+    # Right 1001 expires at 10:22:00.001 (10:12 + 10 min + 1 ms): unmatched -> padded on the right side.
+    assert join.on_timer(key1001, at("10:22:00") + 1, at("10:22:00") + 1, t1001) == [(None, None, 1001, "10:12")]
+    assert key1001.is_empty
+    # 1002's rows matched: they expire silently.
+    assert join.on_timer(key1002, at("10:11:02") + 1, at("10:30:00"), t1002) == []
+    assert join.on_timer(key1002, at("10:15:00") + 1, at("10:30:00"), t1002) == []
+    assert key1002.is_empty
+
+
+def test_strict_bounds_move_by_one_millisecond():
+    # B.t > A.t - 10 min AND B.t < A.t + 10 min
+    strict = IntervalBounds.between(-10 * MINUTE, 10 * MINUTE, lower_inclusive=False, upper_inclusive=False)
+    assert strict == IntervalBounds(-10 * MINUTE + 1, 10 * MINUTE - 1)
+    join = RowTimeIntervalJoin("inner", strict, 1, 1)
+    state, timers = join.new_state((1,)), RecordingTimers()
+    join.process_left(state, ("a",), 0 + 10 * MINUTE, 0, timers)
+    assert join.process_right(state, ("edge",), 0, 0, timers) == []  # exactly 10 min before: excluded
+    assert join.process_right(state, ("in",), 1, 0, timers) == [("a", "in")]
+    assert join.process_right(state, ("edge2",), 20 * MINUTE, 0, timers) == []
+
+
+def test_negative_window_joins_nothing_and_pads_outer_rows_at_once():
+    join = RowTimeIntervalJoin("left", IntervalBounds(5, 1), 1, 1)
+    state, timers = join.new_state((1,)), RecordingTimers()
+    assert join.process_left(state, ("l",), 10, 0, timers) == [("l", None)]
+    assert join.process_right(state, ("r",), 12, 0, timers) == []
+    assert state.is_empty and timers.registered == []
+
+
+def test_late_row_joins_state_is_not_stored_and_is_padded_at_once():
+    join = RowTimeIntervalJoin("full", IntervalBounds.between(-10, 10), 1, 1)
+    state, timers = join.new_state((1,)), RecordingTimers()
+    join.process_left(state, ("l100",), 100, 0, timers)
+    # right @95 arrives when the watermark is 106: its left window [85, 105] ends before 106 -> late,
+    # but left 100 is still cached (its window ends at 110): they join; the late row is not stored.
+    assert join.process_right(state, ("r95",), 95, 106, timers) == [("l100", "r95")]
+    assert state.right_rows == {}
+    # An unmatched late row of an outer side is emitted null-padded immediately.
+    assert join.process_right(state, ("r50",), 50, 106, timers) == [(None, "r50")]
+    assert state.right_rows == {}
+    # left 100 matched: no padding when it expires.
+    assert join.on_timer(state, 111, 111, timers) == []
+
+
+def test_null_key_never_matches_but_outer_rows_are_padded_on_expiry():
+    join = RowTimeIntervalJoin("left", IntervalBounds.between(-10, 10), 1, 1)
+    state, timers = join.new_state((None,)), RecordingTimers()
+    assert join.process_left(state, ("l",), 100, 0, timers) == []
+    assert join.process_right(state, ("r",), 100, 0, timers) == []
+    assert join.on_timer(state, 111, 111, timers) == [("l", None)]
+
+
+def test_proctime_join_uses_arrival_time():
+    join = ProcTimeIntervalJoin("left", IntervalBounds.between(-5, 5), 1, 1)
+    state, timers = join.new_state((1,)), RecordingTimers()
+    now = 1_000
+    assert join.process_left(state, ("l",), now, join.operator_time(now), timers) == []
+    now = 1_004
+    assert join.process_right(state, ("r",), now, join.operator_time(now), timers) == [("l", "r")]
+    assert join.on_timer(state, 1_006, join.operator_time(1_006), timers) == []
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValidationError, match="'outer'"):
+        RowTimeIntervalJoin("outer", IntervalBounds(0, 1), 1, 1)
+    with pytest.raises(ValidationError, match="lower_ms"):
+        IntervalBounds(1.5, 2)
+    with pytest.raises(ValidationError, match="IntervalBounds"):
+        RowTimeIntervalJoin("inner", (0, 1), 1, 1)
+    driver = interval_join_driver(RowTimeIntervalJoin("inner", IntervalBounds(0, 1), 1, 1), (0, 0))
+    with pytest.raises(UnsupportedPlanError, match=r"insert-only.*-D\[1\]"):
+        driver.process(0, (1,), RowKind.DELETE, (1,), 5)
+
+
+# -- random streams against a batch interval join ----------------------------------------------
+
+
+def generate(rng: random.Random, n: int, keys: int, delay: int, late_share: float):
+    """Rows ``(side, key, rowtime, id)`` in arrival order: event times mostly increasing, shuffled
+    within ``delay``; a share of rows is sent much later than its time (late)."""
+    rows = []
+    clock = 0
+    for i in range(n):
+        clock += rng.randint(0, 4)
+        rows.append([clock + rng.randint(0, delay), rng.randrange(2), rng.randrange(keys), clock, i])
+    for r in rows:
+        if rng.random() < late_share:
+            r[0] += 40 + rng.randint(0, 40)  # arrives long after its time
+    rows.sort(key=lambda r: (r[0], r[4]))
+    return [(side, key, rowtime, f"{'LR'[side]}{i}") for _, side, key, rowtime, i in rows]
+
+
+def run_random(rows, how, bounds, delay):
+    """Run the logic; return the driver, the rows that arrived at or behind the watermark
+    (*late*), and the late rows whose whole window was behind it (*not stored*)."""
+    join = RowTimeIntervalJoin(how, bounds, 3, 3)
+    driver = interval_join_driver(join, (delay, delay))
+    late, not_stored = set(), set()
+    for side, key, rowtime, ident in rows:
+        # The harness's own rules (SEMANTICS.md §3), from the operator watermark at arrival.
+        watermark = max(driver.watermark, 0)
+        window_end = bounds.upper_ms if side == 0 else -bounds.lower_ms
+        if rowtime <= watermark:
+            late.add(ident)
+        if watermark >= rowtime + window_end:
+            not_stored.add(ident)
+        driver.process(side, (key,), RowKind.INSERT, (ident, key, rowtime), rowtime)
+    driver.finish()
+    return driver, late, not_stored
+
+
+def batch_pairs(rows, bounds, keep):
+    left = [(k, t, i) for s, k, t, i in rows if s == 0 and keep(i)]
+    right = [(k, t, i) for s, k, t, i in rows if s == 1 and keep(i)]
+    return {(li, ri) for lk, lt, li in left for rk, rt, ri in right if lk == rk and bounds.lower_ms <= rt - lt <= bounds.upper_ms}
+
+
+def check_against_batch(rows, how, bounds, delay):
+    driver, late, not_stored = run_random(rows, how, bounds, delay)
+    out = materialize(driver.changelog)
+    assert all(c == 1 for c in out.values()), "every output row is emitted once"
+    pairs = {(r[0], r[3]) for r in out if r[0] is not None and r[3] is not None}
+    left_padded = Counter(r[0] for r in out if r[3] is None)
+    right_padded = Counter(r[3] for r in out if r[0] is None)
+    # 1. Among rows that were not late, the output is exactly the batch join.
+    assert {p for p in pairs if not late & set(p)} == batch_pairs(rows, bounds, lambda i: i not in late)
+    # 2. Late rows join only what state holds, so only pairs satisfying the condition, and two
+    #    rows that were never stored never meet.
+    assert pairs <= batch_pairs(rows, bounds, lambda i: True)
+    assert not any(set(p) <= not_stored for p in pairs)
+    # 3. Outer sides: a row is null-padded exactly once iff it matched nothing; inner sides never.
+    matched = {i for p in pairs for i in p}
+    lefts = {i for s, _, _, i in rows if s == 0}
+    rights = {i for s, _, _, i in rows if s == 1}
+    assert set(left_padded) == ((lefts - matched) if how in ("left", "full") else set())
+    assert set(right_padded) == ((rights - matched) if how in ("right", "full") else set())
+    assert all(c == 1 for c in (left_padded + right_padded).values())
+    # 4. After the end of input, state is empty.
+    assert driver.state_row_count == 0
+    return late, not_stored
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    how=st.sampled_from(["inner", "left", "right", "full"]),
+    lower=st.integers(-15, 10),
+    width=st.integers(0, 20),
+    delay=st.integers(0, 6),
+)
+def test_random_streams_equal_batch_join_over_rows_that_were_not_late(seed, how, lower, width, delay):
+    rows = generate(random.Random(seed), 60, 4, delay, late_share=0.1)
+    check_against_batch(rows, how, IntervalBounds(lower, lower + width), delay)
+
+
+def test_random_streams_do_exercise_late_rows():
+    results = [check_against_batch(generate(random.Random(s), 60, 4, 3, 0.1), "full", IntervalBounds(-5, 5), 3) for s in range(20)]
+    assert sum(len(late) for late, _ in results) > 20
+    assert sum(len(not_stored) for _, not_stored in results) > 20
+
+
+# -- state stays flat -----------------------------------------------------------------------------
+
+
+def test_state_is_bounded_by_rate_times_window_not_by_stream_length():
+    def peak_state(n):
+        rows = generate(random.Random(7), n, 50, 5, late_share=0.0)
+        join = RowTimeIntervalJoin("full", IntervalBounds.between(-20, 20), 3, 3)
+        driver = interval_join_driver(join, (5, 5))
+        peak = 0
+        for side, key, rowtime, ident in rows:
+            driver.process(side, (key,), RowKind.INSERT, (ident, key, rowtime), rowtime)
+            peak = max(peak, driver.state_row_count)
+        return peak, len(driver.states)
+
+    small, _ = peak_state(2_000)
+    large, keys = peak_state(20_000)
+    assert 0 < small and large <= small * 1.5, (small, large)
+    assert keys <= 50
