@@ -1,19 +1,30 @@
 """Dagster assets for a streaming pipeline: its Delta sink table and the sink's changelog table.
 
-Materialising them runs the pipeline's streaming query with
+Materialising them runs the pipeline's streaming query, by default with
 ``trigger(availableNow=True)``: everything the topics hold now is processed,
-then the query stops (a backfill run). Asset metadata carries the run's
+then the query stops (a backfill run); with ``available_now: false`` in the
+run config it runs continuously until the Dagster run is terminated. Asset metadata carries the run's
 progress: micro-batches, Kafka records read, rows in the sink, dead letters.
 """
 
 
-from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, MetadataValue, multi_asset
+from dagster import AssetExecutionContext, AssetSpec, Config, MaterializeResult, MetadataValue, multi_asset
 
 from assets.kafka_topics import topic_key
 from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource
 from streamjoin.pipeline import Pipeline, run_pipeline
 
-__all__ = ["pipeline_assets"]
+__all__ = ["pipeline_assets", "StreamingRunConfig"]
+
+
+class StreamingRunConfig(Config):
+    """Run config of a pipeline asset.
+
+    ``available_now=True`` (default): process what the topics hold, then stop (a backfill).
+    ``False``: a continuous streaming run, until the Dagster run is terminated.
+    """
+
+    available_now: bool = True
 
 
 def pipeline_assets(pipeline: Pipeline, *, description: str):
@@ -27,7 +38,7 @@ def pipeline_assets(pipeline: Pipeline, *, description: str):
     ]
 
     @multi_asset(name=pipeline.name, specs=specs)
-    def _assets(context: AssetExecutionContext, spark: SparkResource, kafka: KafkaResource, lakehouse: LakehouseResource):
+    def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource, lakehouse: LakehouseResource):
         session = spark.session()
         home = lakehouse.lakehouse()
 
@@ -37,7 +48,7 @@ def pipeline_assets(pipeline: Pipeline, *, description: str):
                 f"{progress.processedRowsPerSecond:.0f} rows/s, sources {[(s.description, s.endOffset) for s in progress.sources]}"
             )
 
-        run = run_pipeline(pipeline, session, home, kafka.servers, on_progress=log_progress)
+        run = run_pipeline(pipeline, session, home, kafka.servers, available_now=config.available_now, on_progress=log_progress)
         sink = pipeline.sink(home)
         rows = session.read.format("delta").load(sink.path).count()
         changes = session.read.format("delta").load(sink.changelog_path).count()

@@ -14,12 +14,13 @@ from assets.kafka_topics import TOPIC_SPECS
 from assets.orders_current import orders_current
 from checks.orders_current import orders_current_check
 from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
-from jobs import load_tpch_topics_job, orders_current_job
+from jobs import load_tpch_topics_job, orders_current_hourly, orders_current_job, orders_current_streaming_job
 
 defs = Definitions(
     assets=[*TOPIC_SPECS, orders_current],
     asset_checks=[orders_current_check],
-    jobs=[orders_current_job, load_tpch_topics_job],
+    jobs=[orders_current_job, orders_current_streaming_job, load_tpch_topics_job],
+    schedules=[orders_current_hourly],
     resources={
         "spark": SparkResource(master=os.environ.get("SPARK_MASTER", "local[2]")),
         "kafka": KafkaResource(bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS")),

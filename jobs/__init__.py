@@ -4,19 +4,39 @@ Jobs run in one process (``in_process_executor``) so that the asset and its
 checks share one Spark session instead of starting a JVM per step.
 """
 
-from dagster import AssetSelection, OpExecutionContext, define_asset_job, in_process_executor, job, op
+from dagster import (
+    AssetSelection, OpExecutionContext, RunConfig, ScheduleDefinition, define_asset_job, in_process_executor, job, op,
+)
 
 from assets.kafka_topics import TOPIC_SPECS
 from dagster_project.resources import KafkaResource, TpchResource
 from streamjoin.datagen.topics import load_topics
 
-__all__ = ["orders_current_job", "load_tpch_topics_job"]
+from assets.pipeline_assets import StreamingRunConfig
+
+__all__ = ["orders_current_job", "orders_current_streaming_job", "orders_current_hourly", "load_tpch_topics_job"]
+
+_ORDERS_CURRENT = AssetSelection.assets("orders_current", "orders_current_changelog")
 
 orders_current_job = define_asset_job(
     "orders_current_job",
-    selection=AssetSelection.assets("orders_current", "orders_current_changelog"),
+    selection=_ORDERS_CURRENT,
     executor_def=in_process_executor,
     description="Upsert the `orders` changelog into `orders_current` (availableNow) and run its checks.",
+)
+
+orders_current_streaming_job = define_asset_job(
+    "orders_current_streaming_job",
+    selection=_ORDERS_CURRENT,
+    executor_def=in_process_executor,
+    config=RunConfig(ops={"orders_current": StreamingRunConfig(available_now=False)}),
+    description="Continuous streaming run of `orders_current`; terminate the run to stop the query.",
+)
+
+orders_current_hourly = ScheduleDefinition(
+    job=orders_current_job,
+    cron_schedule="0 * * * *",
+    description="Every hour, catch `orders_current` up with the topic (availableNow) and check it.",
 )
 
 
