@@ -21,7 +21,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 
-__all__ = ["changelog_file_stream", "changelog_schema"]
+__all__ = ["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"]
 
 
 def changelog_schema(schema: StructType) -> StructType:
@@ -32,32 +32,20 @@ def changelog_schema(schema: StructType) -> StructType:
     )
 
 
-def changelog_file_stream(
-    spark: SparkSession,
+def write_changelog_batches(
     directory: Path,
     schema: StructType,
     batches: Sequence[Sequence[tuple[RowKind | str, tuple]]],
     *,
-    rowtime: str | None = None,
-    watermark_delay_ms: int = 0,
     first_seq: int = 0,
-) -> DataFrame:
-    """Write ``batches`` as Parquet files and return a stream that reads one per micro-batch.
+) -> None:
+    """Write ``batches`` as one Parquet file per micro-batch into ``directory``.
 
     Args:
-        spark: the session.
-        directory: an empty or missing folder owned by this stream.
+        directory: an empty or missing folder.
         schema: the table's columns (without changelog columns).
         batches: for each micro-batch, its ``(RowKind or short string, values)`` changes in order.
-        rowtime: event-time column; when given, the stream carries a watermark
-            of ``max(rowtime) - watermark_delay_ms`` (Spark's ``withWatermark``).
-        watermark_delay_ms: watermark delay in milliseconds.
-        first_seq: ``_seq`` of the first change; later changes count up across
-            batches, so ``_seq`` is also a global arrival index when callers
-            number several sources from one counter.
-
-    Returns:
-        A streaming DataFrame with ``schema`` + ``_rowkind`` + ``_seq``.
+        first_seq: ``_seq`` of the first change; later changes count up across batches.
 
     Raises:
         ValueError: when ``directory`` already holds files, or a row does not fit ``schema``.
@@ -80,7 +68,41 @@ def changelog_file_stream(
         pq.write_table(pa.Table.from_pylist(records, schema=arrow_schema), path)
         # The file source orders new files by modification time; make it the batch order.
         os.utime(path, (1_000_000 + index, 1_000_000 + index))
-    stream = spark.readStream.schema(full).option("maxFilesPerTrigger", 1).parquet(str(directory))
+
+
+def read_changelog_files(
+    spark: SparkSession, directory: Path, schema: StructType, *, rowtime: str | None = None, watermark_delay_ms: int = 0
+) -> DataFrame:
+    """A stream over the files of :func:`write_changelog_batches`, one file per micro-batch.
+
+    Args:
+        rowtime: event-time column; when given, the stream carries a watermark
+            of ``max(rowtime) - watermark_delay_ms`` (Spark's ``withWatermark``).
+        watermark_delay_ms: watermark delay in milliseconds.
+
+    Returns:
+        A streaming DataFrame with ``schema`` + ``_rowkind`` + ``_seq``.
+    """
+    stream = spark.readStream.schema(changelog_schema(schema)).option("maxFilesPerTrigger", 1).parquet(str(directory))
     if rowtime is not None:
         stream = stream.withWatermark(rowtime, f"{watermark_delay_ms} milliseconds")
     return stream
+
+
+def changelog_file_stream(
+    spark: SparkSession,
+    directory: Path,
+    schema: StructType,
+    batches: Sequence[Sequence[tuple[RowKind | str, tuple]]],
+    *,
+    rowtime: str | None = None,
+    watermark_delay_ms: int = 0,
+    first_seq: int = 0,
+) -> DataFrame:
+    """Write ``batches`` (:func:`write_changelog_batches`) and return the stream reading them (:func:`read_changelog_files`).
+
+    ``_seq`` counts from ``first_seq`` across batches, so it is also a global
+    arrival index when callers number several sources from one counter.
+    """
+    write_changelog_batches(directory, schema, batches, first_seq=first_seq)
+    return read_changelog_files(spark, directory, schema, rowtime=rowtime, watermark_delay_ms=watermark_delay_ms)

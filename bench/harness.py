@@ -1,0 +1,92 @@
+"""Measure streaming queries the same way, so that operators can be compared in one run.
+
+A benchmark feeds each query the same micro-batches (Parquet files read one
+per trigger, ``trigger(availableNow=True)``), writes to Spark's ``noop`` sink
+and reads Spark's own progress reports: input rows, per-batch processing time
+(``durationMs.triggerExecution``), state rows and state memory of the stateful
+operators after the last batch.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+
+@dataclass
+class Measurement:
+    """One query's figures: rows/s over the whole run, batch latency (ms), state after the last batch."""
+
+    name: str
+    input_rows: int
+    batches: int
+    seconds: float
+    batch_ms_p50: float
+    batch_ms_p95: float
+    state_rows: int
+    state_bytes: int
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.input_rows / self.seconds if self.seconds else 0.0
+
+    def row(self) -> str:
+        return (
+            f"| {self.name} | {self.input_rows:,} | {self.batches} | {self.seconds:.1f} | {self.rows_per_second:,.0f} | "
+            f"{self.batch_ms_p50:,.0f} | {self.batch_ms_p95:,.0f} | {self.state_rows:,} | {self.state_bytes / 2**20:,.1f} |"
+        )
+
+
+HEADER = (
+    "| query | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms | state rows | state MiB |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+)
+
+
+def measure(name: str, query: DataFrame, checkpoint: Path, *, timeout_s: float = 3600) -> Measurement:
+    """Run ``query`` to the end of its input into the noop sink and return its figures.
+
+    Raises:
+        TimeoutError: when the query does not finish within ``timeout_s`` seconds.
+    """
+    start = time.perf_counter()
+    running = (
+        query.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .queryName(name.replace(" ", "_"))
+        .start()
+    )
+    if not running.awaitTermination(timeout_s):
+        running.stop()
+        raise TimeoutError(f"{name} did not finish within {timeout_s} s")
+    seconds = time.perf_counter() - start
+    progress = [p for p in running.recentProgress if p.numInputRows > 0]
+    durations = sorted(p.durationMs["triggerExecution"] for p in progress)
+    last = running.recentProgress[-1]
+    return Measurement(
+        name=name,
+        input_rows=sum(p.numInputRows for p in progress),
+        batches=len(progress),
+        seconds=seconds,
+        batch_ms_p50=statistics.median(durations) if durations else 0.0,
+        batch_ms_p95=durations[min(len(durations) - 1, int(len(durations) * 0.95))] if durations else 0.0,
+        state_rows=sum(op.numRowsTotal for op in last.stateOperators),
+        state_bytes=sum(op.memoryUsedBytes for op in last.stateOperators),
+    )
+
+
+def run_all(queries: list[tuple[str, Callable[[], DataFrame]]], workdir: Path) -> list[Measurement]:
+    """Measure each ``(name, build)`` in turn (``build`` returns a fresh streaming DataFrame) and print a table."""
+    results = []
+    print(HEADER)
+    for index, (name, build) in enumerate(queries):
+        result = measure(name, build(), workdir / f"checkpoint-{index}")
+        print(result.row(), flush=True)
+        results.append(result)
+    return results
