@@ -1,0 +1,135 @@
+"""transformWithState plumbing shared by the OVER, group-aggregate and deduplication operators.
+
+Each operator keeps its logic in a plain Python class and a small
+``StatefulProcessor`` that calls it; this module holds what those processors
+share: preparing the input, keeping a key's state as one pickled value,
+keeping one Spark timer per key, ordering a key's rows, shaping the output.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogError, RowKind
+from streamjoin.errors import ValidationError
+
+__all__ = [
+    "BlobState",
+    "changelog_columns",
+    "check_insert",
+    "output_schema",
+    "require_columns",
+    "rows_in_order",
+    "sync_timer",
+    "without_watermark_columns",
+]
+
+#: Metadata key Spark puts on the column given to ``withWatermark``.
+_WATERMARK_METADATA = "spark.watermarkDelayMs"
+
+#: Largest number of changes one input row makes an operator emit; output ``_seq``
+#: of a change is ``input _seq * SEQ_STRIDE + i`` (see :func:`rows_in_order`).
+SEQ_STRIDE = 4
+
+
+def require_columns(df: DataFrame, columns: Iterable[str], what: str) -> None:
+    """Raise ValidationError naming ``what`` when ``df`` lacks one of ``columns``."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValidationError(f"{what}: no column {missing} in {df.columns}")
+
+
+def changelog_columns(df: DataFrame, what: str) -> list[str]:
+    """The data columns of a changelog DataFrame (all but ``_rowkind`` and ``_seq``).
+
+    Raises:
+        ValidationError: when ``df`` is not a changelog DataFrame.
+    """
+    require_columns(df, (ROWKIND_COLUMN, SEQ_COLUMN), f"{what} takes a changelog DataFrame")
+    return [c for c in df.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
+
+
+def without_watermark_columns(df: DataFrame) -> DataFrame:
+    """``df`` with no column marked as Spark's event-time watermark column.
+
+    Before an ``EventTime`` ``transformWithState`` Spark drops every row whose
+    watermark column is at or before the previous micro-batch's watermark.
+    Our operators apply Flink's own late rule instead, so they must see every
+    row; without the marker Spark filters nothing, while the query's watermark
+    (a property of the plan, not of the column) still advances and still drives
+    the operator's timers.
+    """
+    columns = [
+        F.col(f"`{f.name}`").alias(f.name, metadata={}) if _WATERMARK_METADATA in f.metadata else F.col(f"`{f.name}`")
+        for f in df.schema.fields
+    ]
+    return df.select(*columns)
+
+
+def output_schema(fields: Sequence[StructField]) -> StructType:
+    """``fields`` plus ``_rowkind`` (STRING) and ``_seq`` (LONG)."""
+    return StructType(
+        list(fields) + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, LongType(), False)]
+    )
+
+
+def rows_in_order(rows: Iterable[Row]) -> list[Row]:
+    """A key's input rows of one micro-batch in changelog order (``_seq``, as the source gave it)."""
+    return sorted(rows, key=lambda r: r[SEQ_COLUMN])
+
+
+def check_insert(row: Row, operator: str) -> None:
+    """Raise ChangelogError unless ``row`` is an INSERT (``+I``)."""
+    if row[ROWKIND_COLUMN] != RowKind.INSERT.short:
+        raise ChangelogError(
+            f"{operator} consumes an insert-only changelog; got {row[ROWKIND_COLUMN]} at {SEQ_COLUMN}={row[SEQ_COLUMN]}"
+        )
+
+
+class BlobState:
+    """A key's whole operator state as one pickled value in a ``ValueState``.
+
+    Fits states that are read and written as a whole on each visit of the key
+    (a bounded OVER frame, a deduplicated row): one state-store round trip
+    each way instead of one per field.
+
+    Args:
+        handle: the processor's ``StatefulProcessorHandle``.
+        name: state variable name.
+    """
+
+    _SCHEMA = StructType([StructField("blob", BinaryType(), False)])
+
+    def __init__(self, handle: Any, name: str) -> None:
+        self._state = handle.getValueState(name, self._SCHEMA)
+
+    def load(self, create: Callable[[], Any]) -> Any:
+        """The stored object, or ``create()`` when the key has none."""
+        stored = self._state.get()
+        return create() if stored is None else pickle.loads(stored[0])
+
+    def save(self, value: Any) -> None:
+        self._state.update((pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL),))
+
+    def clear(self) -> None:
+        self._state.clear()
+
+
+def sync_timer(handle: Any, registered: int | None, wanted: int | None) -> int | None:
+    """Keep exactly one Spark timer per key, at ``wanted`` (ms); returns what is now registered.
+
+    A key's own timers live in its state (:class:`~streamjoin.runtime.timers.TimerService`);
+    the Spark timer only wakes the key up at the earliest of them.
+    """
+    if registered != wanted:
+        if registered is not None:
+            handle.deleteTimer(registered)
+        if wanted is not None:
+            handle.registerTimer(wanted)
+    return wanted
