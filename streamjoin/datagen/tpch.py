@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from streamjoin.changelog import RowKind
 
-__all__ = ["DATE_SHIFT_DAYS", "TpchChangelog", "generate_tpch"]
+__all__ = ["DATE_SHIFT_DAYS", "NATION_CURRENCY", "TpchChangelog", "customer_currencies", "generate_tpch"]
 
 #: Days added to every TPC-H date: 1992-01-01 + 3653 days = 2002-01-01.
 DATE_SHIFT_DAYS = 3653
@@ -149,3 +149,22 @@ class TpchChangelog:
             else:
                 final.pop(change.row["o_orderkey"], None)
         return final
+
+
+#: ISO 4217 currency of each TPC-H nation (``n_nationkey`` → code). Romania's leu was
+#: redenominated on 2005-07-01 (ROL → RON); the ECB publishes ROL before and RON after,
+#: so Romanian orders use RON and find no ECB rate before that day.
+NATION_CURRENCY = {
+    0: "DZD", 1: "ARS", 2: "BRL", 3: "CAD", 4: "EGP", 5: "ETB", 6: "EUR", 7: "EUR", 8: "INR",
+    9: "IDR", 10: "IRR", 11: "IQD", 12: "JPY", 13: "JOD", 14: "KES", 15: "MAD", 16: "MZN",
+    17: "PEN", 18: "CNY", 19: "RON", 20: "SAR", 21: "VND", 22: "RUB", 23: "GBP", 24: "USD",
+}
+
+
+def customer_currencies(data_dir: Path) -> list[dict]:
+    """One row per TPC-H customer: ``c_custkey`` (BIGINT), ``n_name`` (STRING), ``currency`` (STRING, ISO 4217)."""
+    nations = {n["n_nationkey"]: n["n_name"] for n in pq.read_table(data_dir / "nation.parquet").to_pylist()}
+    return [
+        {"c_custkey": c["c_custkey"], "n_name": nations[c["c_nationkey"]], "currency": NATION_CURRENCY[c["c_nationkey"]]}
+        for c in pq.read_table(data_dir / "customer.parquet", columns=["c_custkey", "c_nationkey"]).to_pylist()
+    ]
