@@ -1,0 +1,331 @@
+"""Deduplication: ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY t {ASC|DESC}) = 1`` (SEMANTICS.md §6).
+
+Flink's ``operators/deduplicate/``; input is insert-only. Per key:
+
+=================================== ============ ===========================================================
+function                            output       behaviour
+=================================== ============ ===========================================================
+ProcTimeDeduplicateKeepFirstRow     insert-only  the first row to arrive is emitted (``+I``), later ones dropped
+ProcTimeDeduplicateKeepLastRow      updates      ``+I`` for the first row; each later row ``-U`` old, ``+U`` new;
+                                                 a row equal to the kept one emits nothing
+RowTimeDeduplicateKeepLastRow       updates      a row replaces the kept one when its time is ≥ the kept
+                                                 one's (ties: the later arrival wins): ``+I`` / ``-U`` ``+U``;
+                                                 an older row is ignored
+RowTimeDeduplicateKeepFirstRow      insert-only  the row with the smallest time (ties: the earlier arrival)
+                                                 is held until the watermark passes it, then emitted once;
+                                                 a row whose time is < the watermark is late: dropped, counted
+=================================== ============ ===========================================================
+
+Processing time means arrival order: on Spark, micro-batch order then ``_seq``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import LongType, StructField, StructType, TimestampNTZType, TimestampType
+
+from streamjoin.changelog import SEQ_COLUMN, RowKind
+from streamjoin.errors import ValidationError
+from streamjoin.runtime.timers import TimerService
+from streamjoin.runtime.tws import (
+    SEQ_STRIDE,
+    BlobState,
+    changelog_columns,
+    check_insert,
+    output_schema,
+    require_columns,
+    rows_in_order,
+    sync_timer,
+    without_watermark_columns,
+)
+
+__all__ = [
+    "DedupState",
+    "DeduplicateFunction",
+    "ProcTimeDeduplicateKeepFirstRowFunction",
+    "ProcTimeDeduplicateKeepLastRowFunction",
+    "RowTimeDeduplicateKeepLastRowFunction",
+    "RowTimeDeduplicateKeepFirstRowFunction",
+    "deduplicate_function",
+    "deduplicate",
+]
+
+Change = tuple[RowKind, tuple]
+
+
+@dataclass
+class DedupState:
+    """One key's state.
+
+    Attributes:
+        row: the kept row (or, keeping the first row on event time, the row
+            waiting for the watermark).
+        time: its order value (rowtime in ms, or the ORDER BY value).
+        seq: its input ``_seq`` (Spark operator: the ``_seq`` of a timer's output).
+        emitted: whether the first row was emitted (event-time keep-first).
+        timers, late_dropped, spark_timer: as in :class:`~streamjoin.runtime.over_aggregate.OverState`.
+    """
+
+    row: tuple | None = None
+    time: object = None
+    seq: int | None = None
+    emitted: bool = False
+    timers: TimerService = field(default_factory=TimerService)
+    late_dropped: int = 0
+    spark_timer: int | None = None
+
+
+class DeduplicateFunction:
+    """A per-key deduplication function; state passed in, changes returned."""
+
+    def process_element(self, state: DedupState, row: tuple, time=None) -> list[Change]:
+        """Take one input row; ``time`` is its ORDER BY value (unused on processing time)."""
+        raise NotImplementedError
+
+    def on_timer(self, state: DedupState, time: int) -> list[Change]:
+        return []
+
+
+def _replace(state: DedupState, row: tuple) -> list[Change]:
+    """Flink's ``updateDeduplicateResult``: ``+I`` for a first row, else ``-U`` old, ``+U`` new."""
+    previous, state.row = state.row, row
+    if previous is None:
+        return [(RowKind.INSERT, row)]
+    return [(RowKind.UPDATE_BEFORE, previous), (RowKind.UPDATE_AFTER, row)]
+
+
+class ProcTimeDeduplicateKeepFirstRowFunction(DeduplicateFunction):
+    """Keep the first row to arrive; insert-only output."""
+
+    def process_element(self, state, row, time=None):
+        if state.emitted:
+            return []
+        state.emitted = True
+        return [(RowKind.INSERT, row)]
+
+
+class ProcTimeDeduplicateKeepLastRowFunction(DeduplicateFunction):
+    """Keep the last row to arrive; an identical row emits nothing (Flink, without state TTL)."""
+
+    def process_element(self, state, row, time=None):
+        if state.row == row:
+            return []
+        return _replace(state, row)
+
+
+class RowTimeDeduplicateKeepLastRowFunction(DeduplicateFunction):
+    """Keep the row with the greatest order value; a row with an equal value replaces the kept one."""
+
+    def process_element(self, state, row, time=None):
+        if state.row is not None and time < state.time:
+            return []
+        state.time = time
+        return _replace(state, row)
+
+
+class RowTimeDeduplicateKeepFirstRowFunction(DeduplicateFunction):
+    """Keep the row with the smallest rowtime, emitted once the watermark passes it; insert-only."""
+
+    def process_element(self, state, row, time=None):
+        if time < state.timers.time:
+            state.late_dropped += 1
+            return []
+        if state.emitted:
+            return []
+        if state.row is None or time < state.time:
+            if state.row is not None:
+                state.timers.delete(state.time)
+            state.timers.register(time)
+            state.row, state.time = row, time
+        return []
+
+    def on_timer(self, state, time):
+        row, state.row, state.time = state.row, None, None
+        state.emitted = True
+        return [(RowKind.INSERT, row)]
+
+
+def deduplicate_function(keep: Literal["first", "last"], rowtime: bool) -> DeduplicateFunction:
+    """The Flink function for ``keep`` on event time (``rowtime``) or processing time.
+
+    Raises:
+        ValidationError: for ``keep`` other than ``"first"``/``"last"``.
+    """
+    if keep not in ("first", "last"):
+        raise ValidationError(f"keep must be 'first' or 'last'; got {keep!r}")
+    if rowtime:
+        return RowTimeDeduplicateKeepFirstRowFunction() if keep == "first" else RowTimeDeduplicateKeepLastRowFunction()
+    return ProcTimeDeduplicateKeepFirstRowFunction() if keep == "first" else ProcTimeDeduplicateKeepLastRowFunction()
+
+
+# --------------------------------------------------------------------------- Spark operator
+
+_ORDER = "_order"
+DEDUP_STATE = "deduplicateState"
+LATE_STATE = "numLateRecordsDropped"
+_LATE_SCHEMA = StructType([StructField("count", LongType(), False)])
+
+
+class _DeduplicateProcessor(StatefulProcessor):
+    """Runs a :class:`DeduplicateFunction` per key; see :func:`deduplicate`."""
+
+    def __init__(
+        self,
+        keep: str,
+        ordered: bool,
+        event_time: bool,
+        columns: list[str],
+        watermark_column: str | None,
+        output_names: list[str],
+    ):
+        self.output_names = output_names
+        self.keep = keep
+        self.ordered = ordered
+        self.event_time = event_time
+        self.columns = columns
+        self.watermark_column = watermark_column
+
+    def init(self, handle) -> None:
+        self.handle = handle
+        self.output_row = Row(*self.output_names)
+        self.state = BlobState(handle, DEDUP_STATE)
+        self.late = handle.getValueState(LATE_STATE, _LATE_SCHEMA)
+        self.fn = deduplicate_function(self.keep, rowtime=self.ordered)
+
+    def handleInputRows(self, key, rows, timerValues):
+        state = self.state.load(DedupState)
+        late_before = state.late_dropped
+        out: list[tuple[int, RowKind, tuple]] = []
+        fire = self._firing(state, out)
+        if self.event_time:
+            state.timers.advance(timerValues.getCurrentWatermarkInMs(), fire)
+        for row in rows_in_order(rows):
+            check_insert(row, "deduplicate")
+            if self.watermark_column is not None and row[self.watermark_column] is not None:
+                state.timers.advance(row[self.watermark_column], fire)
+            values = tuple(row[c] for c in self.columns)
+            seq = row[SEQ_COLUMN]
+            changes = self.fn.process_element(state, values, row[_ORDER] if self.ordered else None)
+            if self.event_time and state.row is values:
+                state.seq = seq  # the row now waiting for the watermark
+            out += [(seq * SEQ_STRIDE + i, kind, v) for i, (kind, v) in enumerate(changes)]
+        return self._finish(state, out, late_before)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        state = self.state.load(DedupState)
+        state.spark_timer = None  # Spark deletes the timer that just expired
+        out: list = []
+        state.timers.advance(timerValues.getCurrentWatermarkInMs(), self._firing(state, out))
+        return self._finish(state, out, state.late_dropped)
+
+    def _firing(self, state: DedupState, out: list):
+        def fire(time: int) -> list:
+            seq = state.seq
+            out.extend((seq * SEQ_STRIDE, kind, v) for kind, v in self.fn.on_timer(state, time))
+            return []
+
+        return fire
+
+    def _finish(self, state: DedupState, out: list, late_before: int):
+        if self.event_time:
+            state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
+        self.state.save(state)
+        if state.late_dropped != late_before:
+            previous = self.late.get()
+            self.late.update(((previous[0] if previous else 0) + state.late_dropped - late_before,))
+        return iter([self.output_row(*values, kind.short, seq) for seq, kind, values in out])
+
+    def close(self) -> None:
+        pass
+
+
+def deduplicate(
+    df: DataFrame,
+    *,
+    key: Sequence[str],
+    order_by: str | None,
+    keep: Literal["first", "last"],
+    watermark_column: str | None = None,
+) -> DataFrame:
+    """Keep one row per key of an insert-only changelog stream (SEMANTICS.md §6).
+
+    ``SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY key ORDER BY
+    order_by {ASC if keep == "first" else DESC}) AS rn FROM df) WHERE rn = 1``.
+    See the module docstring for each variant's output.
+
+    Spark specifics: processing time is arrival order (micro-batch, then
+    ``_seq``). Keeping the first row on event time runs in
+    ``timeMode="EventTime"`` with Spark's watermark (one value per
+    micro-batch; Spark's own late-row filter is switched off so Flink's rule
+    ``rowtime < watermark`` decides; ``watermark_column`` gives a per-row
+    watermark as in :func:`~streamjoin.runtime.over_aggregate.over_aggregate`);
+    late rows are counted in the ``numLateRecordsDropped`` state variable.
+    The other variants need no timers.
+
+    Args:
+        df: a changelog DataFrame (columns + ``_rowkind`` + ``_seq``) holding only ``+I`` rows.
+        key: PARTITION BY columns (at least one).
+        order_by: ``None`` for processing time; else the ORDER BY column: a
+            rowtime TIMESTAMP (required for ``keep="first"``, with a watermark
+            defined upstream), or any orderable column for ``keep="last"``
+            (e.g. a BIGINT version; Flink plans that as a Top-1, same output).
+        keep: ``"first"`` (ASC) or ``"last"`` (DESC).
+        watermark_column: optional LONG column, the watermark (epoch ms) in
+            effect when the row arrived; only with ``keep="first"`` on event time.
+
+    Returns:
+        A changelog DataFrame with ``df``'s columns (without
+        ``watermark_column``), ``_rowkind`` and ``_seq``. For changes caused by
+        an input row, ``_seq = input _seq × 4 + i`` (i-th change of that row),
+        so the input's arrival order carries over across keys; a row emitted
+        by a timer keeps its own input ``_seq × 4``.
+
+    Raises:
+        ValidationError: for unknown columns, an empty key, an invalid ``keep``,
+            or a non-timestamp ``order_by`` with ``keep="first"``.
+        pyspark.errors.StreamingQueryException: at run time, wrapping
+            :class:`~streamjoin.changelog.ChangelogError` when a row is not ``+I``.
+
+    Example:
+        >>> latest = deduplicate(orders, key=["o_orderkey"], order_by=None, keep="last")  # doctest: +SKIP
+    """
+    columns = changelog_columns(df, "deduplicate")
+    deduplicate_function(keep, rowtime=order_by is not None)  # validates keep
+    if not key:
+        raise ValidationError("deduplicate needs at least one key column")
+    require_columns(df, list(key), "deduplicate key")
+    types = {f.name: f.dataType for f in df.schema.fields}
+    is_timestamp = order_by is not None and isinstance(types.get(order_by), (TimestampType, TimestampNTZType))
+    if order_by is not None:
+        require_columns(df, [order_by], "deduplicate order_by")
+    event_time = order_by is not None and keep == "first"
+    if event_time and not is_timestamp:
+        raise ValidationError(
+            f"deduplicate keep='first' ORDER BY {order_by!r} needs a TIMESTAMP rowtime with a watermark; it is {types[order_by]}"
+        )
+    if watermark_column is not None:
+        if not event_time:
+            raise ValidationError("deduplicate watermark_column applies only to keep='first' on event time")
+        require_columns(df, [watermark_column], "deduplicate watermark_column")
+        if not isinstance(types[watermark_column], LongType):
+            raise ValidationError(f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}")
+        columns.remove(watermark_column)
+
+    prepared = without_watermark_columns(df)
+    if order_by is not None:
+        order = F.unix_millis(F.col(order_by).cast("timestamp")) if is_timestamp else F.col(order_by)
+        prepared = prepared.withColumn(_ORDER, order)
+    schema = output_schema([StructField(c, types[c]) for c in columns])
+    processor = _DeduplicateProcessor(keep, order_by is not None, event_time, columns, watermark_column, schema.names)
+    return prepared.groupBy(*key).transformWithState(
+        statefulProcessor=processor,
+        outputStructType=schema,
+        outputMode="Append",
+        timeMode="EventTime" if event_time else "None",
+    )

@@ -1,0 +1,213 @@
+"""Group aggregate logic (and the aggregate functions) in pure Python: Flink's cases, seed 003, rules, properties."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType
+
+from flink_cases import load_case
+from operator_replay import replay_keyed
+from over_window_oracle import int_avg
+from streamjoin.changelog import RowKind, materialize
+from streamjoin.errors import StateError, ValidationError
+from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
+from streamjoin.runtime.deduplicate import DedupState, deduplicate_function
+from streamjoin.runtime.group_aggregate import GroupAggFunction, GroupState
+
+I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
+ORDERS = {"order_id": StringType(), "tms_company": StringType(), "arrival": LongType()}
+
+
+def group_function(aggregates, types, columns, retractable=True):
+    return GroupAggFunction(Aggregates(parse_calls(aggregates), types, columns, retractable=retractable))
+
+
+def dedup_then_count_distinct(rows, rowtime: bool):
+    """Seed 003's query: latest row per order_id (dedup keep-last), then COUNT(DISTINCT order_id) per company."""
+    dedup = deduplicate_function("last", rowtime=rowtime)
+    group = group_function([("order_cnt", "COUNT_DISTINCT", "order_id")], ORDERS, list(ORDERS))
+    dedup_states: dict = {}
+    group_states: dict = {}
+    out = []
+    for row in rows:
+        for kind, kept in dedup.process_element(dedup_states.setdefault(row[0], DedupState()), row, row[2]):
+            out += group.process_element(group_states.setdefault(kept[1], GroupState()), (kept[1],), kind, kept)
+    return out
+
+
+# CASE → how its query maps to operators: changelog_group_proctime orders by PROCTIME (arrival order),
+# changelog_group_arrival_col by the BIGINT arrival column (Flink: Top-1, same changelog).
+@pytest.mark.parametrize("name, rowtime", [("changelog_group_proctime", False), ("changelog_group_arrival_col", True)])
+def test_flink_case_dedup_then_count_distinct(name, rowtime):
+    case = load_case(name)
+    rows = [(*values, arrival) for arrival, (_, _, values) in enumerate(case.arrivals())]
+    out = dedup_then_count_distinct(rows, rowtime)
+    assert [(k.short, v) for k, v in out] == case.expected_changelog
+    assert sorted(materialize(out).elements()) == sorted(case.expected_final)
+
+
+def test_seed_003_changelog():
+    # The seed's input and its printed output, verbatim.
+    rows = [("001", "ZhongTong", 0), ("002", "YuanTong", 1), ("003", "ZhongTong", 2), ("001", "YuanTong", 3)]
+    printed = "+I(ZhongTong,1) +I(YuanTong,1) -U(ZhongTong,1) +U(ZhongTong,2) -U(ZhongTong,2) +U(ZhongTong,1) -U(YuanTong,1) +U(YuanTong,2)"
+    out = dedup_then_count_distinct(rows, rowtime=False)
+    assert " ".join(f"{k.short}({v[0]},{v[1]})" for k, v in out) == printed
+    assert materialize(out) == Counter({("ZhongTong", 1): 1, ("YuanTong", 2): 1})
+
+
+KV = {"k": StringType(), "v": IntegerType()}
+ALL = [("n", "COUNT", None), ("nv", "COUNT", "v"), ("d", "COUNT_DISTINCT", "v"), ("s", "SUM", "v"),
+       ("a", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v")]
+
+
+def feed(fn, changes):
+    state = GroupState()
+    return [out for kind, row in changes for out in fn.process_element(state, (row[0],), kind, row)]
+
+
+def test_emits_insert_update_pairs_and_delete_when_the_group_empties():
+    fn = group_function([("n", "COUNT", None), ("hi", "MAX", "v")], KV, ["k", "v"])
+    changes = [(I, ("a", 5)), (I, ("a", 9)), (D, ("a", 9)), (UB, ("a", 5)), (UA, ("a", 7)), (D, ("a", 7))]
+    assert feed(fn, changes) == [
+        (I, ("a", 1, 5)),
+        (UB, ("a", 1, 5)), (UA, ("a", 2, 9)),
+        (UB, ("a", 2, 9)), (UA, ("a", 1, 5)),  # retracting the max finds the next one
+        (D, ("a", 1, 5)),  # -U empties the group for a moment
+        (I, ("a", 1, 7)),
+        (D, ("a", 1, 7)),
+    ]
+
+
+def test_unchanged_result_emits_nothing():
+    fn = group_function([("d", "COUNT_DISTINCT", "v")], KV, ["k", "v"])
+    assert feed(fn, [(I, ("a", 1)), (I, ("a", 1)), (D, ("a", 1))]) == [(I, ("a", 1))]
+
+
+def test_retraction_for_an_empty_group_is_ignored():
+    fn = group_function([("n", "COUNT", None)], KV, ["k", "v"])
+    assert feed(fn, [(D, ("a", 1)), (I, ("a", 2))]) == [(I, ("a", 1))]
+
+
+def test_min_max_views_hold_multiplicities_and_are_cleared_with_the_group():
+    fn = group_function([("lo", "MIN", "v"), ("d", "COUNT_DISTINCT", "v")], KV, ["k", "v"])
+    state = GroupState()
+    for kind, v in [(I, 3), (I, 3), (I, 1), (D, 1)]:
+        fn.process_element(state, ("a",), kind, ("a", v))
+    assert state.views == {0: {3: 2}, 1: {3: 2}} and fn.aggregates.get_values(state.accs, state.views) == (3, 1)
+    for _ in range(2):
+        fn.process_element(state, ("a",), D, ("a", 3))
+    assert state.accs is None and state.views == {0: {}, 1: {}}
+
+
+def test_insert_only_extremes_keep_no_view_and_refuse_retraction():
+    fn = group_function([("hi", "MAX", "v")], KV, ["k", "v"], retractable=False)
+    state = GroupState()
+    fn.process_element(state, ("a",), I, ("a", 4))
+    assert state.views == {} and state.accs == [[4, 0]]
+    with pytest.raises(StateError, match="insert-only"):
+        fn.process_element(state, ("a",), D, ("a", 4))
+
+
+# --------------------------------------------------------------------------- aggregate functions
+
+
+def evaluate(aggregates, input_type, values, retract=()):
+    aggs = Aggregates(parse_calls(aggregates), {"v": input_type}, ["v"], retractable=True)
+    accs, views = aggs.create()
+    for v in values:
+        aggs.accumulate(accs, views, aggs.args((v,)))
+    for v in retract:
+        aggs.retract(accs, views, aggs.args((v,)))
+    return aggs.get_values(accs, views), aggs.result_types
+
+
+def test_result_types_follow_flink():
+    _, types = evaluate([("s", "SUM", "v"), ("a", "AVG", "v"), ("n", "COUNT", "v")], IntegerType(), [])
+    assert types == [IntegerType(), IntegerType(), LongType()]
+    _, types = evaluate([("s", "SUM", "v"), ("a", "AVG", "v"), ("m", "MIN", "v")], DecimalType(15, 2), [])
+    assert types == [DecimalType(38, 2), DecimalType(38, 6), DecimalType(15, 2)]
+
+
+def test_int_sum_wraps_like_java_and_int_avg_truncates():
+    big = 2**31 - 1
+    (s, a), _ = evaluate([("s", "SUM", "v"), ("a", "AVG", "v")], IntegerType(), [big, 1])
+    assert s == -(2**31) and a == 2**30  # AVG sums in BIGINT: (2^31) / 2
+    (a,), _ = evaluate([("a", "AVG", "v")], IntegerType(), [-3, -4])
+    assert a == -3  # -3.5 truncated toward zero
+
+
+def test_decimal_sum_and_avg_round_half_up_at_scale_six():
+    (s, a), _ = evaluate([("s", "SUM", "v"), ("a", "AVG", "v")], DecimalType(15, 2),
+                         [Decimal("0.01"), Decimal("0.01"), Decimal("0.00")])
+    assert s == Decimal("0.02") and a == Decimal("0.006667")
+    (s,), _ = evaluate([("s", "SUM", "v")], DecimalType(38, 2), [Decimal("9" * 34 + ".99"), Decimal("0.01")])
+    assert s == Decimal("1" + "0" * 34 + ".00")  # exact beyond Python's default 28 digits
+
+
+def test_nulls_are_skipped_and_an_empty_sum_is_null():
+    values, _ = evaluate([("s", "SUM", "v"), ("n", "COUNT", "v"), ("c", "COUNT", None), ("lo", "MIN", "v")],
+                         IntegerType(), [None, None])
+    assert values == (None, 0, 2, None)
+    values, _ = evaluate([("s", "SUM", "v"), ("a", "AVG", "v")], IntegerType(), [4], retract=[4])
+    assert values == (None, None)
+
+
+def test_aggregate_calls_are_checked():
+    with pytest.raises(ValidationError, match="unknown aggregate function 'MEDIAN'"):
+        AggregateCall("m", "MEDIAN", "v")
+    with pytest.raises(ValidationError, match="needs an argument"):
+        AggregateCall("m", "MAX", None)
+    with pytest.raises(ValidationError, match="repeated"):
+        parse_calls([("m", "MAX", "v"), ("m", "MIN", "v")])
+    with pytest.raises(ValidationError, match=r"\(output_name, function, column\)"):
+        parse_calls([("m", "MAX")])
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@st.composite
+def changelogs(draw):
+    """A valid changelog over rows (k, v): inserts, deletes and -U/+U updates of present rows."""
+    present: list = []
+    changes = []
+    for _ in range(draw(st.integers(0, 40))):
+        op = draw(st.sampled_from(["insert", "delete", "update"]) if present else st.just("insert"))
+        new = (draw(st.sampled_from("abc")), draw(st.one_of(st.none(), st.integers(-20, 20))))
+        if op == "insert":
+            present.append(new)
+            changes.append((I, new))
+        else:
+            old = present.pop(draw(st.integers(0, len(present) - 1)))
+            if op == "delete":
+                changes.append((D, old))
+            else:
+                present.append(new)
+                changes += [(UB, old), (UA, new)]
+    return changes
+
+
+def batch_group_by(rows):
+    """SELECT k, COUNT(*), COUNT(v), COUNT(DISTINCT v), SUM(v), AVG(v), MIN(v), MAX(v) FROM rows GROUP BY k."""
+    groups: dict = {}
+    for k, v in rows:
+        groups.setdefault(k, []).append(v)
+    out = Counter()
+    for k, vs in groups.items():
+        present = [v for v in vs if v is not None]
+        out[(k, len(vs), len(present), len(set(present)), sum(present) if present else None, int_avg(vs),
+             min(present, default=None), max(present, default=None))] += 1
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(changelogs())
+def test_output_materialises_to_the_batch_aggregate_of_the_materialised_input(changes):
+    fn = group_function(ALL, KV, ["k", "v"])
+    out = replay_keyed(lambda s, c: fn.process_element(s, (c[1][0],), *c), GroupState, [(c[1][0], c) for c in changes])
+    assert materialize(out) == batch_group_by(materialize(changes).elements())
