@@ -1,0 +1,350 @@
+"""The catalog: tables declared by ``CREATE TABLE`` and views declared by ``CREATE [TEMPORARY] VIEW``.
+
+A table is a Kafka topic (``'connector' = 'kafka'``, a source), a Delta table
+(``'connector' = 'delta'``, a sink or the current rows of a lookup join) or an
+in-memory table whose rows a test case supplies (``'connector' = 'values'``,
+Flink's test connector). Its declaration is checked here, before anything runs:
+column names, types, the ``WATERMARK FOR`` clause, the ``PRIMARY KEY … NOT
+ENFORCED`` and the ``WITH`` options.
+
+| connector | options |
+| --- | --- |
+| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``) |
+| ``delta`` | ``path`` (default: ``<lakehouse>/<table>``) |
+| ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql.types import StructField, StructType
+from sqlglot import exp
+
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.connectors.kafka import KafkaSource
+from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.planner.diagnostics import SqlSource, error
+from streamjoin.planner.dialect import Flink, interval_ms
+from streamjoin.planner.types import SqlType, sql_type
+
+__all__ = ["Column", "Watermark", "TableDef", "ViewDef", "Catalog", "table_from_ddl", "CONNECTORS"]
+
+#: Options each connector accepts (a ``properties.`` prefix passes Kafka client settings through).
+CONNECTORS = {
+    "kafka": ("connector", "topic", "format", "properties.bootstrap.servers", "scan.startup.mode", "json.rowkind-field"),
+    "delta": ("connector", "path"),
+    "values": ("connector", "changelog-mode"),
+}
+_FORMATS = ("json", "debezium-json")
+_STARTUP_MODES = {"earliest-offset": "earliest", "latest-offset": "latest"}
+_MODE_KINDS = {"I": RowKind.INSERT, "UB": RowKind.UPDATE_BEFORE, "UA": RowKind.UPDATE_AFTER, "D": RowKind.DELETE}
+_RESERVED = (ROWKIND_COLUMN, SEQ_COLUMN)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: physical, or computed (``pt AS PROCTIME()``, ``total AS price * qty``)."""
+
+    name: str
+    type: SqlType
+    computed: exp.Expr | None = None
+    node: exp.Expr | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """``WATERMARK FOR column AS column - INTERVAL …``: the rowtime and its delay in milliseconds."""
+
+    column: str
+    delay_ms: int
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A declared table.
+
+    Args:
+        name: table name (case-sensitive, as Flink).
+        columns: columns in declaration order; the rowtime column's type carries ``time_attribute="ROWTIME"``,
+            a ``PROCTIME()`` column's ``"PROCTIME"``.
+        primary_key: ``PRIMARY KEY (…) NOT ENFORCED`` columns, empty if none.
+        watermark: the rowtime and its watermark delay, ``None`` if none.
+        options: the ``WITH`` options.
+        source: the SQL text it was declared in; node: its ``CREATE TABLE``.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    watermark: Watermark | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    source: SqlSource | None = field(default=None, compare=False, repr=False)
+    node: exp.Expr | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def connector(self) -> str:
+        return self.options["connector"]
+
+    @property
+    def physical_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.computed is None)
+
+    @property
+    def physical_schema(self) -> StructType:
+        """The physical columns as Spark fields (what the connector reads)."""
+        return StructType([StructField(c.name, c.type.spark, c.type.nullable) for c in self.physical_columns])
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+    @property
+    def rowtime(self) -> str | None:
+        return self.watermark.column if self.watermark else None
+
+    @property
+    def proctime(self) -> str | None:
+        return next((c.name for c in self.columns if c.type.time_attribute == "PROCTIME"), None)
+
+    @property
+    def source_kinds(self) -> frozenset[RowKind]:
+        """The RowKinds this table produces as a source (its ``changelogMode``).
+
+        ``json`` is insert-only unless ``json.rowkind-field`` names a RowKind field;
+        ``debezium-json`` is a full changelog; ``values`` follows ``changelog-mode``.
+        """
+        if self.connector == "kafka":
+            if self.options["format"] == "debezium-json" or "json.rowkind-field" in self.options:
+                return frozenset(RowKind)
+            return frozenset({RowKind.INSERT})
+        if self.connector == "values":
+            text = self.options.get("changelog-mode", "I")
+            return frozenset(_MODE_KINDS[k.strip()] for k in text.split(","))
+        return frozenset({RowKind.INSERT})
+
+    def kafka_source(self) -> KafkaSource:
+        """The :class:`~streamjoin.connectors.kafka.KafkaSource` of a ``kafka`` table.
+
+        A rowtime that is a physical column gets its watermark from the source;
+        a computed rowtime gets it after the computed columns (the planner's scan).
+        """
+        options = {f"kafka.{k[len('properties.'):]}": v for k, v in self.options.items()
+                   if k.startswith("properties.") and k != "properties.bootstrap.servers"}
+        mode = self.options.get("scan.startup.mode", "earliest-offset")
+        if mode != "earliest-offset":
+            options["startingOffsets"] = _STARTUP_MODES[mode]
+        physical_rowtime = self.rowtime if self.rowtime and self.column(self.rowtime).computed is None else None
+        return KafkaSource(
+            name=self.name,
+            topic=self.options["topic"],
+            schema=self.physical_schema,
+            format=self.options["format"],
+            primary_key=self.primary_key,
+            rowtime=physical_rowtime,
+            watermark_delay_ms=self.watermark.delay_ms if physical_rowtime else 0,
+            rowkind_field=self.options.get("json.rowkind-field"),
+            options=options,
+        )
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """``CREATE [TEMPORARY] VIEW name AS query``: planned inline wherever it is used, as Flink does."""
+
+    name: str
+    query: exp.Expr
+    source: SqlSource | None = field(default=None, compare=False, repr=False)
+
+
+class Catalog:
+    """Tables and views by name (case-sensitive); a name is declared once.
+
+    Example:
+        >>> catalog = Catalog()
+        >>> catalog.add_table(table)  # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[str, TableDef] = {}
+        self.views: dict[str, ViewDef] = {}
+
+    def _check_new(self, name: str, source: SqlSource | None, node: exp.Expr | None) -> None:
+        if name in self.tables or name in self.views:
+            raise error(ValidationError, source, node, f"table or view '{name}' is already declared", "unique-names")
+
+    def add_table(self, table: TableDef) -> None:
+        self._check_new(table.name, table.source, table.node)
+        self.tables[table.name] = table
+
+    def add_view(self, view: ViewDef) -> None:
+        self._check_new(view.name, view.source, view.query)
+        self.views[view.name] = view
+
+
+def _option_value(value: exp.Expr, source: SqlSource) -> str:
+    if isinstance(value, exp.Literal) and value.is_string:
+        return value.name
+    raise error(ValidationError, source, value, f"option value {value.sql(Flink)} must be a string literal", "table-options")
+
+
+def _watermark(constraint: exp.WatermarkColumnConstraint, columns: dict[str, Column], table: str, source: SqlSource) -> Watermark:
+    column = constraint.this.name
+    if column not in columns:
+        raise error(
+            ValidationError, source, constraint.this,
+            f"WATERMARK FOR '{column}': table '{table}' has no such column; columns: {', '.join(columns)}",
+            "watermark-column",
+        )
+    column_type = columns[column].type
+    if column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or column_type.precision > 3:
+        raise error(
+            ValidationError, source, constraint.this,
+            f"WATERMARK FOR '{column}' of table '{table}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p) "
+            f"with p <= 3, but it is {column_type}",
+            "watermark-type",
+        )
+    strategy = constraint.expression
+    delay = None
+    if isinstance(strategy, exp.Column) and strategy.name == column:
+        delay = 0
+    elif isinstance(strategy, exp.Sub) and isinstance(strategy.this, exp.Column) and strategy.this.name == column:
+        try:
+            delay = interval_ms(strategy.expression)
+        except ValidationError as e:
+            raise error(ValidationError, source, strategy.expression, str(e), "watermark-strategy") from None
+    if delay is None or delay < 0:
+        raise error(
+            UnsupportedPlanError, source, strategy,
+            f"watermark strategy {strategy.sql(Flink)} of table '{table}' is not supported: "
+            f"use '{column}' or '{column} - INTERVAL ...' (a bounded out-of-orderness delay >= 0)",
+            "watermark-strategy",
+        )
+    return Watermark(column, delay)
+
+
+def table_from_ddl(create: exp.Create, source: SqlSource) -> TableDef:
+    """The :class:`TableDef` of a parsed ``CREATE TABLE`` statement, checked.
+
+    Raises:
+        ValidationError: for a duplicate or reserved column name, an unsupported type,
+            a primary key without ``NOT ENFORCED`` or naming an unknown column, a
+            watermark on an unknown or non-timestamp column, an unknown connector,
+            format or option, or a missing required option.
+        UnsupportedPlanError: for a watermark strategy other than ``ts`` / ``ts - INTERVAL …``.
+    """
+    schema = create.this
+    name = schema.this.name
+    columns: dict[str, Column] = {}
+    watermark_node = None
+    pk_node = None
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            column_name = item.this.name
+            if column_name in columns:
+                raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}' is declared twice", "unique-columns")
+            if column_name in _RESERVED:
+                raise error(ValidationError, source, item, f"column name '{column_name}' of table '{name}' is reserved for the changelog", "reserved-columns")
+            computed = next((c.kind for c in item.constraints if isinstance(c.kind, exp.ComputedColumnConstraint)), None)
+            if computed is not None:
+                expr = computed.this
+                if isinstance(expr, exp.Anonymous) and expr.name.upper() == "PROCTIME" and not expr.expressions:
+                    ctype = SqlType("TIMESTAMP_LTZ", 3, nullable=False, time_attribute="PROCTIME")
+                else:
+                    ctype = None  # typed by the planner from its expression
+                columns[column_name] = Column(column_name, ctype, expr, item)
+                continue
+            if item.kind is None:
+                raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}' has no type", "column-type")
+            try:
+                ctype = sql_type(item.kind)
+            except ValidationError as e:
+                raise error(ValidationError, source, item.kind, f"column '{column_name}' of table '{name}': {e}", "column-type") from None
+            not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
+            columns[column_name] = Column(column_name, ctype.with_nullable(not not_null), None, item)
+        elif isinstance(item, exp.WatermarkColumnConstraint):
+            if watermark_node is not None:
+                raise error(ValidationError, source, item, f"table '{name}' declares more than one WATERMARK", "one-watermark")
+            watermark_node = item
+        elif isinstance(item, exp.PrimaryKey):
+            pk_node = item
+        else:
+            raise error(UnsupportedPlanError, source, item, f"table '{name}': {item.sql(Flink)} is not supported", "table-constraints")
+    primary_key: tuple[str, ...] = ()
+    if pk_node is not None:
+        if not any("NOT ENFORCED" in str(o).upper() for o in pk_node.args.get("options") or []):
+            raise error(
+                ValidationError, source, pk_node,
+                f"PRIMARY KEY of table '{name}' must be declared NOT ENFORCED: Flink does not own the data, "
+                "so the key is a promise about it, not a check",
+                "primary-key-not-enforced",
+            )
+        primary_key = tuple(i.name for i in pk_node.expressions)
+        for key_node in pk_node.expressions:
+            if key_node.name not in columns or columns[key_node.name].computed is not None:
+                raise error(
+                    ValidationError, source, key_node,
+                    f"PRIMARY KEY column '{key_node.name}' is not a physical column of table '{name}'",
+                    "primary-key-columns",
+                )
+        for key in primary_key:
+            columns[key] = Column(key, columns[key].type.with_nullable(False), None, columns[key].node)
+    watermark = _watermark(watermark_node, columns, name, source) if watermark_node is not None else None
+    if watermark:
+        column = columns[watermark.column]
+        columns[watermark.column] = Column(
+            column.name, column.type and SqlType(column.type.root, column.type.precision, nullable=column.type.nullable,
+                                                 time_attribute="ROWTIME"), column.computed, column.node)
+    options = _options(create, name, source)
+    return TableDef(name, tuple(columns.values()), primary_key, watermark, options, source, create)
+
+
+def _options(create: exp.Create, table: str, source: SqlSource) -> dict[str, str]:
+    properties = create.args.get("properties")
+    options: dict[str, str] = {}
+    for prop in properties.expressions if properties else []:
+        if not (type(prop) is exp.Property and isinstance(prop.this, exp.Literal)):
+            raise error(ValidationError, source, prop, f"table '{table}': {prop.sql(Flink)} is not a 'key' = 'value' option", "table-options")
+        options[prop.this.name] = _option_value(prop.args["value"], source)
+    connector = options.get("connector")
+    if connector not in CONNECTORS:
+        raise error(
+            ValidationError, source, create.this.this,
+            f"table '{table}': 'connector' must be one of {', '.join(CONNECTORS)}; got {connector!r}",
+            "table-connector",
+        )
+    allowed = CONNECTORS[connector]
+    for key in options:
+        if key not in allowed and not (connector == "kafka" and key.startswith("properties.")):
+            raise error(
+                ValidationError, source, create.this.this,
+                f"table '{table}': unsupported option '{key}' for connector '{connector}'; supported: {', '.join(allowed)}",
+                "table-options",
+            )
+    if connector == "kafka":
+        for required in ("topic", "format"):
+            if required not in options:
+                raise error(ValidationError, source, create.this.this, f"table '{table}': connector 'kafka' needs option '{required}'", "table-options")
+        if options["format"] not in _FORMATS:
+            raise error(
+                ValidationError, source, create.this.this,
+                f"table '{table}': format {options['format']!r} is not supported; supported: {', '.join(_FORMATS)}",
+                "table-format",
+            )
+        mode = options.get("scan.startup.mode", "earliest-offset")
+        if mode not in _STARTUP_MODES:
+            raise error(
+                UnsupportedPlanError, source, create.this.this,
+                f"table '{table}': scan.startup.mode {mode!r} is not supported; supported: {', '.join(_STARTUP_MODES)}",
+                "table-options",
+            )
+        if "json.rowkind-field" in options and options["format"] != "json":
+            raise error(ValidationError, source, create.this.this, f"table '{table}': json.rowkind-field applies to format 'json' only", "table-options")
+    if connector == "values":
+        kinds = [k.strip() for k in options.get("changelog-mode", "I").split(",")]
+        if not kinds or any(k not in _MODE_KINDS for k in kinds) or "I" not in kinds:
+            raise error(
+                ValidationError, source, create.this.this,
+                f"table '{table}': changelog-mode {options['changelog-mode']!r} must list I and any of UB, UA, D",
+                "table-options",
+            )
+    return options

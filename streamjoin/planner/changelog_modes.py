@@ -1,0 +1,130 @@
+"""Changelog-mode inference and the sink check (SEMANTICS.md §1), as Flink's FlinkChangelogModeInferenceProgram.
+
+Two passes over a planned statement:
+
+1. **ModifyKindSet, bottom-up** (done by the nodes at construction, :mod:`streamjoin.planner.plan`):
+   which of INSERT / UPDATE / DELETE each node emits. The sink is checked
+   against it here: an append-only sink refuses updates and deletes, naming the
+   sink and the node that produces them; an upsert sink (a primary key) takes
+   everything, through a **SinkUpsertMaterializer** when its primary key is not
+   an upsert key of the query.
+2. **UpdateKind, top-down** (:func:`assign_update_kinds`): whether updates carry
+   UPDATE_BEFORE. A sink keyed by an upsert key of the query needs only
+   UPDATE_AFTER, and a node that can omit ``-U`` (a group aggregate, a
+   keep-last deduplication, a changelog source through ``DropUpdateBefore``)
+   does; everything that retracts by value (joins, aggregates, the
+   materializer, retract sinks) gets BEFORE_AND_AFTER.
+
+Sink kinds: ``delta`` with a primary key is an upsert sink; ``delta`` without
+one and ``kafka`` with ``json`` are append-only; ``kafka`` with
+``debezium-json``, ``values`` and the collecting sink of a ``SELECT`` take a
+retract changelog.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from streamjoin.errors import SinkError
+from streamjoin.planner.diagnostics import SqlSource, error
+from streamjoin.planner.plan import (
+    Calc, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
+    TemporalJoin,
+)
+
+__all__ = ["sink_kind", "finish_plan", "assign_update_kinds", "producer", "drops_update_before"]
+
+
+def sink_kind(sink: Sink) -> str:
+    """``"upsert"``, ``"append"`` or ``"retract"``: what changes ``sink`` can take."""
+    table = sink.table
+    if table is None or table.connector == "values":
+        return "retract"
+    if table.connector == "delta":
+        return "upsert" if table.primary_key else "append"
+    return "retract" if table.options.get("format") == "debezium-json" else "append"
+
+
+# Nodes that forward their (first) input's changes as they are.
+_FORWARDING = (Calc, TemporalJoin, LookupJoin)
+
+
+def producer(node: Node, kind: str) -> Node:
+    """The node that introduces changes of ``kind`` (``"U"`` or ``"D"``) into ``node``'s output."""
+    if isinstance(node, _FORWARDING) and kind in node.inputs[0].modify_kinds:
+        return producer(node.inputs[0], kind)
+    if isinstance(node, (DropUpdateBefore, SinkUpsertMaterializer)):
+        return producer(node.inputs[0], kind)
+    return node
+
+
+def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None) -> Sink:
+    """Check that ``sink`` can take its query's changes, add a SinkUpsertMaterializer if needed, decide UPDATE_BEFORE.
+
+    Args:
+        sink: the planned statement.
+        source / at: the statement's text and the sink's name in it, for error locations.
+
+    Returns:
+        ``sink``, its input possibly wrapped (materializer, DropUpdateBefore).
+
+    Raises:
+        SinkError: an append-only sink fed updates or deletes; the message names the sink and the producing node.
+    """
+    query = sink.inputs[0]
+    kind = sink_kind(sink)
+    if kind == "append" and not query.is_insert_only:
+        changes = "update and delete" if {"U", "D"} <= query.modify_kinds or "D" in query.modify_kinds else "update"
+        culprit = producer(query, "U" if "U" in query.modify_kinds else "D")
+        raise error(
+            SinkError, source, at,
+            f"table sink '{sink.table_name}' doesn't support consuming {changes} changes which are produced by node "
+            f"{culprit.describe()}; declare a PRIMARY KEY on the sink (an upsert sink)",
+            "sink-changelog-mode",
+        )
+    required = "BEFORE_AND_AFTER"
+    if kind == "upsert" and not query.is_insert_only:
+        pk = set(sink.table.primary_key)
+        if any(k and set(k) <= pk for k in query.upsert_keys):
+            required = "ONLY_UPDATE_AFTER"
+        else:
+            sink.inputs[0] = query = SinkUpsertMaterializer(query, tuple(sink.table.primary_key))
+    sink.inputs[0] = assign_update_kinds(query, required)
+    sink.update_kind = "NONE"
+    return sink
+
+
+def _requirement(node: Node, index: int) -> str:
+    if isinstance(node, TemporalJoin) and index == 1:
+        return "ONLY_UPDATE_AFTER"  # the versioned side is read as upserts; -U is never needed
+    return "BEFORE_AND_AFTER"
+
+
+def assign_update_kinds(node: Node, required: str) -> Node:
+    """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; returns the (maybe wrapped) node."""
+    if isinstance(node, _FORWARDING):
+        node.inputs[0] = assign_update_kinds(node.inputs[0], required)
+        for i in range(1, len(node.inputs)):
+            node.inputs[i] = assign_update_kinds(node.inputs[i], _requirement(node, i))
+        node.update_kind = node.inputs[0].update_kind if "U" in node.modify_kinds else "NONE"
+        return node
+    if "U" not in node.modify_kinds:
+        own = "NONE"
+    elif isinstance(node, SinkUpsertMaterializer):
+        own = "ONLY_UPDATE_AFTER"  # it emits upserts: +I/+U/-D
+    elif required == "ONLY_UPDATE_AFTER" and node.supports_only_update_after:
+        own = "ONLY_UPDATE_AFTER"
+    else:
+        own = "BEFORE_AND_AFTER"
+    for i, child in enumerate(node.inputs):
+        node.inputs[i] = assign_update_kinds(child, _requirement(node, i))
+    if isinstance(node, TableScan) and own == "ONLY_UPDATE_AFTER":
+        node.update_kind = "BEFORE_AND_AFTER"
+        return DropUpdateBefore(node)
+    node.update_kind = own
+    return node
+
+
+def drops_update_before(node: Node) -> bool:
+    """Whether the operator of ``node`` emits ``-U`` that its decided mode leaves out (dropped after it)."""
+    return node.update_kind == "ONLY_UPDATE_AFTER" and isinstance(node, (GroupAggregate, Deduplicate, DropUpdateBefore))

@@ -1,0 +1,184 @@
+"""Flink SQL as a sqlglot dialect: the few tables Flink's syntax adds to sqlglot's base dialect.
+
+Flink SQL (Calcite) is standard SQL with backtick identifiers, case-sensitive
+names and a handful of streaming clauses. sqlglot's base parser already reads
+most of it, including ``PRIMARY KEY (…) NOT ENFORCED`` (``KEY_CONSTRAINT_OPTIONS``),
+computed columns (``pt AS PROCTIME()``), ``FOR SYSTEM_TIME AS OF`` (``VERSION_PHRASES``),
+``WITH ('k' = 'v')`` table options, ``CREATE TEMPORARY VIEW`` and Flink's
+interval literals (``INTERVAL '10' MINUTE``, ``INTERVAL '1 02:00' DAY TO MINUTE``).
+What the dialect adds, as sqlglot's RisingWave dialect does, through tables
+rather than methods:
+
+- ``WATERMARK FOR ts AS ts - INTERVAL '5' SECOND`` as a schema constraint
+  (``CONSTRAINT_PARSERS`` / ``SCHEMA_UNNAMED_CONSTRAINTS``);
+- ``EXPLAIN [CHANGELOG_MODE, …] <statement>`` as an :class:`Explain` node;
+- the generator writes Flink's spellings back: ``STRING``, ``TIMESTAMP_LTZ``,
+  ``FOR SYSTEM_TIME AS OF``, ``'key' = 'value'`` options, ``x NOT IN (…)``.
+
+The pinned sqlglot (30.30.0, pure Python) is required: its internals move
+between versions.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from sqlglot import exp, tokens
+from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
+from sqlglot.generator import Generator
+from sqlglot.parsers.base import BaseParser
+from sqlglot.tokens import TokenType
+
+from streamjoin.errors import ValidationError
+
+__all__ = ["Flink", "Explain", "EXPLAIN_DETAILS", "interval_ms"]
+
+#: The ``EXPLAIN`` details Flink accepts (``ExplainDetail``).
+EXPLAIN_DETAILS = ("CHANGELOG_MODE", "ESTIMATED_COST", "JSON_EXECUTION_PLAN", "PLAN_ADVICE")
+
+_UNIT_MS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000}
+
+
+class Explain(exp.Expression):
+    """``EXPLAIN [detail, …] statement``: ``this`` is the statement, ``expressions`` the details (Var)."""
+
+    arg_types = {"this": True, "expressions": False}
+
+
+class FlinkParser(BaseParser):
+    """sqlglot's base parser plus Flink's ``WATERMARK FOR`` constraint and ``EXPLAIN``."""
+
+    CONSTRAINT_PARSERS = {
+        **BaseParser.CONSTRAINT_PARSERS,
+        "WATERMARK": lambda self: self.expression(
+            exp.WatermarkColumnConstraint(
+                this=self._match(TokenType.FOR) and self._parse_column(),
+                expression=self._match(TokenType.ALIAS) and self._parse_disjunction(),
+            )
+        ),
+    }
+
+    SCHEMA_UNNAMED_CONSTRAINTS = {*BaseParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
+
+    # The tokenizer files EXPLAIN with DESCRIBE (Flink's DESCRIBE is not supported).
+    STATEMENT_PARSERS = {
+        **BaseParser.STATEMENT_PARSERS,
+        TokenType.DESCRIBE: lambda self: self._parse_explain(),
+    }
+
+    def _parse_explain(self) -> Explain:
+        if self._prev.text.upper() != "EXPLAIN":
+            self.raise_error("DESCRIBE is not supported; use EXPLAIN")
+        details = []
+        if not self._match_text_seq("PLAN", "FOR"):
+            while self._curr and self._curr.text.upper() in EXPLAIN_DETAILS:
+                details.append(exp.var(self._curr.text.upper()))
+                self._advance()
+                if not self._match(TokenType.COMMA):
+                    break
+        return self.expression(Explain(this=self._parse_statement(), expressions=details))
+
+
+class FlinkGenerator(Generator):
+    """sqlglot's base generator writing Flink's spellings."""
+
+    TYPE_MAPPING = {
+        **Generator.TYPE_MAPPING,
+        exp.DType.TEXT: "STRING",
+        exp.DType.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
+    }
+
+    TRANSFORMS = {
+        **Generator.TRANSFORMS,
+        Explain: lambda self, e: self.explain_sql(e),
+    }
+
+    def version_sql(self, expression: exp.Version) -> str:
+        if expression.name == "TIMESTAMP" and expression.text("kind") == "AS OF":
+            return f"FOR SYSTEM_TIME AS OF {self.sql(expression, 'expression')}"
+        return super().version_sql(expression)
+
+    def property_sql(self, expression: exp.Property) -> str:
+        if type(expression) is exp.Property and isinstance(expression.this, exp.Literal):
+            return f"{self.sql(expression, 'this')} = {self.sql(expression, 'value')}"
+        return super().property_sql(expression)
+
+    def not_sql(self, expression: exp.Not) -> str:
+        inner = expression.this
+        if isinstance(inner, exp.In):
+            return self.in_sql(inner).replace(" IN ", " NOT IN ", 1)
+        return super().not_sql(expression)
+
+    def explain_sql(self, expression: Explain) -> str:
+        details = ", ".join(self.sql(d) for d in expression.expressions)
+        return f"EXPLAIN {details + ' ' if details else 'PLAN FOR '}{self.sql(expression, 'this')}"
+
+
+class Flink(Dialect):
+    """Apache Flink SQL: backtick identifiers, case-sensitive names, ``''`` escapes in strings.
+
+    Example:
+        >>> import sqlglot
+        >>> sqlglot.parse_one("SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k", read=Flink).sql(Flink)
+        'SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k'
+    """
+
+    NORMALIZATION_STRATEGY = NormalizationStrategy.CASE_SENSITIVE
+
+    class Tokenizer(tokens.Tokenizer):
+        QUOTES = ["'"]
+        IDENTIFIERS = ["`"]
+        STRING_ESCAPES = ["'"]
+        # EXPLAIN is a statement with a statement inside, not a command whose rest is one string.
+        KEYWORDS = {**tokens.Tokenizer.KEYWORDS, "EXPLAIN": TokenType.DESCRIBE}
+
+    Parser = FlinkParser
+    Generator = FlinkGenerator
+
+
+def interval_ms(interval: exp.Expr) -> int:
+    """The length of a Flink day-time interval literal in milliseconds.
+
+    Accepts ``INTERVAL 'n' {DAY|HOUR|MINUTE|SECOND}`` (``n`` may be negative,
+    seconds may have a fraction: ``INTERVAL '0.001' SECOND``), an optional
+    precision (``SECOND(3)``), and the spans ``DAY TO HOUR|MINUTE|SECOND``,
+    ``HOUR TO MINUTE|SECOND``, ``MINUTE TO SECOND`` (``INTERVAL '1 02:30' DAY TO MINUTE``).
+
+    Raises:
+        ValidationError: for anything else (YEAR/MONTH intervals have no fixed length).
+
+    Example:
+        >>> import sqlglot
+        >>> interval_ms(sqlglot.parse_one("INTERVAL '10' MINUTE", read=Flink))
+        600000
+    """
+    if not isinstance(interval, exp.Interval) or not isinstance(interval.this, exp.Literal):
+        raise ValidationError(f"expected an interval literal such as INTERVAL '10' SECOND, got {interval.sql(Flink)}")
+    text = interval.this.name.strip()
+    unit = interval.args.get("unit")
+    if isinstance(unit, exp.IntervalSpan):
+        units = [unit.this.name.upper(), unit.expression.name.upper()]
+    elif unit is not None:
+        units = [(unit.key if not isinstance(unit, exp.Var) else unit.name).upper()]
+    else:
+        parts = text.split()
+        text, units = parts[0], [parts[1].upper()] if len(parts) == 2 else []
+    units = [u[:-1] if u.endswith("S") and u[:-1] in _UNIT_MS else u for u in units]
+    if not units or any(u not in _UNIT_MS for u in units):
+        raise ValidationError(
+            f"interval {interval.sql(Flink)}: only day-time intervals (DAY, HOUR, MINUTE, SECOND) have a length in milliseconds"
+        )
+    sign = -1 if text.startswith("-") else 1
+    text = text.lstrip("+-")
+    order = list(_UNIT_MS)
+    span = order[order.index(units[0]): order.index(units[-1]) + 1]
+    fields = text.replace(" ", ":").split(":")
+    if len(fields) != len(span):
+        raise ValidationError(f"interval {interval.sql(Flink)}: '{text}' does not fit {' TO '.join(units)}")
+    try:
+        total = sum(Decimal(value) * _UNIT_MS[name] for value, name in zip(fields, span))
+    except InvalidOperation:
+        raise ValidationError(f"interval {interval.sql(Flink)}: '{text}' is not a number") from None
+    if total != total.to_integral_value():
+        raise ValidationError(f"interval {interval.sql(Flink)} is not a whole number of milliseconds")
+    return sign * int(total)

@@ -1,0 +1,131 @@
+"""SQL pipelines as :class:`~streamjoin.pipeline.Pipeline` objects: one per ``INSERT INTO <delta table>``.
+
+The compiled pipeline reads the Kafka tables its plan scans (their
+``KafkaSource``), builds the output changelog with the planner's translation
+(:mod:`streamjoin.planner.translate`), and lands it in the Delta sink table
+through :func:`streamjoin.pipeline.run_pipeline` (the upsert materializer).
+
+Example:
+    >>> from streamjoin.planner import load_script, sql_pipelines
+    >>> [orders_current] = sql_pipelines(load_script("sql/orders_current.sql"))  # doctest: +SKIP
+    >>> run_pipeline(orders_current, spark, Lakehouse(".local/lakehouse"), "127.0.0.1:9092")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+
+from streamjoin.errors import UnsupportedPlanError
+from streamjoin.pipeline import Lakehouse, Pipeline
+from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.plan import LookupJoin, TableScan, walk
+from streamjoin.planner.script import PlannedStatement, Script
+from streamjoin.planner.translate import Translator
+from streamjoin.sink.delta import DeltaSink
+
+__all__ = ["SqlPipeline", "sql_pipelines", "bootstrap_servers"]
+
+
+@dataclass(frozen=True)
+class SqlPipeline(Pipeline):
+    """A :class:`~streamjoin.pipeline.Pipeline` compiled from an ``INSERT INTO`` statement.
+
+    Args (beyond ``Pipeline``'s):
+        statement: the planned statement (its plan gives the lineage: ``statement.sink.source_tables()``).
+        sink_table: the sink's declaration; its ``path`` option, when set, overrides ``<lakehouse>/<name>``.
+    """
+
+    statement: PlannedStatement | None = field(default=None, compare=False, repr=False)
+    sink_table: TableDef | None = field(default=None, compare=False, repr=False)
+
+    def sink(self, lakehouse: Lakehouse) -> DeltaSink:
+        path = self.sink_table.options.get("path") if self.sink_table else None
+        return DeltaSink(self.name, path or lakehouse.table_path(self.name), self.primary_key)
+
+    @property
+    def explain(self) -> str:
+        return self.statement.explain
+
+
+def _delta_path(lakehouse: Lakehouse | None):
+    def path(table: TableDef) -> str:
+        if "path" in table.options:
+            return table.options["path"]
+        if lakehouse is None:
+            raise UnsupportedPlanError(f"Delta table '{table.name}' has no 'path' option and no lakehouse is given")
+        return lakehouse.table_path(table.name)
+
+    return path
+
+
+def sql_pipelines(script: Script, lakehouse: Lakehouse | None = None) -> list[SqlPipeline]:
+    """One :class:`SqlPipeline` per ``INSERT INTO`` a Delta table of ``script``, in file order.
+
+    Args:
+        script: a planned SQL file.
+        lakehouse: where Delta tables without a ``path`` option live (needed for lookup-join tables only).
+
+    Raises:
+        UnsupportedPlanError: for an INSERT into a non-Delta or key-less Delta table, or a source
+            that is not a Kafka table.
+    """
+    pipelines = []
+    for statement in script.inserts:
+        table = statement.sink_table
+        if table.connector != "delta" or not table.primary_key:
+            raise UnsupportedPlanError(
+                f"{script.source.name}: INSERT INTO '{table.name}': pipelines write Delta tables with a PRIMARY KEY; "
+                f"'{table.name}' is a {table.connector} table{'' if table.primary_key else ' without primary key'}"
+            )
+        scans = [n for n in walk(statement.sink) if isinstance(n, TableScan)]
+        lookups = {id(n.right) for n in walk(statement.sink) if isinstance(n, LookupJoin)}
+        sources = {}
+        for scan in scans:
+            if id(scan) in lookups:
+                continue
+            if scan.table.connector != "kafka":
+                raise UnsupportedPlanError(
+                    f"{script.source.name}: table '{scan.table.name}' ({scan.table.connector}) cannot be a pipeline source; "
+                    "pipelines read Kafka tables"
+                )
+            sources[scan.table.name] = scan.table.kafka_source()
+        translator_args = (script.source, _delta_path(lakehouse))
+
+        def query(tables: Mapping[str, DataFrame], statement=statement, args=translator_args) -> DataFrame:
+            return Translator(tables, args[0], delta_path=args[1]).translate(statement.sink)
+
+        pipelines.append(SqlPipeline(
+            name=table.name,
+            sources=list(sources.values()),
+            query=query,
+            primary_key=tuple(table.primary_key),
+            statement=statement,
+            sink_table=table,
+        ))
+    return pipelines
+
+
+def bootstrap_servers(pipelines: list[SqlPipeline], override: str | None = None) -> str:
+    """The Kafka bootstrap servers: ``override`` if given, else the sources' ``properties.bootstrap.servers``.
+
+    Raises:
+        UnsupportedPlanError: when none is given or the sources disagree.
+    """
+    if override:
+        return override
+    declared = set()
+    for pipeline in pipelines:
+        for scan in walk(pipeline.statement.sink):
+            if isinstance(scan, TableScan) and scan.table.connector == "kafka":
+                value = scan.table.options.get("properties.bootstrap.servers")
+                if value:
+                    declared.add(value)
+    if len(declared) != 1:
+        raise UnsupportedPlanError(
+            "set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap-servers): the Kafka tables declare "
+            + (f"different 'properties.bootstrap.servers': {sorted(declared)}" if declared else "no 'properties.bootstrap.servers'")
+        )
+    return declared.pop()

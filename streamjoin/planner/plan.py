@@ -1,0 +1,561 @@
+"""The physical plan: one node per Flink stream operator, with its changelog mode and keys.
+
+Nodes mirror Flink's ``StreamPhysical*`` nodes (and print under their names in
+EXPLAIN): ``TableSourceScan``, ``Calc`` (projection + filter), ``Join``
+(regular, incl. semi/anti), ``IntervalJoin``, ``TemporalJoin``, ``LookupJoin``,
+``OverAggregate``, ``Deduplicate`` / ``Rank``, ``GroupAggregate``,
+``DropUpdateBefore``, ``SinkUpsertMaterializer``, ``Sink``.
+
+Every node knows, from its inputs, at construction:
+
+- ``fields``: its output columns (:class:`Field`: name, :class:`~streamjoin.planner.types.SqlType`);
+  names are unique within a node and are the DataFrame column names at run time;
+- ``modify_kinds``: Flink's ModifyKindSet, a subset of ``{"I", "U", "D"}`` (SEMANTICS.md §1);
+- ``unique_keys`` and ``upsert_keys``: tuples of field names (FlinkRelMdUniqueKeys / UpsertKeys, simplified).
+
+The changelog pass (:mod:`streamjoin.planner.changelog_modes`) then sets
+``update_kind`` (``NONE``, ``ONLY_UPDATE_AFTER``, ``BEFORE_AND_AFTER``), hence
+``changelog_mode`` (``[I,UB,UA,D]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlglot import exp
+
+from streamjoin.changelog import ChangelogMode, RowKind
+from streamjoin.planner.catalog import TableDef
+from streamjoin.runtime.join_state import choose_layout
+from streamjoin.runtime.regular_join import JoinType, derive_output_keys
+from streamjoin.planner.dialect import Flink
+from streamjoin.planner.types import SqlType
+
+__all__ = [
+    "Field", "Aggregate", "Node", "TableScan", "Calc", "RegularJoin", "IntervalJoin", "TemporalJoin",
+    "LookupJoin", "OverAggregate", "Deduplicate", "GroupAggregate", "DropUpdateBefore",
+    "SinkUpsertMaterializer", "Sink", "JoinKind", "UpdateKind", "uniquify", "walk",
+]
+
+JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
+UpdateKind = Literal["NONE", "ONLY_UPDATE_AFTER", "BEFORE_AND_AFTER"]
+Keys = tuple[tuple[str, ...], ...]
+
+_JOIN_TYPE_NAMES = {
+    "inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin", "full": "FullOuterJoin",
+    "semi": "LeftSemiJoin", "anti": "LeftAntiJoin",
+}
+ALL_KINDS = frozenset("IUD")
+
+
+@dataclass(frozen=True)
+class Field:
+    """An output column of a node: its name (unique within the node) and type (``None`` if only Spark knows it)."""
+
+    name: str
+    type: SqlType | None
+
+    @property
+    def is_rowtime(self) -> bool:
+        return self.type is not None and self.type.time_attribute == "ROWTIME"
+
+    @property
+    def is_proctime(self) -> bool:
+        return self.type is not None and self.type.time_attribute == "PROCTIME"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate call: ``function(arg) AS output``; ``function`` as in :mod:`streamjoin.runtime.aggregates`
+    (``COUNT``, ``COUNT_DISTINCT``, ``SUM``, ``AVG``, ``MIN``, ``MAX``, ``FIRST_VALUE``, ``LAST_VALUE``);
+    ``arg`` is an input field name, ``None`` for ``COUNT(*)``."""
+
+    output: str
+    function: str
+    arg: str | None
+    type: SqlType | None
+
+    def __str__(self) -> str:
+        if self.function == "COUNT_DISTINCT":
+            call = f"COUNT(DISTINCT {self.arg})"
+        else:
+            call = f"{self.function}({self.arg or '*'})"
+        return f"{call} AS {self.output}"
+
+
+def uniquify(names: list[str], taken: set[str]) -> list[str]:
+    """Rename ``names`` that clash with ``taken`` (or each other) as Calcite does: ``x`` → ``x0``, ``x1``..."""
+    out = []
+    used = set(taken)
+    for name in names:
+        new, i = name, 0
+        while new in used:
+            new, i = f"{name}{i}", i + 1
+        used.add(new)
+        out.append(new)
+    return out
+
+
+def _minimal(keys) -> Keys:
+    """Distinct keys, each as a sorted tuple, dropping supersets of other keys."""
+    sets = sorted({frozenset(k) for k in keys}, key=lambda s: (len(s), sorted(s)))
+    kept: list[frozenset] = []
+    for s in sets:
+        if not any(k <= s for k in kept):
+            kept.append(s)
+    return tuple(tuple(sorted(k)) for k in kept)
+
+
+class Node:
+    """Base of plan nodes. Subclasses set ``name``, ``inputs``, ``fields`` and derive kinds and keys."""
+
+    name = "Node"
+    #: Whether the node can emit updates without UPDATE_BEFORE when its consumer asks (Flink's ONLY_UPDATE_AFTER).
+    supports_only_update_after = False
+
+    inputs: list["Node"]
+    fields: list[Field]
+    modify_kinds: frozenset[str]
+    unique_keys: Keys
+    upsert_keys: Keys
+    update_kind: UpdateKind = "BEFORE_AND_AFTER"
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    @property
+    def changelog_mode(self) -> ChangelogMode:
+        """The RowKinds this node emits (after the changelog pass decided about UPDATE_BEFORE)."""
+        kinds = set()
+        if "I" in self.modify_kinds:
+            kinds.add(RowKind.INSERT)
+        if "U" in self.modify_kinds:
+            kinds.add(RowKind.UPDATE_AFTER)
+            if self.update_kind != "ONLY_UPDATE_AFTER":
+                kinds.add(RowKind.UPDATE_BEFORE)
+        if "D" in self.modify_kinds:
+            kinds.add(RowKind.DELETE)
+        return ChangelogMode(frozenset(kinds))
+
+    @property
+    def is_insert_only(self) -> bool:
+        return self.modify_kinds == {"I"}
+
+    def source_tables(self) -> set[str]:
+        """Names of the tables this node reads, through all its inputs."""
+        return set().union(*(i.source_tables() for i in self.inputs)) if self.inputs else set()
+
+    def attributes(self) -> list[tuple[str, str]]:
+        """``(name, value)`` pairs EXPLAIN prints for this node, in Flink's order."""
+        return []
+
+    def describe(self) -> str:
+        """``Name(attr=[value], …)`` as Flink's EXPLAIN prints a node (without changelog mode)."""
+        return f"{self.name}({', '.join(f'{k}=[{v}]' for k, v in self.attributes())})"
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+
+def _expr(e: exp.Expr | None) -> str:
+    """An expression as EXPLAIN prints it: field names unquoted."""
+    if e is None:
+        return ""
+    unquoted = e.transform(lambda n: exp.to_identifier(n.name) if isinstance(n, exp.Identifier) and n.quoted else n)
+    return unquoted.sql(Flink)
+
+
+def _names(names) -> str:
+    return ", ".join(names)
+
+
+def walk(node: Node):
+    """Yield ``node`` and all nodes below it (pre-order)."""
+    yield node
+    for child in node.inputs:
+        yield from walk(child)
+
+
+class TableScan(Node):
+    """Reads a declared table (``TableSourceScan``); computed columns are part of its fields."""
+
+    name = "TableSourceScan"
+    supports_only_update_after = True
+
+    def __init__(self, table: TableDef, fields: list[Field], computed: dict[str, exp.Expr] | None = None):
+        self.table = table
+        self.inputs = []
+        self.fields = fields
+        #: computed column → its expression over the physical columns
+        self.computed = computed or {}
+        self.modify_kinds = frozenset(
+            {"I"} | ({"U"} if {RowKind.UPDATE_AFTER, RowKind.UPDATE_BEFORE} & table.source_kinds else set())
+            | ({"D"} if RowKind.DELETE in table.source_kinds else set())
+        )
+        self.unique_keys = self.upsert_keys = (tuple(table.primary_key),) if table.primary_key else ()
+
+    def source_tables(self) -> set[str]:
+        return {self.table.name}
+
+    def attributes(self):
+        return [("table", f"[default_catalog, default_database, {self.table.name}]"), ("fields", _names(self.field_names))]
+
+
+class Calc(Node):
+    """Projection and filter (Flink's ``Calc``): ``projections`` are ``(Field, expression over input fields)``."""
+
+    name = "Calc"
+    supports_only_update_after = True
+
+    def __init__(self, input: Node, projections: list[tuple[Field, exp.Expr]], condition: exp.Expr | None = None):
+        self.inputs = [input]
+        self.projections = projections
+        self.condition = condition
+        self.fields = [f for f, _ in projections]
+        self.modify_kinds = input.modify_kinds
+        self.unique_keys = self._map_keys(input.unique_keys)
+        self.upsert_keys = self._map_keys(input.upsert_keys)
+
+    def _map_keys(self, keys: Keys) -> Keys:
+        renamed: dict[str, str] = {}
+        for f, e in self.projections:
+            if isinstance(e, exp.Column) and e.name not in renamed:
+                renamed[e.name] = f.name
+        return _minimal(tuple(renamed[c] for c in k) for k in keys if all(c in renamed for c in k))
+
+    @property
+    def is_identity(self) -> bool:
+        """Selects every input field unchanged, in order, and filters nothing."""
+        return self.condition is None and [
+            (f.name, e.name if isinstance(e, exp.Column) else None) for f, e in self.projections
+        ] == [(n, n) for n in self.inputs[0].field_names]
+
+    def attributes(self):
+        select = [
+            f.name if isinstance(e, exp.Column) and e.name == f.name else f"{_expr(e)} AS {f.name}"
+            for f, e in self.projections
+        ]
+        attrs = [("select", _names(select))]
+        if self.condition is not None:
+            attrs.append(("where", _expr(self.condition)))
+        return attrs
+
+
+class _Join(Node):
+    """Shared by the joins: left/right inputs, join type, equi-key pairs, output fields (right names uniquified)."""
+
+    def __init__(self, kind: JoinKind, left: Node, right: Node, left_keys: list[str], right_keys: list[str]):
+        self.kind = kind
+        self.inputs = [left, right]
+        self.left_keys = list(left_keys)
+        self.right_keys = list(right_keys)
+        left_nullable = kind in ("right", "full")
+        right_nullable = kind in ("left", "full")
+        self.right_names = uniquify(right.field_names, set(left.field_names))
+        if kind in ("semi", "anti"):
+            self.fields = list(left.fields)
+        else:
+            self.fields = [self._output_field(f, left_nullable) for f in left.fields] + [
+                self._output_field(Field(n, f.type), right_nullable) for n, f in zip(self.right_names, right.fields)
+            ]
+
+    def _output_field(self, f: Field, nullable: bool) -> Field:
+        # Spark operators emit rowtimes without a watermark: downstream they are plain timestamps.
+        t = f.type.plain() if f.type is not None else None
+        return Field(f.name, t.with_nullable(True) if t is not None and nullable else t)
+
+    @property
+    def left(self) -> Node:
+        return self.inputs[0]
+
+    @property
+    def right(self) -> Node:
+        return self.inputs[1]
+
+    def right_name(self, name: str) -> str:
+        """The output name of right field ``name``."""
+        return self.right_names[self.right.field_names.index(name)]
+
+    def _where(self) -> str:
+        right = [self.right_name(k) for k in self.right_keys]
+        return " AND ".join(f"{l} = {r}" for l, r in zip(self.left_keys, right))
+
+
+def _positions(key: tuple[str, ...] | None, join_keys: list[str]) -> list[int] | None:
+    """``key`` as positions relative to the join key columns; columns outside it get positions past them."""
+    if not key:
+        return None
+    return [join_keys.index(c) if c in join_keys else len(join_keys) + i for i, c in enumerate(key)]
+
+
+def _side_unique_key(join_keys: list[str], upsert_keys: Keys) -> tuple[str, ...] | None:
+    """The unique key a regular join's input side declares: one inside the join key if any, else the first."""
+    inside = [k for k in upsert_keys if set(k) <= set(join_keys)]
+    return (inside or list(upsert_keys) or [None])[0]
+
+
+class RegularJoin(_Join):
+    """A regular (unbounded) join, incl. semi and anti (Flink's ``Join``); SEMANTICS.md §2.
+
+    Args:
+        residual: the non-equi part of the condition over the output fields (for semi/anti: over
+            left fields then right fields renamed as in a full join), or ``None``.
+        state_ttl_ms: idle state retention, ``None`` for none.
+    """
+
+    name = "Join"
+
+    def __init__(self, kind, left, right, left_keys, right_keys, residual: exp.Expr | None, state_ttl_ms: int | None = None):
+        super().__init__(kind, left, right, left_keys, right_keys)
+        self.residual = residual
+        self.state_ttl_ms = state_ttl_ms
+        if kind in ("inner", "semi"):
+            self.modify_kinds = left.modify_kinds | right.modify_kinds
+        else:
+            self.modify_kinds = ALL_KINDS
+        # The runtime's own rules pick the state layout and the output keys (Flink's JoinInputSideSpec,
+        # FlinkRelMdUniqueKeys / UpsertKeys), so the plan and the operator agree.
+        self.left_unique_key = _side_unique_key(self.left_keys, left.upsert_keys)
+        self.right_unique_key = _side_unique_key(self.right_keys, right.upsert_keys)
+        right_key = tuple(self.right_name(c) for c in self.right_unique_key) if self.right_unique_key else None
+        self.unique_keys, self.upsert_keys = derive_output_keys(
+            JoinType.parse(kind), left.field_names, self.right_names,
+            [(l, self.right_name(r)) for l, r in zip(self.left_keys, self.right_keys)],
+            self.left_unique_key, right_key,
+        )
+        self.left_layout = choose_layout(range(len(self.left_keys)), _positions(self.left_unique_key, self.left_keys))
+        self.right_layout = choose_layout(range(len(self.right_keys)), _positions(self.right_unique_key, self.right_keys))
+
+    def attributes(self):
+        where = self._where()
+        if self.residual is not None:
+            where = f"{where} AND {_expr(self.residual)}" if where else _expr(self.residual)
+        attrs = [("joinType", _JOIN_TYPE_NAMES[self.kind]), ("where", where or "true"), ("select", _names(self.field_names))]
+        for side, layout, key in (("left", self.left_layout, self.left_unique_key),
+                                  ("right", self.right_layout, self.right_unique_key)):
+            attrs.append((f"{side}InputSpec", f"{layout.value}{'(' + _names(key) + ')' if key else ''}"))
+        if self.state_ttl_ms is not None:
+            attrs.append(("stateTtl", f"{self.state_ttl_ms} ms"))
+        return attrs
+
+
+class IntervalJoin(_Join):
+    """An interval join (Flink's ``IntervalJoin``): ``right.time - left.time`` in ``[lower_ms, upper_ms]``; SEMANTICS.md §3.
+
+    ``left_time`` / ``right_time`` are rowtime fields, or proctime fields (``rowtime=False``).
+    ``post_filter`` is the rest of an INNER join's condition, applied to the joined rows.
+    """
+
+    name = "IntervalJoin"
+
+    def __init__(self, kind, left, right, left_keys, right_keys, lower_ms: int, upper_ms: int,
+                 left_time: str, right_time: str, rowtime: bool, post_filter: exp.Expr | None = None):
+        super().__init__(kind, left, right, left_keys, right_keys)
+        self.lower_ms, self.upper_ms = lower_ms, upper_ms
+        self.left_time, self.right_time = left_time, right_time
+        self.rowtime = rowtime
+        self.post_filter = post_filter
+        self.modify_kinds = frozenset("I")
+        self.unique_keys = self.upsert_keys = ()
+
+    def attributes(self):
+        bounds = (f"isRowTime={'true' if self.rowtime else 'false'}, leftLowerBound={-self.upper_ms}, "
+                  f"leftUpperBound={-self.lower_ms}, leftTimeIndex={self.left.field_names.index(self.left_time)}, "
+                  f"rightTimeIndex={self.right.field_names.index(self.right_time)}")
+        where = self._where() or "true"
+        if self.post_filter is not None:
+            where += f" AND {_expr(self.post_filter)}"
+        return [("joinType", _JOIN_TYPE_NAMES[self.kind]), ("windowBounds", bounds), ("where", where),
+                ("select", _names(self.field_names))]
+
+
+class TemporalJoin(_Join):
+    """An event-time temporal join against a versioned table (Flink's ``TemporalJoin``); SEMANTICS.md §4.
+
+    ``right`` is the versioned table; with ``append_only_versions`` it is the append-only log of a versioned
+    view (``ROW_NUMBER() … ORDER BY time DESC = 1``), deduplicated into versions by the operator.
+    """
+
+    name = "TemporalJoin"
+
+    def __init__(self, kind, left, right, left_keys, right_keys, left_time: str, right_time: str,
+                 primary_key: tuple[str, ...], append_only_versions: bool):
+        super().__init__(kind, left, right, left_keys, right_keys)
+        self.left_time, self.right_time = left_time, right_time
+        self.primary_key = primary_key
+        self.append_only_versions = append_only_versions
+        self.modify_kinds = left.modify_kinds
+        self.unique_keys = left.unique_keys
+        self.upsert_keys = left.upsert_keys
+
+    def attributes(self):
+        pk = _names(self.right_name(k) for k in self.primary_key)
+        cond = (f"{self._where()} AND __TEMPORAL_JOIN_CONDITION({self.left_time}, {self.right_name(self.right_time)}, "
+                f"__TEMPORAL_JOIN_CONDITION_PRIMARY_KEY({pk}))")
+        attrs = [("joinType", _JOIN_TYPE_NAMES[self.kind]), ("where", cond), ("select", _names(self.field_names))]
+        if self.append_only_versions:
+            attrs.append(("versions", "append-only log, latest row per key by time"))
+        return attrs
+
+
+class LookupJoin(_Join):
+    """A processing-time lookup join against the current rows of a Delta table (Flink's ``LookupJoin``)."""
+
+    name = "LookupJoin"
+
+    def __init__(self, kind, left, right: TableScan, left_keys, right_keys):
+        super().__init__(kind, left, right, left_keys, right_keys)
+        self.modify_kinds = left.modify_kinds
+        self.unique_keys = left.unique_keys
+        self.upsert_keys = left.upsert_keys
+
+    def source_tables(self) -> set[str]:
+        return self.left.source_tables()
+
+    def attributes(self):
+        lookup = ", ".join(f"{self.right_name(r)}={l}" for l, r in zip(self.left_keys, self.right_keys))
+        return [("table", f"[default_catalog, default_database, {self.right.table.name}]"),
+                ("joinType", _JOIN_TYPE_NAMES[self.kind]), ("lookup", lookup), ("select", _names(self.field_names))]
+
+
+class OverAggregate(Node):
+    """``agg(…) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``; SEMANTICS.md §5.
+
+    ``order_by`` is a rowtime field, or a proctime field (``rowtime=False``); ``preceding`` is a row
+    count (ROWS) or milliseconds (RANGE), ``None`` for UNBOUNDED.
+    """
+
+    name = "OverAggregate"
+
+    def __init__(self, input: Node, partition_by: list[str], order_by: str, rowtime: bool, frame: str,
+                 preceding: int | None, aggregates: list[Aggregate]):
+        self.inputs = [input]
+        self.partition_by = partition_by
+        self.order_by = order_by
+        self.rowtime = rowtime
+        self.frame = frame
+        self.preceding = preceding
+        self.aggregates = aggregates
+        self.fields = [Field(f.name, f.type.plain() if f.type else None) if f.name == order_by else f for f in input.fields]
+        self.fields += [Field(a.output, a.type) for a in aggregates]
+        self.modify_kinds = frozenset("I")
+        self.unique_keys = input.unique_keys
+        self.upsert_keys = input.upsert_keys
+
+    def attributes(self):
+        if self.preceding is None:
+            start = "UNBOUNDED"
+        else:
+            start = str(self.preceding)
+        window = f"{'ROWS' if self.frame == 'rows' else 'RANG'} BETWEEN {start} PRECEDING AND CURRENT ROW"
+        return [("partitionBy", _names(self.partition_by)), ("orderBy", f"{self.order_by} ASC"),
+                ("window", window), ("select", _names(self.inputs[0].field_names + [str(a) for a in self.aggregates]))]
+
+
+class Deduplicate(Node):
+    """``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_by {ASC|DESC}) = 1``; SEMANTICS.md §6.
+
+    Flink plans it as ``Deduplicate`` when ``order_by`` is a time attribute (``time`` = ``"ROWTIME"`` /
+    ``"PROCTIME"``) and as ``Rank`` (Top-1) otherwise (``time=None``). ``keep`` is ``"first"`` (ASC) or
+    ``"last"`` (DESC). ``rank_field`` is the name of the row-number column (the constant 1 after the filter).
+    """
+
+    supports_only_update_after = True
+
+    def __init__(self, input: Node, keys: list[str], order_by: str, time: str | None, keep: str, rank_field: str):
+        self.inputs = [input]
+        self.keys = keys
+        self.order_by = order_by
+        self.time = time
+        self.keep = keep
+        self.rank_field = rank_field
+        self.name = "Deduplicate" if time else "Rank"
+        self.fields = list(input.fields) + [Field(rank_field, SqlType("BIGINT", nullable=False))]
+        if time is None:
+            self.modify_kinds = ALL_KINDS
+        else:
+            self.modify_kinds = frozenset("I") if keep == "first" else frozenset("IU")
+        self.unique_keys = self.upsert_keys = (tuple(sorted(keys)),)
+
+    def attributes(self):
+        if self.name == "Deduplicate":
+            order = "ROWTIME" if self.time == "ROWTIME" else "PROCTIME"
+            return [("keep", "FirstRow" if self.keep == "first" else "LastRow"), ("key", _names(self.keys)), ("order", order)]
+        return [("strategy", "AppendFastStrategy"), ("rankType", "ROW_NUMBER"), ("rankRange", "rankStart=1, rankEnd=1"),
+                ("partitionBy", _names(self.keys)), ("orderBy", f"{self.order_by} {'ASC' if self.keep == 'first' else 'DESC'}"),
+                ("select", _names(self.inputs[0].field_names))]
+
+
+class GroupAggregate(Node):
+    """``GROUP BY group_by`` with ``aggregates`` over any changelog; SEMANTICS.md §6."""
+
+    name = "GroupAggregate"
+    supports_only_update_after = True
+
+    def __init__(self, input: Node, group_by: list[str], aggregates: list[Aggregate]):
+        self.inputs = [input]
+        self.group_by = group_by
+        self.aggregates = aggregates
+        self.fields = [Field(g, input.field(g).type.plain() if input.field(g).type else None) for g in group_by]
+        self.fields += [Field(a.output, a.type) for a in aggregates]
+        self.modify_kinds = frozenset("IU") if input.is_insert_only else ALL_KINDS
+        self.unique_keys = self.upsert_keys = (tuple(sorted(group_by)),)
+
+    def attributes(self):
+        attrs = [("groupBy", _names(self.group_by))] if self.group_by else []
+        return attrs + [("select", _names(self.group_by + [str(a) for a in self.aggregates]))]
+
+
+class DropUpdateBefore(Node):
+    """Drops ``-U`` rows when the consumer needs only ``+U`` (Flink's ``DropUpdateBefore``)."""
+
+    name = "DropUpdateBefore"
+    supports_only_update_after = True
+
+    def __init__(self, input: Node):
+        self.inputs = [input]
+        self.fields = input.fields
+        self.modify_kinds = input.modify_kinds
+        self.unique_keys, self.upsert_keys = input.unique_keys, input.upsert_keys
+        self.update_kind = "ONLY_UPDATE_AFTER"
+
+
+class SinkUpsertMaterializer(Node):
+    """Keeps per sink key the rows the changelog holds, so out-of-order changes end in the right row (SEMANTICS.md §1)."""
+
+    name = "SinkUpsertMaterializer"
+
+    def __init__(self, input: Node, primary_key: tuple[str, ...]):
+        self.inputs = [input]
+        self.primary_key = primary_key
+        self.fields = input.fields
+        self.modify_kinds = input.modify_kinds
+        self.unique_keys = self.upsert_keys = (tuple(sorted(primary_key)),)
+
+    def attributes(self):
+        return [("pk", _names(self.primary_key))]
+
+
+class Sink(Node):
+    """Where the query's changelog goes: a declared table, or the collecting sink of ``SELECT`` (``table=None``)."""
+
+    name = "Sink"
+
+    def __init__(self, input: Node, table: TableDef | None, fields: list[Field]):
+        self.inputs = [input]
+        self.table = table
+        self.fields = fields
+        self.modify_kinds = input.modify_kinds
+        self.unique_keys, self.upsert_keys = input.unique_keys, input.upsert_keys
+
+    @property
+    def table_name(self) -> str:
+        return self.table.name if self.table else "collect"
+
+    def attributes(self):
+        return [("table", f"default_catalog.default_database.{self.table_name}"), ("fields", _names(self.field_names))]

@@ -1,0 +1,249 @@
+"""A SQL file, parsed and planned: its tables and views, settings, INSERTs, SELECTs and EXPLAINs.
+
+Statements (separated by ``;``, ``--`` comments allowed), in file order:
+
+- ``CREATE TABLE`` → the catalog (:mod:`streamjoin.planner.catalog`);
+- ``CREATE [TEMPORARY] VIEW name AS query`` → the catalog, planned where used;
+- ``SET 'table.exec.state.ttl' = '1 h'`` → idle state retention of regular joins;
+- ``INSERT INTO sink SELECT …`` → a planned statement writing a sink table;
+- ``SELECT …`` → a planned statement collected by the caller (tests, case replay);
+- ``EXPLAIN [CHANGELOG_MODE] <INSERT or SELECT>`` → its plan text.
+
+Everything is planned and checked when the file is loaded; nothing runs.
+
+Example:
+    >>> script = plan_script(open("sql/orders_current.sql").read(), "sql/orders_current.sql")  # doctest: +SKIP
+    >>> print(script.statements[0].explain)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.planner.builder import QueryPlanner, check_ranks
+from streamjoin.planner.catalog import Catalog, TableDef, ViewDef, table_from_ddl
+from streamjoin.planner.changelog_modes import finish_plan
+from streamjoin.planner.diagnostics import SqlSource, error
+from streamjoin.planner.dialect import Explain, Flink
+from streamjoin.planner.explain import explain_plan
+from streamjoin.planner.expressions import field_column
+from streamjoin.planner.plan import Calc, Deduplicate, Field, GroupAggregate, Sink, walk
+from streamjoin.planner.types import common_type
+
+__all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "parse_duration_ms"]
+
+_SETTINGS = ("table.exec.state.ttl",)
+_DURATION_UNITS = {
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+
+@dataclass
+class PlannedStatement:
+    """An ``INSERT`` or ``SELECT`` with its finished plan.
+
+    Attributes:
+        statement: the parsed statement.
+        sink: the plan's root (``Sink``); ``sink.table`` is ``None`` for a ``SELECT``.
+        explain: the ``EXPLAIN CHANGELOG_MODE`` text of the plan.
+    """
+
+    statement: exp.Expr
+    sink: Sink
+    explain: str
+
+    @property
+    def sink_table(self) -> TableDef | None:
+        return self.sink.table
+
+
+@dataclass
+class Script:
+    """A planned SQL file.
+
+    Attributes:
+        source: the file's name and text.
+        catalog: its tables and views.
+        statements: its INSERTs and SELECTs, planned, in file order.
+        explains: the output of its EXPLAIN statements, in file order.
+        state_ttl_ms: ``table.exec.state.ttl`` in milliseconds, if set.
+    """
+
+    source: SqlSource
+    catalog: Catalog
+    statements: list[PlannedStatement] = field(default_factory=list)
+    explains: list[str] = field(default_factory=list)
+    state_ttl_ms: int | None = None
+
+    @property
+    def inserts(self) -> list[PlannedStatement]:
+        return [s for s in self.statements if s.sink_table is not None]
+
+
+def parse_duration_ms(text: str) -> int:
+    """Flink's duration text (``'1 h'``, ``'10 min'``, ``'3600000 ms'``, ``'1d'``, plain ms) in milliseconds.
+
+    Raises:
+        ValidationError: for anything else, listing the units.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or (match.group(2) and match.group(2).lower() not in _DURATION_UNITS):
+        raise ValidationError(f"duration {text!r} is not '<number> <unit>' with unit one of ms, s, min, h, d")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2).lower() or "ms"]
+
+
+def parse_sql(text: str, source: SqlSource) -> list[exp.Expr]:
+    """The statements of ``text`` (Flink dialect).
+
+    Raises:
+        ValidationError: for a syntax error, with file, line and column.
+    """
+    try:
+        return [s for s in sqlglot.parse(text, read=Flink) if s is not None]
+    except ParseError as e:
+        first = e.errors[0] if e.errors else {}
+        line, col = first.get("line"), first.get("col")
+        highlight = first.get("highlight") or ""
+        where = f"{source.name}:{line}:{max(1, col - len(highlight) + 1)}" if line else source.name
+        description = (first.get("description") or str(e)).split(" <Token")[0]
+        raise ValidationError(f"{where}: syntax error: {description} near '{highlight}' [rule: syntax]") from None
+    except TokenError as e:
+        raise ValidationError(f"{source.name}: syntax error: {e} [rule: syntax]") from None
+
+
+def _set(statement: exp.Set, source: SqlSource) -> tuple[str, str]:
+    item = statement.expressions[0] if statement.expressions else None
+    eq = item.this if isinstance(item, exp.SetItem) else None
+    if not (isinstance(eq, exp.EQ) and isinstance(eq.this, exp.Literal) and isinstance(eq.expression, exp.Literal)):
+        raise error(ValidationError, source, statement, "SET takes 'key' = 'value'", "set-syntax")
+    key, value = eq.this.name, eq.expression.name
+    if key not in _SETTINGS:
+        raise error(UnsupportedPlanError, source, eq.this, f"setting '{key}' is not supported; supported: {', '.join(_SETTINGS)}", "settings")
+    return key, value
+
+
+def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog, source: SqlSource) -> tuple[Sink, exp.Expr]:
+    target = insert.this
+    if isinstance(target, exp.Schema):
+        raise error(UnsupportedPlanError, source, target, "INSERT INTO t (columns) is not supported; select every sink column in order", "sink-columns")
+    name = target.name
+    if name not in catalog.tables:
+        what = "a view" if name in catalog.views else "not declared"
+        raise error(ValidationError, source, target, f"INSERT INTO '{name}': the sink table is {what}", "sink-table")
+    table = catalog.tables[name]
+    if table.connector == "kafka" and table.options.get("format") not in ("json", "debezium-json"):
+        raise error(ValidationError, source, target, f"sink '{name}' has no supported format", "sink-table")
+    relation = planner.plan_query(insert.expression)
+    query = relation.node
+    sink_columns = table.physical_columns
+    if len(relation.columns) != len(sink_columns):
+        raise error(
+            ValidationError, source, target,
+            f"INSERT INTO '{name}': the query has {len(relation.columns)} columns ({', '.join(c.name for c in relation.columns)}), "
+            f"the sink has {len(sink_columns)} ({', '.join(c.name for c in sink_columns)})",
+            "sink-columns",
+        )
+    projections = []
+    for column, sink_column in zip(relation.columns, sink_columns):
+        query_type = query.field(column.field).type
+        value = field_column(column.field)
+        if query_type is not None and common_type(query_type, sink_column.type) is None:
+            raise error(
+                ValidationError, source, target,
+                f"INSERT INTO '{name}': column '{column.name}' of the query is {query_type}, but sink column "
+                f"'{sink_column.name}' is {sink_column.type}",
+                "sink-types",
+            )
+        if query_type is None or query_type.sql != sink_column.type.sql:
+            value = exp.cast(value, exp.DataType.build(sink_column.type.sql, dialect=Flink))
+        projections.append((Field(sink_column.name, sink_column.type), value))
+    node = Calc(query, projections)
+    return Sink(query if node.is_identity else node, table, [f for f, _ in projections]), target
+
+
+def _check_state_ttl(sink: Sink, ttl_ms: int | None, source: SqlSource, at: exp.Expr) -> None:
+    if ttl_ms is None:
+        return
+    for node in walk(sink):
+        if isinstance(node, (GroupAggregate, Deduplicate)):
+            raise error(
+                UnsupportedPlanError, source, at,
+                f"table.exec.state.ttl is set, but {node.name} has no state TTL here (only regular joins do); "
+                "remove the setting or the operator",
+                "state-ttl",
+            )
+
+
+def plan_script(text: str, name: str = "<sql>") -> Script:
+    """Parse and plan every statement of ``text`` (see the module docstring).
+
+    Args:
+        text: the SQL.
+        name: what error messages call it (a path).
+
+    Returns:
+        The planned :class:`Script`.
+
+    Raises:
+        ValidationError / UnsupportedPlanError / SinkError: for the first invalid or unsupported statement,
+            with file, line, column, the table or column, and the rule.
+    """
+    source = SqlSource(name, text)
+    catalog = Catalog()
+    script = Script(source, catalog)
+
+    def plan_statement(statement: exp.Expr) -> PlannedStatement:
+        planner = QueryPlanner(catalog, source, state_ttl_ms=script.state_ttl_ms)
+        if isinstance(statement, exp.Insert):
+            sink, at = _sink_statement(planner, statement, catalog, source)
+        elif isinstance(statement, (exp.Select, exp.Subquery, exp.SetOperation)):
+            relation = planner.plan_query(statement)
+            node = relation.node
+            sink = Sink(node, None, node.fields)
+            at = statement
+        else:
+            raise error(UnsupportedPlanError, source, statement, f"statement {statement.sql(Flink)[:40]}… is not supported", "supported-statements")
+        check_ranks(sink, source)
+        _check_state_ttl(sink, script.state_ttl_ms, source, at)
+        finish_plan(sink, source, at)
+        return PlannedStatement(statement, sink, explain_plan(sink))
+
+    for statement in parse_sql(text, source):
+        if isinstance(statement, exp.Create):
+            kind = (statement.args.get("kind") or "").upper()
+            if kind == "TABLE" and isinstance(statement.this, exp.Schema) and statement.args.get("expression") is None:
+                catalog.add_table(table_from_ddl(statement, source))
+            elif kind == "VIEW":
+                if isinstance(statement.this, exp.Schema):
+                    raise error(UnsupportedPlanError, source, statement.this, "a view column list is not supported; alias in the query", "supported-statements")
+                catalog.add_view(ViewDef(statement.this.name, statement.expression, source))
+            else:
+                raise error(UnsupportedPlanError, source, statement, f"CREATE {kind} is not supported", "supported-statements")
+        elif isinstance(statement, exp.Set):
+            _, value = _set(statement, source)
+            try:
+                script.state_ttl_ms = parse_duration_ms(value)
+            except ValidationError as e:
+                raise error(ValidationError, source, statement, str(e), "settings") from None
+        elif isinstance(statement, Explain):
+            script.explains.append(plan_statement(statement.this).explain)
+        else:
+            script.statements.append(plan_statement(statement))
+    return script
+
+
+def load_script(path: str | Path) -> Script:
+    """:func:`plan_script` of the file at ``path`` (errors name the path)."""
+    path = Path(path)
+    return plan_script(path.read_text(), str(path))

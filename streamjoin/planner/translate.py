@@ -1,0 +1,275 @@
+"""From a finished plan to a Spark changelog DataFrame: one call into ``streamjoin.runtime`` per node.
+
+Like Flink's ``StreamExec*`` translation, this is the single place that picks
+the operator for a plan node and hands it its arguments; operators execute and
+never validate SQL. Every DataFrame between nodes is a changelog (the node's
+field names + ``_rowkind`` + ``_seq``, SEMANTICS.md §1).
+
+| node | runtime call |
+| --- | --- |
+| TableSourceScan | the source's changelog DataFrame (+ computed columns, Spark SQL) |
+| Calc | ``where`` + ``select`` of Spark SQL expressions |
+| Join | ``regular_join.regular_join`` |
+| IntervalJoin | ``interval_join.interval_join`` |
+| TemporalJoin | ``temporal_join.temporal_join`` |
+| LookupJoin | ``temporal_join.lookup_join`` |
+| OverAggregate | ``over_aggregate.over_aggregate`` |
+| Deduplicate / Rank | ``deduplicate.deduplicate`` |
+| GroupAggregate | ``group_aggregate.group_aggregate`` |
+| SinkUpsertMaterializer | ``upsert_materializer.sink_upsert_materialize`` |
+| DropUpdateBefore (and nodes that omit ``-U``) | a filter on ``_rowkind`` |
+
+**Per-row watermarks.** A source may carry, per rowtime table ``T``, a LONG
+column with ``T``'s watermark when the row arrived (``watermark_columns``; the
+case replay does, to feed operators exactly as Flink was fed). An event-time
+operator then gets the combined watermark of the tables it reads (their
+minimum, NULL while one of them has none) as its row-watermark column. Without
+them operators use Spark's watermark, which moves once per micro-batch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.errors import UnsupportedPlanError
+from streamjoin.planner.changelog_modes import drops_update_before
+from streamjoin.planner.expressions import Typer, spark_sql
+from streamjoin.planner.plan import (
+    Calc, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate, RegularJoin,
+    Sink, SinkUpsertMaterializer, TableDef, TableScan, TemporalJoin,
+)
+from streamjoin.planner.diagnostics import SqlSource
+
+__all__ = ["Translator", "ROW_WATERMARK_COLUMN"]
+
+#: The combined row watermark handed to an event-time operator (LONG epoch ms).
+ROW_WATERMARK_COLUMN = "_row_watermark"
+_CHANGELOG = (ROWKIND_COLUMN, SEQ_COLUMN)
+
+
+def _operator(module: str, name: str, node: Node):
+    """The runtime function ``name`` of ``streamjoin.runtime.<module>``.
+
+    Raises:
+        UnsupportedPlanError: naming the plan node when its operator is not available.
+    """
+    try:
+        return getattr(importlib.import_module(f"streamjoin.runtime.{module}"), name)
+    except (ImportError, AttributeError):
+        raise UnsupportedPlanError(
+            f"operator {node.name} is not available: streamjoin.runtime.{module}.{name} does not exist yet"
+        ) from None
+
+
+def _col(name: str):
+    return F.col(f"`{name}`")
+
+
+class Translator:
+    """Builds the changelog DataFrame of a plan.
+
+    Args:
+        sources: table name → the table's changelog DataFrame (physical columns + ``_rowkind`` + ``_seq``,
+            with a watermark on a physical rowtime).
+        source: the SQL text (for the typer of expressions).
+        delta_path: table → the location of a Delta table (lookup joins).
+        watermark_columns: table name → the column its rows carry with the table's watermark at arrival
+            (see the module docstring), or empty.
+
+    Example:
+        >>> changes = Translator({"orders": orders_df}, source).translate(statement.sink)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        sources: Mapping[str, DataFrame],
+        source: SqlSource,
+        *,
+        delta_path: Callable[[TableDef], str] | None = None,
+        watermark_columns: Mapping[str, str] | None = None,
+    ):
+        self.sources = sources
+        self.source = source
+        self.delta_path = delta_path
+        self.watermark_columns = dict(watermark_columns or {})
+
+    # -------------------------------------------------------------- helpers
+
+    def _hidden(self, df: DataFrame) -> list[str]:
+        return [c for c in self.watermark_columns.values() if c in df.columns]
+
+    def _data(self, df: DataFrame, node: Node, names: list[str] | None = None, *, hidden: bool = False) -> DataFrame:
+        """``df`` reduced to ``node``'s fields (renamed to ``names``) + the changelog columns (+ hidden columns)."""
+        names = names or node.field_names
+        columns = [_col(f).alias(n) for f, n in zip(node.field_names, names)]
+        return df.select(*columns, *_CHANGELOG, *(self._hidden(df) if hidden else []))
+
+    def _with_row_watermark(self, df: DataFrame, node: Node) -> tuple[DataFrame, str | None]:
+        """``df`` plus the combined row watermark of the tables ``node`` reads, when the sources carry one."""
+        columns = [self.watermark_columns[t] for t in sorted(node.source_tables()) if t in self.watermark_columns]
+        if not columns or not all(c in df.columns for c in columns):
+            return df, None
+        combined = F.least(*[_col(c) for c in columns]) if len(columns) > 1 else _col(columns[0])
+        any_null = F.lit(False)
+        for c in columns:
+            any_null = any_null | _col(c).isNull()
+        return df.withColumn(ROW_WATERMARK_COLUMN, F.when(any_null, F.lit(None).cast("long")).otherwise(combined)), ROW_WATERMARK_COLUMN
+
+    @staticmethod
+    def _drop_update_before(df: DataFrame) -> DataFrame:
+        return df.where(F.col(ROWKIND_COLUMN) != "-U")
+
+    # -------------------------------------------------------------- nodes
+
+    def translate(self, node: Node) -> DataFrame:
+        """The changelog DataFrame of ``node`` (its fields + ``_rowkind`` + ``_seq``; hidden columns kept where possible).
+
+        Raises:
+            UnsupportedPlanError: when the node's operator is not available.
+        """
+        handler = getattr(self, f"_{type(node).__name__}")
+        df = handler(node)
+        if drops_update_before(node) and not isinstance(node, DropUpdateBefore):
+            df = self._drop_update_before(df)
+        return df
+
+    def _TableScan(self, node: TableScan) -> DataFrame:
+        if node.table.name not in self.sources:
+            raise UnsupportedPlanError(f"no input stream for table '{node.table.name}' ({node.table.connector})")
+        df = self.sources[node.table.name]
+        typer = Typer({f.name: f.type for f in node.fields}, self.source)
+        for f in node.fields:
+            if f.name in node.computed:
+                df = df.withColumn(f.name, F.expr(spark_sql(node.computed[f.name], typer)))
+        table = node.table
+        if table.rowtime in node.computed:
+            df = df.withWatermark(table.rowtime, f"{table.watermark.delay_ms} milliseconds")
+        return self._data(df, node, hidden=True)
+
+    def _Calc(self, node: Calc) -> DataFrame:
+        df = self.translate(node.inputs[0])
+        typer = Typer({f.name: f.type for f in node.inputs[0].fields}, self.source)
+        if node.condition is not None:
+            df = df.where(F.expr(spark_sql(node.condition, typer)))
+        columns = [F.expr(spark_sql(e, typer)).alias(f.name) for f, e in node.projections]
+        return df.select(*columns, *_CHANGELOG, *self._hidden(df))
+
+    def _DropUpdateBefore(self, node: DropUpdateBefore) -> DataFrame:
+        return self._drop_update_before(self.translate(node.inputs[0]))
+
+    def _join_inputs(self, node, *, watermark: bool = False):
+        left = self.translate(node.left)
+        right = self.translate(node.right)
+        row_wm = None
+        if watermark:
+            left, row_wm = self._with_row_watermark(left, node)
+            right, _ = self._with_row_watermark(right, node)
+        extra = [row_wm] if row_wm else []
+        left = left.select(*[_col(f) for f in node.left.field_names], *_CHANGELOG, *extra)
+        right = right.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)], *_CHANGELOG, *extra)
+        on = [(l, node.right_name(r)) for l, r in zip(node.left_keys, node.right_keys)]
+        return left, right, on, row_wm
+
+    def _RegularJoin(self, node: RegularJoin) -> DataFrame:
+        regular_join = _operator("regular_join", "regular_join", node)
+        left, right, on, _ = self._join_inputs(node)
+        typer = Typer({f.name: f.type for f in node.left.fields} | {n: f.type for n, f in zip(node.right_names, node.right.fields)}, self.source)
+        right_key = [node.right_name(c) for c in node.right_unique_key] if node.right_unique_key else None
+        result = regular_join(
+            left, right, on=on, how=node.kind,
+            condition=spark_sql(node.residual, typer) if node.residual is not None else None,
+            left_unique_key=list(node.left_unique_key) if node.left_unique_key else None,
+            right_unique_key=right_key,
+            state_ttl_ms=node.state_ttl_ms,
+        )
+        return result.changelog
+
+    def _IntervalJoin(self, node: IntervalJoin) -> DataFrame:
+        interval_join = _operator("interval_join", "interval_join", node)
+        left, right, on, row_wm = self._join_inputs(node, watermark=node.rowtime)
+        if not on:
+            # No equi key: one group, as Flink runs such a join with parallelism 1.
+            left, right = left.withColumn("$const_l", F.lit(0)), right.withColumn("$const_r", F.lit(0))
+            on = [("$const_l", "$const_r")]
+        joined = interval_join(
+            left, right, on=on,
+            left_time=node.left_time if node.rowtime else None,
+            right_time=node.right_name(node.right_time) if node.rowtime else None,
+            lower_bound_ms=node.lower_ms, upper_bound_ms=node.upper_ms, how=node.kind,
+            row_watermark_column=row_wm,
+        )
+        if node.post_filter is not None:
+            joined = joined.where(F.expr(spark_sql(node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source))))
+        return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
+
+    def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:
+        temporal_join = _operator("temporal_join", "temporal_join", node)
+        left, right, on, row_wm = self._join_inputs(node, watermark=True)
+        return temporal_join(
+            left, right, on=on, probe_time=node.left_time, version_time=node.right_name(node.right_time),
+            how=node.kind, append_only_versions=node.append_only_versions, row_watermark_column=row_wm,
+        )
+
+    def _LookupJoin(self, node: LookupJoin) -> DataFrame:
+        lookup_join = _operator("temporal_join", "lookup_join", node)
+        if self.delta_path is None:
+            raise UnsupportedPlanError(f"lookup join against '{node.right.table.name}' needs the Delta table's location")
+        probe = self.translate(node.left).select(*[_col(f) for f in node.left.field_names], *_CHANGELOG)
+        spark = probe.sparkSession
+        table = spark.read.format("delta").load(self.delta_path(node.right.table))
+        table = table.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)])
+        on = [(l, node.right_name(r)) for l, r in zip(node.left_keys, node.right_keys)]
+        return lookup_join(probe, table, on=on, how=node.kind)
+
+    def _OverAggregate(self, node: OverAggregate) -> DataFrame:
+        over_aggregate = _operator("over_aggregate", "over_aggregate", node)
+        input = node.inputs[0]
+        df = self.translate(input)
+        row_wm = None
+        if node.rowtime:
+            df, row_wm = self._with_row_watermark(df, node)
+        df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
+        bound = {"preceding": node.preceding} if node.frame == "rows" else {"preceding_ms": node.preceding}
+        return over_aggregate(
+            df, partition_by=node.partition_by, order_by=node.order_by if node.rowtime else None, frame=node.frame,
+            aggregates=[(a.output, a.function, a.arg) for a in node.aggregates], watermark_column=row_wm, **bound,
+        )
+
+    def _Deduplicate(self, node: Deduplicate) -> DataFrame:
+        deduplicate = _operator("deduplicate", "deduplicate", node)
+        input = node.inputs[0]
+        df = self.translate(input)
+        row_wm = None
+        if node.time == "ROWTIME" and node.keep == "first":
+            df, row_wm = self._with_row_watermark(df, node)
+        df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
+        deduplicated = deduplicate(
+            df, key=node.keys, order_by=None if node.time == "PROCTIME" else node.order_by, keep=node.keep,
+            watermark_column=row_wm,
+        )
+        return deduplicated.select(*[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG)
+
+    def _GroupAggregate(self, node: GroupAggregate) -> DataFrame:
+        group_aggregate = _operator("group_aggregate", "group_aggregate", node)
+        input = node.inputs[0]
+        df = self._data(self.translate(input), input)
+        return group_aggregate(
+            df, group_by=node.group_by, aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
+            insert_only_input=input.is_insert_only,
+        )
+
+    def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:
+        materialize = _operator("upsert_materializer", "sink_upsert_materialize", node)
+        input = node.inputs[0]
+        df = self._data(self.translate(input), input)
+        upsert_key = list(input.upsert_keys[0]) if input.upsert_keys else None
+        return materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key)
+
+    def _Sink(self, node: Sink) -> DataFrame:
+        input = node.inputs[0]
+        return self._data(self.translate(input), input, [f.name for f in node.fields])
