@@ -1,0 +1,403 @@
+"""The regular join's worked behaviours (SEMANTICS.md §2), state layouts, output keys and arguments.
+
+Exact changelogs in plain Python (``LocalRegularJoin``), one list of changes per
+input change. Rows are ``(key, value)``; L/R say which input a change comes from.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql.streaming.tws_tester import TwsTester
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+from flink_cases import case_names, load_case
+from streamjoin.changelog import RowKind, materialize
+from streamjoin.connectors.changelog_files import changelog_file_stream
+from streamjoin.errors import ValidationError
+from streamjoin.runtime.join_state import (
+    DictRecordStore,
+    InputSideHasNoUniqueKey,
+    InputSideHasUniqueKey,
+    JoinKeyContainsUniqueKey,
+    StateLayout,
+    choose_layout,
+)
+from streamjoin.runtime.regular_join import (
+    JoinSpec,
+    JoinType,
+    LocalRegularJoin,
+    _JoinProcessor,
+    derive_output_keys,
+    regular_join,
+)
+from streamjoin.runtime.two_input import LEFT, RIGHT
+from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_per_input
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+L, R = LEFT, RIGHT
+N = None
+
+
+def run(how, changes, *, condition=None, on=((0, 0),), unique_keys=(None, None)):
+    """Feed ``(side, kind, row)`` changes of 2-column rows; return each one's output as (short kind, row)."""
+    spec = JoinSpec(JoinType(how), [l for l, _ in on], [r for _, r in on], 2, 2, *unique_keys)
+    join = LocalRegularJoin(spec, condition)
+    return [[(k.short, row) for k, row in join.process(side, RowKind.from_short(kind), row)] for side, kind, row in changes]
+
+
+def final(outputs):
+    return materialize((RowKind.from_short(k), row) for changes in outputs for k, row in changes)
+
+
+def test_inner_forwards_update_rowkinds_and_keeps_duplicates():
+    out = run(
+        "inner",
+        [
+            (L, "+I", (1, "a")),
+            (R, "+I", (1, "x")),
+            (L, "-U", (1, "a")),
+            (L, "+U", (1, "b")),
+            (R, "-D", (1, "x")),
+            (L, "+I", (2, "c")),
+            (L, "+I", (2, "c")),
+            (R, "+I", (2, "z")),
+            (L, "-D", (2, "c")),
+        ],
+    )
+    assert out == [
+        [],
+        [("+I", (1, "a", 1, "x"))],
+        [("-U", (1, "a", 1, "x"))],
+        [("+U", (1, "b", 1, "x"))],
+        [("-D", (1, "b", 1, "x"))],
+        [],
+        [],
+        [("+I", (2, "c", 2, "z")), ("+I", (2, "c", 2, "z"))],
+        [("-D", (2, "c", 2, "z"))],
+    ]
+    assert final(out) == Counter({(2, "c", 2, "z"): 1})
+
+
+def test_left_retracts_the_padded_row_on_first_match_and_resends_it_after_the_last():
+    out = run(
+        "left",
+        [
+            (L, "+I", (1, "a")),
+            (R, "+I", (1, "x")),
+            (R, "+I", (1, "y")),
+            (R, "-D", (1, "x")),
+            (R, "-U", (1, "y")),
+            (L, "-D", (1, "a")),
+        ],
+    )
+    assert out == [
+        [("+I", (1, "a", N, N))],
+        [("-D", (1, "a", N, N)), ("+I", (1, "a", 1, "x"))],
+        [("+I", (1, "a", 1, "y"))],  # association count 2: nothing to retract
+        [("-D", (1, "a", 1, "x"))],  # still matched by y
+        [("-U", (1, "a", 1, "y")), ("+I", (1, "a", N, N))],  # the inner side keeps its -U
+        [("-D", (1, "a", N, N))],
+    ]
+    assert final(out) == Counter()
+
+
+def test_right_is_the_mirror_of_left():
+    out = run("right", [(R, "+I", (1, "x")), (L, "+I", (1, "a")), (L, "-D", (1, "a")), (R, "-U", (1, "x"))])
+    assert out == [
+        [("+I", (N, N, 1, "x"))],
+        [("-D", (N, N, 1, "x")), ("+I", (1, "a", 1, "x"))],
+        [("-D", (1, "a", 1, "x")), ("+I", (N, N, 1, "x"))],
+        [("-D", (N, N, 1, "x"))],  # an outer side retracts with -D
+    ]
+
+
+def test_full_pads_and_unpads_in_both_directions():
+    out = run(
+        "full",
+        [
+            (R, "+I", (1, "x")),
+            (L, "+I", (1, "a")),
+            (L, "+I", (1, "b")),
+            (R, "+I", (1, "y")),
+            (L, "-D", (1, "a")),
+            (L, "-D", (1, "b")),
+        ],
+    )
+    assert out == [
+        [("+I", (N, N, 1, "x"))],
+        [("-D", (N, N, 1, "x")), ("+I", (1, "a", 1, "x"))],
+        [("+I", (1, "b", 1, "x"))],
+        [("+I", (1, "a", 1, "y")), ("+I", (1, "b", 1, "y"))],
+        [("-D", (1, "a", 1, "x")), ("-D", (1, "a", 1, "y"))],
+        [("-D", (1, "b", 1, "x")), ("+I", (N, N, 1, "x")), ("-D", (1, "b", 1, "y")), ("+I", (N, N, 1, "y"))],
+    ]
+    assert final(out) == Counter({(N, N, 1, "x"): 1, (N, N, 1, "y"): 1})
+
+
+def test_semi_sends_the_left_row_with_the_right_changes_rowkind():
+    out = run(
+        "semi",
+        [
+            (L, "+I", (1, "a")),
+            (R, "+I", (1, "x")),
+            (R, "+U", (1, "y")),
+            (R, "-U", (1, "x")),
+            (R, "-D", (1, "y")),
+            (L, "+I", (1, "b")),
+            (R, "+U", (1, "z")),
+            (L, "-U", (1, "b")),
+        ],
+    )
+    assert out == [
+        [],
+        [("+I", (1, "a"))],
+        [],  # already matched
+        [],  # still matched by y
+        [("-D", (1, "a"))],
+        [],
+        [("+U", (1, "a")), ("+U", (1, "b"))],
+        [("-U", (1, "b"))],  # a left change keeps its own RowKind
+    ]
+    assert final(out) == Counter({(1, "a"): 1})
+
+
+def test_anti_inserts_unmatched_rows_and_deletes_them_when_matched():
+    out = run(
+        "anti",
+        [
+            (L, "+I", (1, "a")),
+            (R, "+I", (1, "x")),
+            (R, "+I", (1, "y")),
+            (R, "-D", (1, "x")),
+            (R, "-U", (1, "y")),
+            (L, "-D", (1, "a")),
+        ],
+    )
+    assert out == [[("+I", (1, "a"))], [("-D", (1, "a"))], [], [], [("+I", (1, "a"))], [("-D", (1, "a"))]]
+
+
+def greater(left, right):
+    return left[1] > right[1]
+
+
+def test_left_with_residual_predicate():
+    out = run(
+        "left",
+        [(L, "+I", (1, 5)), (R, "+I", (1, 7)), (R, "+I", (1, 3)), (L, "+I", (1, 9)), (R, "-D", (1, 3))],
+        condition=greater,
+    )
+    assert out == [
+        [("+I", (1, 5, N, N))],
+        [],  # same key, 5 > 7 fails: no match
+        [("-D", (1, 5, N, N)), ("+I", (1, 5, 1, 3))],
+        [("+I", (1, 9, 1, 7)), ("+I", (1, 9, 1, 3))],
+        [("-D", (1, 5, 1, 3)), ("+I", (1, 5, N, N)), ("-D", (1, 9, 1, 3))],
+    ]
+    assert final(out) == Counter({(1, 5, N, N): 1, (1, 9, 1, 7): 1})
+
+
+def test_full_with_residual_predicate_both_directions():
+    out = run(
+        "full",
+        [(R, "+I", (1, 7)), (L, "+I", (1, 5)), (L, "+I", (1, 9)), (R, "-D", (1, 7))],
+        condition=greater,
+    )
+    assert out == [
+        [("+I", (N, N, 1, 7))],
+        [("+I", (1, 5, N, N))],
+        [("-D", (N, N, 1, 7)), ("+I", (1, 9, 1, 7))],
+        [("-D", (1, 9, 1, 7)), ("+I", (1, 9, N, N))],
+    ]
+
+
+def test_null_keys_never_match_and_are_not_stored():
+    spec = JoinSpec(JoinType.FULL, [0], [0], 2, 2)
+    join = LocalRegularJoin(spec)
+    assert join.process(L, RowKind.INSERT, (N, "a")) == [(RowKind.INSERT, (N, "a", N, N))]
+    assert join.process(R, RowKind.INSERT, (N, "x")) == [(RowKind.INSERT, (N, N, N, "x"))]
+    assert join.process(L, RowKind.DELETE, (N, "a")) == [(RowKind.DELETE, (N, "a", N, N))]
+    assert join.state_entries() == 0
+    assert run("inner", [(L, "+I", (N, "a")), (R, "+I", (N, "x"))]) == [[], []]
+    assert run("anti", [(L, "+I", (N, "a")), (R, "+I", (N, "x"))]) == [[("+I", (N, "a"))], []]
+    assert run("semi", [(R, "+I", (N, "x")), (L, "+I", (N, "a"))]) == [[], []]
+
+
+def test_without_equi_key_every_row_meets_every_row():
+    out = run("inner", [(L, "+I", (1, "a")), (R, "+I", (2, "x")), (L, "+I", (3, "b"))], on=())
+    assert out == [[], [("+I", (1, "a", 2, "x"))], [("+I", (3, "b", 2, "x"))]]
+
+
+def test_unique_key_layouts_give_the_same_changelog():
+    changes = [(L, "+I", (1, "a")), (R, "+I", (1, "x")), (L, "-U", (1, "a")), (L, "+U", (1, "b")), (R, "-D", (1, "x"))]
+    plain = run("full", changes)
+    assert run("full", changes, unique_keys=([0], [0])) == plain  # JoinKeyContainsUniqueKey
+    assert run("full", changes, unique_keys=([1], [1])) == plain  # InputSideHasUniqueKey
+
+
+# --- state layouts ---------------------------------------------------------------------------
+
+
+def test_layout_follows_the_unique_key():
+    assert choose_layout([0], [0]) is StateLayout.JOIN_KEY_CONTAINS_UNIQUE_KEY
+    assert choose_layout([0, 1], [1]) is StateLayout.JOIN_KEY_CONTAINS_UNIQUE_KEY
+    assert choose_layout([0], [0, 1]) is StateLayout.INPUT_SIDE_HAS_UNIQUE_KEY
+    assert choose_layout([0], None) is StateLayout.INPUT_SIDE_HAS_NO_UNIQUE_KEY
+    assert choose_layout([], None) is StateLayout.INPUT_SIDE_HAS_NO_UNIQUE_KEY
+
+
+def test_join_key_contains_unique_key_holds_one_row():
+    view = JoinKeyContainsUniqueKey(store := DictRecordStore())
+    view.add_record((1, "a"), 0)
+    view.add_record((1, "b"), 2)  # same unique key: replaces
+    assert view.records() == [((1, "b"), 2)]
+    view.update_associations((1, "b"), 3)
+    assert view.associations((1, "b")) == 3 and len(store) == 1
+    view.retract_record((1, "b"))
+    assert view.records() == [] and view.associations((1, "b")) == 0
+
+
+def test_input_side_has_unique_key_is_keyed_by_it():
+    view = InputSideHasUniqueKey(DictRecordStore(), unique_key=[1])
+    view.add_record((1, "a", 10))
+    view.add_record((1, "b", 20), 1)
+    view.add_record((1, "a", 11))  # a new version of unique key "a"
+    assert sorted(view.records()) == [((1, "a", 11), 0), ((1, "b", 20), 1)]
+    view.retract_record((1, "a", 999))  # by unique key, whatever the other columns
+    assert view.records() == [((1, "b", 20), 1)]
+
+
+def test_input_side_has_no_unique_key_counts_identical_rows():
+    view = InputSideHasNoUniqueKey(store := DictRecordStore())
+    view.add_record((1, "a"))
+    view.add_record((1, "a"), 2)
+    assert view.records() == [((1, "a"), 2), ((1, "a"), 2)] and len(store) == 1
+    view.retract_record((1, "a"))
+    assert view.records() == [((1, "a"), 2)]
+    view.retract_record((1, "zzz"))  # absent (expired or never added): ignored
+    view.retract_record((1, "a"))
+    assert view.records() == [] and len(store) == 0
+
+
+def test_input_side_has_unique_key_needs_one():
+    with pytest.raises(ValidationError, match="non-empty unique key"):
+        InputSideHasUniqueKey(DictRecordStore(), unique_key=[])
+
+
+# --- the Spark processor, in memory --------------------------------------------------------------
+
+
+def union_row(side, kind, row, seq, names):
+    struct = dict(zip(names[side], row))
+    return Row(_key0=row[0], _side=side, _left=struct if side == L else None, _right=struct if side == R else None,
+               _rowkind=kind, _seq=seq)
+
+
+@pytest.mark.parametrize("name", [n for n in case_names("join_") if QUERIES[n][2] is None])
+def test_processor_with_transform_with_state_tester_equals_the_plain_python_run(name):
+    # The StatefulProcessor (state variables, TwsRecordStore, ordering, flush) driven by
+    # pyspark's in-memory TwsTester, one change per call, against LocalRegularJoin.
+    case = load_case(name)
+    spec = _spec(case)
+    schemas = tuple(
+        StructType([StructField(c, IntegerType() if t == "INT" else StringType()) for c, t in case.tables[n].columns])
+        for n in ("A", "B")
+    )
+    names = [s.names for s in schemas]
+    output = [*names[0], *names[1]] if spec.join_type.projects_right else names[0]
+    tester = TwsTester(_JoinProcessor(spec, schemas, (True, True), None, [*output, "_rowkind", "_seq"]))
+    reference = LocalRegularJoin(spec)
+    ours, expected = [], []
+    for seq, (table, kind, values) in enumerate(case.arrivals()):
+        side = SIDES[table]
+        rows = tester.test(values[0], [union_row(side, kind, values, seq, names)])
+        ours.append([(RowKind.from_short(r._rowkind), tuple(r)[:-2]) for r in rows])
+        assert [r._seq for r in rows] == list(range(len(rows)))
+        expected.extend(reference.process(side, RowKind.from_short(kind), values))
+    assert_same_changes_per_input(ours, expected)
+
+
+# --- output keys -------------------------------------------------------------------------------
+
+
+def test_lineitem_left_join_orders_keeps_the_lineitem_key_as_upsert_key():
+    unique, upsert = derive_output_keys(
+        JoinType.LEFT,
+        ["l_orderkey", "l_linenumber", "l_qty"],
+        ["o_orderkey", "o_status"],
+        [("l_orderkey", "o_orderkey")],
+        ["l_orderkey", "l_linenumber"],
+        ["o_orderkey"],
+    )
+    assert ("l_orderkey", "l_linenumber") in upsert
+    assert unique == upsert
+
+
+def test_seed_003_sink_key_is_unique_but_no_upsert_key():
+    unique, upsert = derive_output_keys(JoinType.INNER, ["id", "level"], ["s2_id", "attr"], [("level", "s2_id")], ["id"], ["s2_id"])
+    assert unique == (("id",), ("id", "s2_id"))
+    assert upsert == ()
+
+
+def test_keys_of_outer_semi_and_keyless_inputs():
+    args = (["k", "a"], ["rk", "b"], [("k", "rk")], ["k"], ["rk"])
+    # Both sides unique on the join key: each side's key survives unless that side is null-padded.
+    assert derive_output_keys(JoinType.INNER, *args)[0] == (("k",), ("rk",), ("k", "rk"))
+    assert derive_output_keys(JoinType.LEFT, *args)[0] == (("k",), ("k", "rk"))
+    assert derive_output_keys(JoinType.FULL, *args)[0] == (("k", "rk"),)
+    assert derive_output_keys(JoinType.SEMI, *args) == ((("k",),), (("k",),))
+    assert derive_output_keys(JoinType.INNER, ["k", "a"], ["rk", "b"], [("k", "rk")], None, ["rk"]) == ((), ())
+
+
+# --- arguments (analysis only; no query runs) ------------------------------------------------------
+
+A = StructType([StructField("a1", IntegerType()), StructField("a2", IntegerType())])
+B = StructType([StructField("b1", IntegerType()), StructField("b2", StringType())])
+
+
+@pytest.fixture
+def inputs(spark, tmp_path):
+    return (changelog_file_stream(spark, tmp_path / "a", A, [[]]), changelog_file_stream(spark, tmp_path / "b", B, [[]]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"how": "outer"}, "unknown join type 'outer'"),
+        ({"on": [("a1", "nope")]}, r"right join key column\(s\) \['nope'\]"),
+        ({"on": "a1"}, "on must be a list"),
+        ({"condition": "a2 > nope"}, "not a valid Spark SQL predicate"),
+        ({"condition": "a2 + 1"}, "is int, not boolean"),
+        ({"state_ttl_ms": 0}, "state_ttl_ms must be a positive"),
+        ({"left_unique_key": ["zz"]}, r"left_unique_key column\(s\) \['zz'\]"),
+    ],
+)
+def test_bad_arguments_are_refused(inputs, kwargs, message):
+    arguments = {"on": [("a1", "b1")], **kwargs}
+    with pytest.raises(ValidationError, match=message):
+        regular_join(*inputs, **arguments)
+
+
+def test_shared_and_reserved_column_names_are_refused(inputs):
+    left, right = inputs
+    with pytest.raises(ValidationError, match=r"share the column name\(s\) \['a1'\]"):
+        regular_join(left, right.withColumnRenamed("b1", "a1"), on=[("a1", "a1")])
+    with pytest.raises(ValidationError, match="reserved"):
+        regular_join(left.withColumnRenamed("a2", "_a2"), right, on=[("a1", "b1")])
+    with pytest.raises(ValidationError, match="not a changelog"):
+        regular_join(left.drop("_seq"), right, on=[("a1", "b1")])
+
+
+def test_explain_states_layouts_distribution_and_steps(inputs):
+    keyed = regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 > b1", left_unique_key=["a1"])
+    assert "leftInputSpec=[JoinKeyContainsUniqueKey], rightInputSpec=[InputSideHasNoUniqueKey]" in keyed.explain
+    assert "distribution=[hash[a1]]" in keyed.explain and "two stateful steps" in keyed.explain
+    keyless = regular_join(*inputs, on=[], how="inner", condition="a2 > b1")
+    assert "singleton: no equi-join key, one task" in keyless.explain
+    assert keyed.changelog.columns == ["a1", "a2", "b1", "b2", "_rowkind", "_seq"]
+    assert regular_join(*inputs, on=[("a1", "b1")], how="anti").changelog.columns == ["a1", "a2", "_rowkind", "_seq"]
