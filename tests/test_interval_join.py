@@ -12,13 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flink_cases import case_names, load_case
-from streamjoin.changelog import RowKind, materialize
-from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.changelog import ChangelogError, RowKind, materialize
+from streamjoin.errors import ValidationError
 from streamjoin.runtime.interval_join import (
     IntervalBounds,
+    IntervalJoinOperator,
+    LocalKeyedDriver,
     ProcTimeIntervalJoin,
     RowTimeIntervalJoin,
-    interval_join_driver,
 )
 
 MINUTE = 60_000
@@ -55,7 +56,7 @@ def replay(case, how: str, bounds: IntervalBounds):
     """Feed the case to the logic in Flink's arrival order with Flink's watermark rule."""
     left, right = case.tables[LEFT], case.tables[RIGHT]
     join = RowTimeIntervalJoin(how, bounds, len(left.columns), len(right.columns))
-    driver = interval_join_driver(join, (left.watermark_delay_ms, right.watermark_delay_ms))
+    driver = LocalKeyedDriver(IntervalJoinOperator(join), (left.watermark_delay_ms, right.watermark_delay_ms))
     for name, kind, values in case.arrivals():
         table = case.tables[name]
         row = typed(table.columns, values)
@@ -199,8 +200,8 @@ def test_arguments_are_checked():
         IntervalBounds(1.5, 2)
     with pytest.raises(ValidationError, match="IntervalBounds"):
         RowTimeIntervalJoin("inner", (0, 1), 1, 1)
-    driver = interval_join_driver(RowTimeIntervalJoin("inner", IntervalBounds(0, 1), 1, 1), (0, 0))
-    with pytest.raises(UnsupportedPlanError, match=r"insert-only.*-D\[1\]"):
+    driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin("inner", IntervalBounds(0, 1), 1, 1)), (0, 0))
+    with pytest.raises(ChangelogError, match=r"insert-only.*-D\[1\] on the left"):
         driver.process(0, (1,), RowKind.DELETE, (1,), 5)
 
 
@@ -226,7 +227,7 @@ def run_random(rows, how, bounds, delay):
     """Run the logic; return the driver, the rows that arrived at or behind the watermark
     (*late*), and the late rows whose whole window was behind it (*not stored*)."""
     join = RowTimeIntervalJoin(how, bounds, 3, 3)
-    driver = interval_join_driver(join, (delay, delay))
+    driver = LocalKeyedDriver(IntervalJoinOperator(join), (delay, delay))
     late, not_stored = set(), set()
     for side, key, rowtime, ident in rows:
         # The harness's own rules (SEMANTICS.md §3), from the operator watermark at arrival.
@@ -298,7 +299,7 @@ def test_state_is_bounded_by_rate_times_window_not_by_stream_length():
     def peak_state(n):
         rows = generate(random.Random(7), n, 50, 5, late_share=0.0)
         join = RowTimeIntervalJoin("full", IntervalBounds.between(-20, 20), 3, 3)
-        driver = interval_join_driver(join, (5, 5))
+        driver = LocalKeyedDriver(IntervalJoinOperator(join), (5, 5))
         peak = 0
         for side, key, rowtime, ident in rows:
             driver.process(side, (key,), RowKind.INSERT, (ident, key, rowtime), rowtime)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from flink_cases import case_names, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.temporal_join import TemporalProcessTimeJoin, TemporalRowTimeJoin, temporal_join_driver
+from streamjoin.runtime.interval_join import LocalKeyedDriver
+from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalProcessTimeJoin, TemporalRowTimeJoin
 
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -54,7 +55,7 @@ def typed(columns, values) -> tuple:
 def replay(case, versioned: str, how: str, append_only: bool, select):
     probe, build = case.tables[PROBE], case.tables[versioned]
     join = TemporalRowTimeJoin(how, len(build.columns), append_only_versions=append_only)
-    driver = temporal_join_driver(join, (probe.watermark_delay_ms, build.watermark_delay_ms))
+    driver = LocalKeyedDriver(TemporalJoinOperator(join), (probe.watermark_delay_ms, build.watermark_delay_ms))
     for name, kind, values in case.arrivals():
         table = case.tables[name]
         row = typed(table.columns, values)
@@ -98,7 +99,7 @@ def run_rates(how, orders):
     (in time order; their watermark lags 1 minute so orders sharing a time are not late)."""
     rates = [("USD", 102, "09:00"), ("EUR", 114, "09:00"), ("JPY", 1, "09:00"), ("EUR", 116, "10:45"),
              ("EUR", 119, "11:15"), ("GBP", 108, "11:49")]
-    driver = temporal_join_driver(TemporalRowTimeJoin(how, 2), (60_000, 0))
+    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 2)), (60_000, 0))
     seen = set()
     for currency, rate, at in rates:
         kind = RowKind.UPDATE_AFTER if currency in seen else RowKind.INSERT
@@ -120,7 +121,7 @@ def test_classic_rates_example():
 
 def test_results_wait_for_the_watermark_and_are_never_retracted():
     join = TemporalRowTimeJoin("inner", 2)
-    driver = temporal_join_driver(join, (0, 0))
+    driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 0))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 114), hm("09:00"))
     assert driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("10:00")) == []  # rates wm still 09:00
     # A rate at 10:00 arrives: the order's time is now behind the combined watermark -> joined with it.
@@ -133,7 +134,7 @@ def test_results_wait_for_the_watermark_and_are_never_retracted():
 
 def test_delete_ends_a_version_and_late_probe_rows_are_dropped():
     join = TemporalRowTimeJoin("left", 2)
-    driver = temporal_join_driver(join, (0, 0))
+    driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 0))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 114), hm("09:00"))
     driver.process(1, ("EUR",), RowKind.DELETE, ("EUR", 114), hm("10:00"))
     driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("09:30"))
@@ -149,7 +150,7 @@ def test_delete_ends_a_version_and_late_probe_rows_are_dropped():
 
 def test_append_only_versions_ignore_an_older_row():
     join = TemporalRowTimeJoin("inner", 2, append_only_versions=True)
-    driver = temporal_join_driver(join, (0, 10 * 60_000))
+    driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 10 * 60_000))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 116), hm("10:45"))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 114), hm("09:00"))  # older than the latest: ignored
     driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("10:50"))
@@ -220,7 +221,7 @@ def batch_temporal_join(events, how, is_late):
 
 
 def run_random(events, how, delay):
-    driver = temporal_join_driver(TemporalRowTimeJoin(how, 2), (delay, delay))
+    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 2)), (delay, delay))
     late = set()
     for side, kind, key, t, ident, value in events:
         if side == 0 and t <= driver.watermark:
@@ -252,7 +253,7 @@ def test_random_streams_do_exercise_late_probes():
 def test_state_is_bounded_by_keys_and_watermark_delay_not_by_stream_length():
     def peak_state(n):
         events = generate(random.Random(3), n // 4, n, 20, 5, late_share=0.0)
-        driver = temporal_join_driver(TemporalRowTimeJoin("left", 2), (5, 5))
+        driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin("left", 2)), (5, 5))
         peak = 0
         for side, kind, key, t, ident, value in events:
             driver.process(side, (key,), kind, (ident, key, t) if side == 0 else (key, value), t)
