@@ -4,7 +4,7 @@
 
     streamjoin explain sql/PIPELINE.sql
     streamjoin run sql/PIPELINE.sql [--available-now] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
-    streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N]
+    streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
 
 ``explain`` plans the file (no Spark) and prints every statement's plan with
 changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("cases", type=Path, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
     replay.add_argument("--micro-batch-rows", type=int, default=1)
+    replay.add_argument("--parallelism", type=int, default=2, help="cases running at the same time")
     return parser
 
 
@@ -56,11 +57,11 @@ def _spark():
 
 
 def _explain(args) -> int:
-    from streamjoin.planner import load_script
+    from streamjoin.planner import Flink, load_script
 
     script = load_script(args.file)
     for statement in script.statements:
-        print(f"-- {statement.statement.sql()[:100]}")
+        print(f"-- {statement.statement.sql(dialect=Flink)[:120]}")
         print(statement.explain)
         print()
     for text in script.explains:
@@ -82,6 +83,10 @@ def _run(args) -> int:
         return 1
     servers = bootstrap_servers(pipelines, args.bootstrap_servers)
     spark = _spark()
+    if script.state_ttl_ms is not None and args.available_now:
+        # State TTL runs the operators in processing-time mode, where Spark keeps planning empty
+        # micro-batches and an availableNow query would never end.
+        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     for pipeline in pipelines:
         run = run_pipeline(pipeline, spark, lakehouse, servers, available_now=args.available_now,
                            on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
@@ -95,7 +100,8 @@ def _replay(args) -> int:
     if args.micro_batch_rows < 1:
         print("--micro-batch-rows must be >= 1", file=sys.stderr)
         return 2
-    results = replay_cases(_spark(), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows)
+    results = replay_cases(_spark(), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows,
+                           parallelism=args.parallelism)
     failed = 0
     for name, result in results.items():
         status = f"error: {result['error']}" if "error" in result else f"{len(result['final'])} final rows"

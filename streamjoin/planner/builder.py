@@ -48,7 +48,6 @@ _UNSUPPORTED_CLAUSES = {
     "order": ("ORDER BY", "a streaming query has no order; sort when reading the sink table"),
     "limit": ("LIMIT", "a streaming query has no end to limit"),
     "offset": ("OFFSET", "a streaming query has no end to skip into"),
-    "distinct": ("SELECT DISTINCT", "write GROUP BY with an aggregate instead"),
     "qualify": ("QUALIFY", "filter the ROW_NUMBER() column in an outer query"),
 }
 
@@ -105,14 +104,8 @@ class QueryPlanner:
         return Typer({f.name: f.type for f in node.fields}, self.source)
 
     def _calc(self, input: Node, projections: list[tuple[Field, exp.Expr]], condition: exp.Expr | None = None) -> Node:
-        """A Calc, merged into an input Calc that only filters, and skipped when it changes nothing."""
-        if (isinstance(input, Calc) and input.condition is not None and condition is None
-                and [f for f, _ in input.projections] == input.inputs[0].fields
-                and all(isinstance(e, exp.Column) and e.name == f.name for f, e in input.projections)):
-            calc = Calc(input.inputs[0], projections, input.condition)
-        else:
-            calc = Calc(input, projections, condition)
-        return input if calc.is_identity else calc
+        """A Calc, merged into an input Calc (Flink's CalcMergeRule), and skipped when it changes nothing."""
+        return merge_calc(input, projections, condition)
 
     def _identity(self, node: Node) -> list[tuple[Field, exp.Expr]]:
         return [(f, field_column(f.name)) for f in node.fields]
@@ -158,9 +151,15 @@ class QueryPlanner:
 
         items = self._expand_select(select, relation)
         windows = self._named_windows(select)
+        distinct = select.args.get("distinct")
         has_agg = bool(select.args.get("group")) or bool(select.args.get("having")) or any(
             self._aggregates_outside_windows(e) for _, e in items)
         over = [w for _, e in items for w in e.find_all(exp.Window)]
+        if distinct is not None:
+            if distinct.args.get("on") is not None or has_agg or over:
+                raise self._error(UnsupportedPlanError, distinct, "SELECT DISTINCT is supported without ON, GROUP BY, aggregates or OVER", "supported-queries")
+            # SELECT DISTINCT x, y is GROUP BY x, y (Flink plans it as a GroupAggregate).
+            return self._plan_aggregate(select, relation, items, [e for _, e in items])
         if has_agg:
             if over:
                 raise self._error(UnsupportedPlanError, over[0], "OVER windows and GROUP BY in one query block are not supported; use a subquery", "supported-queries")
@@ -611,10 +610,11 @@ class QueryPlanner:
             return SqlType("DECIMAL", 38, max(6, t.scale))
         return t.with_nullable(True)
 
-    def _plan_aggregate(self, select: exp.Select, relation: Relation, items) -> Relation:
+    def _plan_aggregate(self, select: exp.Select, relation: Relation, items, group_exprs: list | None = None) -> Relation:
         scope = relation.scope(self.source)
         node = relation.node
-        group_exprs = select.args["group"].expressions if select.args.get("group") else []
+        if group_exprs is None:
+            group_exprs = select.args["group"].expressions if select.args.get("group") else []
         for g in group_exprs:
             if isinstance(g, (exp.Literal,)) or g.find(exp.Anonymous) and g.find(exp.Anonymous).name.upper() in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
                 raise self._error(UnsupportedPlanError, g, f"GROUP BY {g.sql(Flink)} is not supported (group windows, ordinals)", "supported-aggregates")
@@ -632,17 +632,25 @@ class QueryPlanner:
         calls: list[Aggregate] = []
         call_map: dict[str, str] = {}
         having = select.args["having"].this if select.args.get("having") else None
+        names = self._output_names(items)
+        item_names = {id(e): n for (_, e), n in zip(items, names)}
         for e in [e for _, e in items] + ([having] if having is not None else []):
             for call in self._aggregates_outside_windows(e):
                 key = call.sql(Flink)
                 if key in call_map:
                     continue
-                output = f"EXPR${len(calls)}$agg"
+                # An aggregate that is a select item of its own is named like it (Flink: EXPR$1 or its alias).
+                output = item_names.get(id(call))
+                if output is None or output in group_fields or output in call_map.values():
+                    output = f"agg${len(calls)}"
                 aggregate = self._aggregate_call(call, output, node, scope, extra)
                 calls.append(aggregate)
                 call_map[key] = output
         if not calls:
-            raise self._error(UnsupportedPlanError, select, "GROUP BY without an aggregate function is not supported; add COUNT(*)", "supported-aggregates")
+            # GROUP BY without aggregates: MIN of a grouping column never changes, so the operator emits
+            # +I when a group appears and -D when it empties, as Flink's GroupAggregate without calls.
+            first = group_fields[0]
+            calls.append(Aggregate("$distinct", "MIN", first, node.field(first).type if first in node.field_names else None))
         needed = list(dict.fromkeys(group_fields + [a.arg for a in calls if a.arg and not a.arg.startswith("$f")]))
         if extra:
             pre = Calc(node, [(node.field(n), field_column(n)) for n in needed] + extra)
@@ -678,7 +686,6 @@ class QueryPlanner:
         condition = rewrite(having) if having is not None else None
         if condition is not None:
             self._typer(agg).check_boolean(condition, "HAVING")
-        names = self._output_names(items)
         typer = self._typer(agg)
         projections = [(Field(n, typer.type_of(e)), e) for n, e in zip(names, exprs)]
         out = self._calc(agg, projections, condition)
@@ -842,6 +849,23 @@ class QueryPlanner:
             raise self._error(UnsupportedPlanError, condition, f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported", "rank-filter")
         current.pending = None
         return True
+
+
+def merge_calc(input: Node, projections: list[tuple[Field, exp.Expr]], condition: exp.Expr | None = None) -> Node:
+    """``Calc(input, projections, condition)``, composed with ``input`` when it is a Calc; ``input`` itself when
+    the result would change nothing."""
+    if isinstance(input, Calc):
+        inner = {f.name: e for f, e in input.projections}
+
+        def substitute(e: exp.Expr) -> exp.Expr:
+            return e.transform(lambda n: inner[n.name].copy() if isinstance(n, exp.Column) and n.name in inner else n)
+
+        projections = [(f, substitute(e)) for f, e in projections]
+        conditions = [c for c in (input.condition, substitute(condition) if condition is not None else None) if c is not None]
+        calc = Calc(input.inputs[0], projections, and_all(conditions))
+    else:
+        calc = Calc(input, projections, condition)
+    return calc.inputs[0] if calc.is_identity else calc
 
 
 def check_ranks(root: Node, source: SqlSource) -> None:

@@ -92,8 +92,9 @@ class TableDef:
 
     @property
     def physical_schema(self) -> StructType:
-        """The physical columns as Spark fields (what the connector reads)."""
-        return StructType([StructField(c.name, c.type.spark, c.type.nullable) for c in self.physical_columns])
+        """The physical columns as Spark fields (what the connector reads), all nullable: a source may
+        deliver nulls anywhere (a null primary key is the connector's dead letter, not Spark's assumption)."""
+        return StructType([StructField(c.name, c.type.spark, True) for c in self.physical_columns])
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -134,6 +135,7 @@ class TableDef:
         if mode != "earliest-offset":
             options["startingOffsets"] = _STARTUP_MODES[mode]
         physical_rowtime = self.rowtime if self.rowtime and self.column(self.rowtime).computed is None else None
+        json_only = {"rowkind_field": self.options.get("json.rowkind-field")} if self.options["format"] == "json" else {}
         return KafkaSource(
             name=self.name,
             topic=self.options["topic"],
@@ -142,8 +144,8 @@ class TableDef:
             primary_key=self.primary_key,
             rowtime=physical_rowtime,
             watermark_delay_ms=self.watermark.delay_ms if physical_rowtime else 0,
-            rowkind_field=self.options.get("json.rowkind-field"),
             options=options,
+            **json_only,
         )
 
 
@@ -258,7 +260,7 @@ def table_from_ddl(create: exp.Create, source: SqlSource) -> TableDef:
             try:
                 ctype = sql_type(item.kind)
             except ValidationError as e:
-                raise error(ValidationError, source, item.kind, f"column '{column_name}' of table '{name}': {e}", "column-type") from None
+                raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}': {e}", "column-type") from None
             not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
             columns[column_name] = Column(column_name, ctype.with_nullable(not not_null), None, item)
         elif isinstance(item, exp.WatermarkColumnConstraint):

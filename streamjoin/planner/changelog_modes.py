@@ -58,12 +58,13 @@ def producer(node: Node, kind: str) -> Node:
     return node
 
 
-def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None) -> Sink:
+def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl_ms: int | None = None) -> Sink:
     """Check that ``sink`` can take its query's changes, add a SinkUpsertMaterializer if needed, decide UPDATE_BEFORE.
 
     Args:
         sink: the planned statement.
         source / at: the statement's text and the sink's name in it, for error locations.
+        state_ttl_ms: idle state retention of the materializer, if one is added.
 
     Returns:
         ``sink``, its input possibly wrapped (materializer, DropUpdateBefore).
@@ -88,7 +89,7 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None) -> Sink:
         if any(k and set(k) <= pk for k in query.upsert_keys):
             required = "ONLY_UPDATE_AFTER"
         else:
-            sink.inputs[0] = query = SinkUpsertMaterializer(query, tuple(sink.table.primary_key))
+            sink.inputs[0] = query = SinkUpsertMaterializer(query, tuple(sink.table.primary_key), state_ttl_ms)
     sink.inputs[0] = assign_update_kinds(query, required)
     sink.update_kind = "NONE"
     return sink

@@ -139,10 +139,9 @@ def field_column(name: str, like: exp.Expr | None = None) -> exp.Column:
     """A column naming plan field ``name``, keeping ``like``'s position for error messages."""
     column = exp.column(name, quoted=True)
     if like is not None:
-        for node in like.walk():
-            if node._meta and "line" in node._meta:
-                column.this.meta.update(node._meta)
-                break
+        metas = [n._meta for n in like.walk() if n._meta and "line" in n._meta]
+        if metas:
+            column.this.meta.update(min(metas, key=lambda m: (m["line"], m["col"] - (m.get("end", 0) - m.get("start", 0)))))
     return column
 
 

@@ -166,7 +166,8 @@ def _expr(e: exp.Expr | None) -> str:
     """An expression as EXPLAIN prints it: field names unquoted."""
     if e is None:
         return ""
-    unquoted = e.transform(lambda n: exp.to_identifier(n.name) if isinstance(n, exp.Identifier) and n.quoted else n)
+    # A Var prints its name as it is: EXPR$1, w0$o0 (an identifier with $ would be quoted).
+    unquoted = e.transform(lambda n: exp.var(n.name) if isinstance(n, exp.Identifier) else n)
     return unquoted.sql(Flink)
 
 
@@ -530,15 +531,19 @@ class SinkUpsertMaterializer(Node):
 
     name = "SinkUpsertMaterializer"
 
-    def __init__(self, input: Node, primary_key: tuple[str, ...]):
+    def __init__(self, input: Node, primary_key: tuple[str, ...], state_ttl_ms: int | None = None):
         self.inputs = [input]
         self.primary_key = primary_key
+        self.state_ttl_ms = state_ttl_ms
         self.fields = input.fields
         self.modify_kinds = input.modify_kinds
         self.unique_keys = self.upsert_keys = (tuple(sorted(primary_key)),)
 
     def attributes(self):
-        return [("pk", _names(self.primary_key))]
+        attrs = [("pk", _names(self.primary_key))]
+        if self.state_ttl_ms is not None:
+            attrs.append(("stateTtl", f"{self.state_ttl_ms} ms"))
+        return attrs
 
 
 class Sink(Node):

@@ -27,14 +27,14 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from streamjoin.errors import UnsupportedPlanError, ValidationError
-from streamjoin.planner.builder import QueryPlanner, check_ranks
+from streamjoin.planner.builder import QueryPlanner, check_ranks, merge_calc
 from streamjoin.planner.catalog import Catalog, TableDef, ViewDef, table_from_ddl
 from streamjoin.planner.changelog_modes import finish_plan
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Explain, Flink
 from streamjoin.planner.explain import explain_plan
 from streamjoin.planner.expressions import field_column
-from streamjoin.planner.plan import Calc, Deduplicate, Field, GroupAggregate, Sink, walk
+from streamjoin.planner.plan import Deduplicate, Field, GroupAggregate, Sink, walk
 from streamjoin.planner.types import common_type
 
 __all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "parse_duration_ms"]
@@ -110,7 +110,8 @@ def parse_sql(text: str, source: SqlSource) -> list[exp.Expr]:
         ValidationError: for a syntax error, with file, line and column.
     """
     try:
-        return [s for s in sqlglot.parse(text, read=Flink) if s is not None]
+        # A comment after the last ";" of a line parses as an empty (Semicolon) statement.
+        return [s for s in sqlglot.parse(text, read=Flink) if s is not None and not isinstance(s, exp.Semicolon)]
     except ParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line"), first.get("col")
@@ -168,8 +169,7 @@ def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog,
         if query_type is None or query_type.sql != sink_column.type.sql:
             value = exp.cast(value, exp.DataType.build(sink_column.type.sql, dialect=Flink))
         projections.append((Field(sink_column.name, sink_column.type), value))
-    node = Calc(query, projections)
-    return Sink(query if node.is_identity else node, table, [f for f, _ in projections]), target
+    return Sink(merge_calc(query, projections), table, [f for f, _ in projections]), target
 
 
 def _check_state_ttl(sink: Sink, ttl_ms: int | None, source: SqlSource, at: exp.Expr) -> None:
@@ -216,7 +216,7 @@ def plan_script(text: str, name: str = "<sql>") -> Script:
             raise error(UnsupportedPlanError, source, statement, f"statement {statement.sql(Flink)[:40]}… is not supported", "supported-statements")
         check_ranks(sink, source)
         _check_state_ttl(sink, script.state_ttl_ms, source, at)
-        finish_plan(sink, source, at)
+        finish_plan(sink, source, at, state_ttl_ms=script.state_ttl_ms)
         return PlannedStatement(statement, sink, explain_plan(sink))
 
     for statement in parse_sql(text, source):

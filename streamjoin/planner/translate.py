@@ -39,11 +39,12 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.planner.changelog_modes import drops_update_before
 from streamjoin.planner.expressions import Typer, spark_sql
+from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import (
     Calc, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate, RegularJoin,
-    Sink, SinkUpsertMaterializer, TableDef, TableScan, TemporalJoin,
+    Sink, SinkUpsertMaterializer, TableScan, TemporalJoin,
 )
-from streamjoin.planner.diagnostics import SqlSource
 
 __all__ = ["Translator", "ROW_WATERMARK_COLUMN"]
 
@@ -268,7 +269,7 @@ class Translator:
         input = node.inputs[0]
         df = self._data(self.translate(input), input)
         upsert_key = list(input.upsert_keys[0]) if input.upsert_keys else None
-        return materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key)
+        return materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key, state_ttl_ms=node.state_ttl_ms)
 
     def _Sink(self, node: Sink) -> DataFrame:
         input = node.inputs[0]

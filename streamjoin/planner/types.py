@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from streamjoin.errors import ValidationError
+from streamjoin.planner.dialect import Flink
 
 __all__ = ["SqlType", "TimeAttribute", "sql_type", "from_spark", "common_type"]
 
@@ -157,7 +158,7 @@ def sql_type(data_type: exp.DataType) -> SqlType:
     root = _FROM_SQLGLOT.get(data_type.this)
     if root is None:
         raise ValidationError(
-            f"data type {data_type.sql()} is not supported; supported: "
+            f"data type {data_type.sql(dialect=Flink)} is not supported; supported: "
             "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), BOOLEAN, CHAR(n), VARCHAR(n), STRING, "
             "BINARY(n), VARBINARY(n), BYTES, DATE, TIMESTAMP(p), TIMESTAMP_LTZ(p)"
         )

@@ -1,0 +1,212 @@
+"""Invalid and unsupported SQL is refused before anything runs, naming file, line, column, table/column and rule."""
+
+import re
+
+import pytest
+
+from streamjoin.errors import SinkError, UnsupportedPlanError, ValidationError
+from streamjoin.planner import plan_script
+
+DDL = """CREATE TABLE Orders (
+  order_id INT,
+  currency STRING,
+  amount INT,
+  ts TIMESTAMP(3),
+  plain_ts TIMESTAMP(3),
+  pt AS PROCTIME(),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+) WITH ('connector' = 'values');
+CREATE TABLE Ships (order_id INT, ship_ts TIMESTAMP(3), WATERMARK FOR ship_ts AS ship_ts) WITH ('connector' = 'values');
+CREATE TABLE Rates (currency STRING, rate INT, update_time TIMESTAMP(3), WATERMARK FOR update_time AS update_time,
+  PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');
+CREATE TABLE RatesNoKey (currency STRING, rate INT, update_time TIMESTAMP(3), WATERMARK FOR update_time AS update_time)
+  WITH ('connector' = 'values');
+CREATE TABLE RatesNoTime (currency STRING, rate INT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'values');
+CREATE TABLE Changes (id INT, v INT) WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');
+CREATE TABLE TimedChanges (id INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');
+CREATE TABLE counts (currency STRING, n BIGINT) WITH ('connector' = 'delta');
+CREATE TABLE sink2 (currency STRING, n BIGINT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'delta');
+"""
+DDL_LINES = DDL.count("\n")
+
+
+def refused(sql: str, kind=ValidationError) -> str:
+    """The message of the error planning ``DDL + sql`` raises; checks its class and its ``file:line:col:`` prefix."""
+    with pytest.raises(kind) as info:
+        plan_script(DDL + sql, "pipelines/bad.sql")
+    message = str(info.value)
+    assert type(info.value) is kind, message
+    assert re.match(r"^pipelines/bad\.sql:\d+:\d+: ", message), message
+    return message
+
+
+def where(message: str) -> tuple[int, int]:
+    line, col = re.match(r"^pipelines/bad\.sql:(\d+):(\d+): ", message).groups()
+    return int(line) - DDL_LINES, int(col)
+
+
+def test_unknown_table():
+    message = refused("SELECT * FROM Order_s;")
+    assert "unknown table or view 'Order_s'" in message and "declared: Orders, Ships" in message
+    assert message.endswith("[rule: table-exists]") and where(message) == (1, 15)
+
+
+def test_unknown_column_lists_the_columns_in_scope():
+    message = refused("SELECT order_id,\n  amont FROM Orders;")
+    assert "unknown column 'amont' in the FROM clause; columns: order_id, currency, amount" in message
+    assert message.endswith("[rule: column-exists]") and where(message) == (2, 3)
+
+
+def test_unknown_qualified_column_and_alias():
+    message = refused("SELECT o.order_id, s.shipped FROM Orders o JOIN Ships s ON o.order_id = s.order_id;")
+    assert "unknown column 'shipped' in table 's'; columns: order_id, ship_ts" in message and where(message) == (1, 20)
+    message = refused("SELECT x.order_id FROM Orders o;")
+    assert "unknown table or alias 'x'" in message and message.endswith("[rule: table-exists]")
+
+
+def test_ambiguous_column():
+    message = refused("SELECT order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id;")
+    assert "column 'order_id' is ambiguous: it is in o, s" in message and message.endswith("[rule: column-unambiguous]")
+
+
+def test_type_mismatch_in_a_comparison():
+    message = refused("SELECT order_id FROM Orders WHERE currency = amount;")
+    assert "type mismatch" in message and "cannot compare STRING with INT" in message
+    assert message.endswith("[rule: type-mismatch]") and where(message) == (1, 35)
+
+
+def test_where_must_be_boolean():
+    message = refused("SELECT order_id FROM Orders WHERE amount + 1;")
+    assert "WHERE condition '`amount` + 1' is INT, not BOOLEAN" in message and message.endswith("[rule: type-mismatch]")
+
+
+def test_interval_join_bound_on_a_timestamp_without_watermark():
+    message = refused("SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id\n"
+                      "  AND s.ship_ts BETWEEN o.plain_ts AND o.plain_ts + INTERVAL '1' HOUR;")
+    assert "'plain_ts' has no watermark: declare WATERMARK FOR it" in message
+    assert message.endswith("[rule: interval-join-watermark]") and where(message) == (2, 7)
+
+
+def test_regular_join_condition_on_a_time_attribute():
+    message = refused("SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id AND s.ship_ts > o.ts;")
+    assert "uses time attribute" in message and "bound both sides' rowtimes" in message
+    assert message.endswith("[rule: regular-join-time-attributes]")
+
+
+def test_temporal_join_needs_a_primary_key():
+    message = refused("SELECT o.order_id FROM Orders o JOIN RatesNoKey FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;")
+    assert "versioned table 'RatesNoKey'" in message and "needs a PRIMARY KEY" in message
+    assert message.endswith("[rule: temporal-join-primary-key]") and where(message) == (1, 38)
+
+
+def test_temporal_join_needs_a_rowtime_on_the_versioned_table():
+    message = refused("SELECT o.order_id FROM Orders o JOIN RatesNoTime FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;")
+    assert "versioned table 'RatesNoTime'" in message and "declare WATERMARK FOR" in message
+    assert message.endswith("[rule: temporal-join-watermark]")
+
+
+def test_temporal_join_as_of_a_column_without_watermark():
+    message = refused("SELECT o.order_id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.plain_ts AS r ON o.currency = r.currency;")
+    assert "FOR SYSTEM_TIME AS OF 'o.plain_ts'" in message and "not a time attribute" in message
+    assert message.endswith("[rule: temporal-join-watermark]") and where(message) == (1, 66)
+
+
+def test_temporal_join_must_equate_the_primary_key():
+    message = refused("SELECT o.order_id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.amount = r.rate;")
+    assert "primary key [currency] of 'Rates'" in message and "it equates [rate]" in message
+    assert message.endswith("[rule: temporal-join-primary-key]")
+
+
+def test_over_ordered_by_a_non_time_column():
+    message = refused("SELECT order_id, SUM(amount) OVER (PARTITION BY currency ORDER BY amount\n"
+                      "  ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM Orders;")
+    assert "OVER window ORDER BY 'amount' (INT)" in message and "must be ordered by a time attribute" in message
+    assert message.endswith("[rule: over-order-by-time]") and where(message) == (1, 67)
+
+
+def test_over_windows_must_be_the_same():
+    message = refused("SELECT SUM(amount) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW),\n"
+                      "  MAX(amount) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM Orders;", UnsupportedPlanError)
+    assert "the same window" in message and message.endswith("[rule: over-same-window]") and where(message) == (2, 3)
+
+
+def test_over_with_following_rows_is_unsupported():
+    message = refused("SELECT SUM(amount) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) FROM Orders;", UnsupportedPlanError)
+    assert "only … PRECEDING AND CURRENT ROW" in message and message.endswith("[rule: over-frame]")
+
+
+def test_row_number_without_a_filter_and_top_n():
+    message = refused("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders);",
+                      UnsupportedPlanError)
+    assert "ROW_NUMBER() AS rn must be filtered by an outer WHERE rn = 1" in message and message.endswith("[rule: rank-filter]")
+    message = refused("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders)\n"
+                      "WHERE rn <= 3;", UnsupportedPlanError)
+    assert "Top-N with N = 3" in message and where(message) == (2, 7)
+
+
+def test_primary_key_must_be_not_enforced():
+    message = refused("CREATE TABLE t (id INT, PRIMARY KEY (id)) WITH ('connector' = 'values');")
+    assert "PRIMARY KEY of table 't' must be declared NOT ENFORCED" in message
+    assert message.endswith("[rule: primary-key-not-enforced]") and where(message) == (1, 38)  # the key column
+
+
+def test_watermark_on_an_unknown_or_non_timestamp_column():
+    message = refused("CREATE TABLE t (id INT, ts TIMESTAMP(3), WATERMARK FOR tz AS tz) WITH ('connector' = 'values');")
+    assert "WATERMARK FOR 'tz': table 't' has no such column; columns: id, ts" in message and where(message) == (1, 56)
+    message = refused("CREATE TABLE t (id INT, WATERMARK FOR id AS id) WITH ('connector' = 'values');")
+    assert "the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p) with p <= 3, but it is INT" in message
+    assert message.endswith("[rule: watermark-type]")
+
+
+def test_connector_and_its_options_are_checked():
+    message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'filesystem');")
+    assert "'connector' must be one of kafka, delta, values; got 'filesystem'" in message and message.endswith("[rule: table-connector]")
+    message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'kafka', 'format' = 'json');")
+    assert "connector 'kafka' needs option 'topic'" in message
+    message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'kafka', 'topic' = 'x', 'format' = 'avro');")
+    assert "format 'avro' is not supported; supported: json, debezium-json" in message and message.endswith("[rule: table-format]")
+
+
+def test_insert_must_match_the_sink_columns():
+    message = refused("INSERT INTO counts SELECT currency FROM Orders;")
+    assert "the query has 1 columns (currency), the sink has 2 (currency, n)" in message and message.endswith("[rule: sink-columns]")
+    message = refused("INSERT INTO counts SELECT currency, ts FROM Orders;")
+    assert "column 'ts' of the query is TIMESTAMP(3) *ROWTIME*, but sink column 'n' is BIGINT" in message
+    assert message.endswith("[rule: sink-types]")
+
+
+def test_updates_into_a_sink_without_primary_key():
+    message = refused("INSERT INTO counts\nSELECT currency, COUNT(*) FROM Orders GROUP BY currency;", SinkError)
+    assert "table sink 'counts' doesn't support consuming update changes" in message
+    assert "GroupAggregate(groupBy=[currency]" in message and where(message) == (1, 13)
+
+
+def test_ungrouped_column():
+    message = refused("SELECT currency, amount FROM Orders GROUP BY currency;")
+    assert "column 'amount' is not being grouped" in message and message.endswith("[rule: group-by-columns]") and where(message) == (1, 18)
+
+
+def test_interval_join_over_an_updating_input_is_unsupported():
+    message = refused("SELECT c.id FROM TimedChanges c JOIN Ships s ON c.id = s.order_id "
+                      "AND s.ship_ts BETWEEN c.ts AND c.ts + INTERVAL '1' HOUR;", UnsupportedPlanError)
+    assert "IntervalJoin consumes insert-only input, but its left input 'TimedChanges' produces updates" in message
+    assert message.endswith("[rule: interval-join-insert-only]")
+
+
+def test_over_on_an_updating_input_is_unsupported():
+    message = refused("SELECT id, SUM(v) OVER (ORDER BY pt) FROM (SELECT id, v, PROCTIME() AS pt FROM Changes);", UnsupportedPlanError)
+    assert "OverAggregate consumes insert-only input; 'Changes' produces updates" in message
+    assert message.endswith("[rule: over-insert-only]")
+
+
+def test_order_by_and_duplicate_tables():
+    message = refused("SELECT * FROM Orders ORDER BY amount;", UnsupportedPlanError)
+    assert "ORDER BY is not supported in a streaming query" in message and message.endswith("[rule: supported-clauses]")
+    message = refused("CREATE TABLE Orders (x INT) WITH ('connector' = 'values');")
+    assert "table or view 'Orders' is already declared" in message and message.endswith("[rule: unique-names]")
+
+
+def test_unsupported_column_type():
+    message = refused("CREATE TABLE t (tags ARRAY<STRING>) WITH ('connector' = 'values');")
+    assert "column 'tags' of table 't': data type ARRAY<STRING> is not supported" in message
+    assert message.endswith("[rule: column-type]") and where(message) == (1, 17)
