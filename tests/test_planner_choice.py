@@ -3,7 +3,7 @@
 import pytest
 
 from streamjoin.changelog import ChangelogMode, RowKind
-from streamjoin.errors import SinkError
+from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner import Flink, plan_script
 from streamjoin.planner.plan import (
     Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, OverAggregate, RegularJoin,
@@ -299,3 +299,12 @@ def test_append_only_sink_refuses_updates_naming_the_node():
 def test_insert_casts_to_the_sink_column_types():
     sink = plan("INSERT INTO counts SELECT kind, price FROM Items", SINKS)
     assert "CAST(price AS BIGINT) AS n" in sink.inputs[0].describe()
+
+
+def test_upsert_source_is_consumed_by_key_or_refused():
+    ddl = DDL + "CREATE TABLE U (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');\n" \
+                "CREATE TABLE u_sink (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');\n"
+    scan = only(plan("INSERT INTO u_sink SELECT * FROM U", ddl), TableScan)
+    assert scan.changelog_mode == mode("+I", "+U", "-D")  # no DropUpdateBefore needed
+    with pytest.raises(UnsupportedPlanError, match=r"test\.sql:\d+:\d+: table .U. is an upsert changelog .* ChangelogNormalize.*\[rule: changelog-normalize\]"):
+        plan("SELECT v, COUNT(*) FROM U GROUP BY v", ddl)

@@ -210,3 +210,10 @@ def test_unsupported_column_type():
     message = refused("CREATE TABLE t (tags ARRAY<STRING>) WITH ('connector' = 'values');")
     assert "column 'tags' of table 't': data type ARRAY<STRING> is not supported" in message
     assert message.endswith("[rule: column-type]") and where(message) == (1, 17)
+
+
+def test_scalar_subquery_and_subquery_under_or_are_unsupported():
+    message = refused("SELECT order_id FROM Orders WHERE amount > (SELECT MAX(v) FROM Changes);", UnsupportedPlanError)
+    assert "subqueries are supported only as IN / EXISTS conditions" in message and where(message) == (1, 52)
+    message = refused("SELECT order_id FROM Orders WHERE amount > 1 OR order_id IN (SELECT id FROM Changes);", UnsupportedPlanError)
+    assert message.endswith("[rule: supported-queries]")

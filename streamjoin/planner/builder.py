@@ -291,10 +291,10 @@ class QueryPlanner:
         if isinstance(item, exp.Table) and item.args.get("version") is not None:
             return self._plan_temporal(left, item, kind, on, outer)
         right = self._plan_table_ref(item, outer)
-        right_names = uniquify([c.field for c in right.columns], {f for f in left.node.field_names})
-        rename = dict(zip([c.field for c in right.columns], right_names))
-        combined = Relation(None, left.columns + [ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right.columns])
-        scope = combined.scope(self.source, outer)
+        right_names = uniquify(right.node.field_names, set(left.node.field_names))
+        rename = dict(zip(right.node.field_names, right_names))
+        columns = left.columns + [ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right.columns]
+        scope = Scope(columns, self.source, outer)
         conditions = conjuncts(on) if on is not None else []
         if kind == "inner":
             # Flink pushes WHERE predicates that need both sides into an inner join's condition.
@@ -315,8 +315,8 @@ class QueryPlanner:
             typer.check_boolean(c, "ON")
         pairs, rest = split_equi(resolved, set(left.node.field_names), set(right_names))
         original = {v: k for k, v in rename.items()}
-        node = self._choose_join(kind, left.node, right.node, pairs, rest, original, conditions, join)
-        return Relation(node, combined.columns)
+        node = self._choose_join(kind, left.node, right.node, pairs, rest, original, join)
+        return Relation(node, columns)
 
     def _time_fields(self, node: Node, names: dict[str, str] | None = None) -> dict[str, str]:
         """Output name → ``ROWTIME``/``PROCTIME`` of ``node``'s time attributes."""
@@ -326,7 +326,8 @@ class QueryPlanner:
                 out[names[f.name] if names else f.name] = f.type.time_attribute
         return out
 
-    def _choose_join(self, kind, left: Node, right: Node, pairs, rest, original: dict[str, str], conditions, join) -> Node:
+    def _choose_join(self, kind, left: Node, right: Node, pairs, rest, original: dict[str, str], join: exp.Join) -> Node:
+        """Flink's choice between IntervalJoin and Join for resolved ``pairs`` (equi keys) and ``rest``."""
         right_out = {v: k for k, v in original.items()}
         left_times = self._time_fields(left)
         right_times = self._time_fields(right, right_out)
@@ -427,8 +428,8 @@ class QueryPlanner:
         else:
             right = self._plan_table_ref(exp.Table(this=item.this.copy()), outer)
         right = right.qualified(alias)
-        right_names = uniquify([c.field for c in right.columns], set(left.node.field_names))
-        rename = dict(zip([c.field for c in right.columns], right_names))
+        right_names = uniquify(right.node.field_names, set(left.node.field_names))
+        rename = dict(zip(right.node.field_names, right_names))
         original = {v: k for k, v in rename.items()}
         columns = left.columns + [ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right.columns]
         scope = Scope(columns, self.source, outer)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from streamjoin.errors import SinkError
+from streamjoin.changelog import RowKind
+from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.plan import (
     Calc, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
@@ -71,6 +72,7 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
 
     Raises:
         SinkError: an append-only sink fed updates or deletes; the message names the sink and the producing node.
+        UnsupportedPlanError: an upsert source (no UPDATE_BEFORE) whose consumer needs retractions.
     """
     query = sink.inputs[0]
     kind = sink_kind(sink)
@@ -90,7 +92,10 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
             required = "ONLY_UPDATE_AFTER"
         else:
             sink.inputs[0] = query = SinkUpsertMaterializer(query, tuple(sink.table.primary_key), state_ttl_ms)
-    sink.inputs[0] = assign_update_kinds(query, required)
+    try:
+        sink.inputs[0] = assign_update_kinds(query, required)
+    except UnsupportedPlanError as e:
+        raise error(UnsupportedPlanError, source, at, str(e), "changelog-normalize") from None
     sink.update_kind = "NONE"
     return sink
 
@@ -119,9 +124,19 @@ def assign_update_kinds(node: Node, required: str) -> Node:
         own = "BEFORE_AND_AFTER"
     for i, child in enumerate(node.inputs):
         node.inputs[i] = assign_update_kinds(child, _requirement(node, i))
-    if isinstance(node, TableScan) and own == "ONLY_UPDATE_AFTER":
-        node.update_kind = "BEFORE_AND_AFTER"
-        return DropUpdateBefore(node)
+    if isinstance(node, TableScan) and "U" in node.modify_kinds:
+        if RowKind.UPDATE_BEFORE not in node.table.source_kinds:
+            if own == "BEFORE_AND_AFTER":
+                raise UnsupportedPlanError(
+                    f"table '{node.table.name}' is an upsert changelog (no UPDATE_BEFORE), but its consumer retracts "
+                    "by value; Flink would add a ChangelogNormalize, which is not supported: declare the source "
+                    "with -U rows (e.g. debezium-json) or consume it by key (an upsert sink, a temporal join)"
+                )
+            node.update_kind = "ONLY_UPDATE_AFTER"
+            return node
+        if own == "ONLY_UPDATE_AFTER":
+            node.update_kind = "BEFORE_AND_AFTER"
+            return DropUpdateBefore(node)
     node.update_kind = own
     return node
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from streamjoin.errors import ValidationError
+from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.types import SqlType, common_type, sql_type
@@ -151,9 +151,16 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
     Raises:
         ValidationError: for unknown/ambiguous columns, or a correlated (outer) column
             where the query cannot use one.
+        UnsupportedPlanError: for a subquery inside the expression.
     """
 
     def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, (exp.Subquery, exp.Exists, exp.Select)):
+            raise error(
+                UnsupportedPlanError, scope.source, node,
+                "subqueries are supported only as IN / EXISTS conditions AND-ed into a WHERE clause, and in FROM",
+                "supported-queries",
+            )
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             column, outer = scope.resolve(node)
             if outer and not allow_outer:
