@@ -14,9 +14,11 @@ and become TIMESTAMPs in Spark. Several operator outputs can share one query
 saves a query's fixed cost per micro-batch.
 
 End of input on Spark: a stream never ends, so an event-time run appends a
-*sentinel* row (partition key :data:`SENTINEL`, rowtime year 9999) in a last
-micro-batch; the watermark it raises makes Spark fire every timer, as Flink's
-+∞ watermark does. Its own output is dropped.
+*sentinel* row (partition key :data:`SENTINEL`, rowtime year 9999) to the last
+micro-batch; the watermark it raises makes Spark run one more micro-batch that
+fires every timer, as Flink's +∞ watermark does. The rows of that last batch
+see the watermark of the batches before, so the sentinel changes nothing for
+them. Its own output is dropped.
 """
 
 from __future__ import annotations
@@ -45,10 +47,9 @@ from pyspark.sql.types import (
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.runtime.timers import MIN_TIME
+from streamjoin.runtime.timers import MAX_TIME, MIN_TIME
 from streamjoin.sink.collect import collect_changelog
 
-MAX_TIME = 2**63 - 1
 SENTINEL = "~end-of-input~"
 SENTINEL_MS = int(dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
 #: Hidden LONG column carrying Flink's per-row watermark (``watermark_column=``).
@@ -181,7 +182,7 @@ def changelog_stream(
     TIMESTAMP values are given as epoch ms and converted in Spark. With
     ``rowtime`` the stream gets ``withWatermark(rowtime, delay)``. With
     ``row_watermarks`` it carries :data:`ROW_WATERMARK`. ``sentinel`` (a row,
-    its rowtime at :data:`SENTINEL_MS`) is appended in a micro-batch of its own.
+    its rowtime at :data:`SENTINEL_MS`) is appended to the last micro-batch.
     """
     timestamps = [name for name, t in columns if isinstance(t, TimestampType)]
     file_columns = [StructField(n, LongType() if n in timestamps else t) for n, t in columns]
@@ -191,7 +192,7 @@ def changelog_stream(
     batches = [list(changes[i : i + rows_per_batch]) for i in range(0, len(changes), rows_per_batch)]
     if sentinel is not None:
         end = sentinel + ((MAX_TIME,) if row_watermarks is not None else ())
-        batches.append([("+I", end)])
+        batches[-1].append(("+I", end))
     stream = changelog_file_stream(spark, folder, StructType(file_columns), batches)
     for name in timestamps:
         stream = stream.withColumn(name, F.timestamp_millis(name))

@@ -24,12 +24,14 @@ _FUNCTIONS = {
 }
 
 
-def int_avg(values: Sequence) -> int | None:
-    """AVG of an INT column as Flink computes it: integer division truncated toward zero."""
+def flink_avg(values: Sequence) -> int | float | None:
+    """AVG as Flink computes it: of INTs an INT (division truncated toward zero), of DOUBLEs sum / count."""
     present = [v for v in values if v is not None]
     if not present:
         return None
     total = sum(present)
+    if isinstance(total, float):
+        return total / len(present)
     quotient = abs(total) // len(present)
     return quotient if total >= 0 else -quotient
 
@@ -39,7 +41,7 @@ def aggregate(function: str, values: Sequence, star: bool = False):
     if star:
         return len(values)
     if function == "AVG":
-        return int_avg(values)
+        return flink_avg(values)
     return _FUNCTIONS[function](values)
 
 

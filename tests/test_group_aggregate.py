@@ -12,7 +12,7 @@ from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType
 
 from flink_cases import load_case
 from operator_replay import replay_keyed
-from over_window_oracle import int_avg
+from over_window_oracle import flink_avg
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import StateError, ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
@@ -133,7 +133,7 @@ def test_result_types_follow_flink():
     assert types == [DecimalType(38, 2), DecimalType(38, 6), DecimalType(15, 2)]
 
 
-def test_int_sum_wraps_like_java_and_int_avg_truncates():
+def test_int_sum_wraps_like_java_and_flink_avg_truncates():
     big = 2**31 - 1
     (s, a), _ = evaluate([("s", "SUM", "v"), ("a", "AVG", "v")], IntegerType(), [big, 1])
     assert s == -(2**31) and a == 2**30  # AVG sums in BIGINT: (2^31) / 2
@@ -200,7 +200,7 @@ def batch_group_by(rows):
     out = Counter()
     for k, vs in groups.items():
         present = [v for v in vs if v is not None]
-        out[(k, len(vs), len(present), len(set(present)), sum(present) if present else None, int_avg(vs),
+        out[(k, len(vs), len(present), len(set(present)), sum(present) if present else None, flink_avg(vs),
              min(present, default=None), max(present, default=None))] += 1
     return out
 

@@ -42,6 +42,7 @@ from streamjoin.runtime.tws import (
     require_columns,
     rows_in_order,
     sync_timer,
+    unshared_exchange,
     without_watermark_columns,
 )
 
@@ -318,6 +319,8 @@ def deduplicate(
         columns.remove(watermark_column)
 
     prepared = without_watermark_columns(df)
+    if event_time:
+        prepared = unshared_exchange(prepared)
     if order_by is not None:
         order = F.unix_millis(F.col(order_by).cast("timestamp")) if is_timestamp else F.col(order_by)
         prepared = prepared.withColumn(_ORDER, order)

@@ -67,6 +67,7 @@ from streamjoin.runtime.tws import (
     require_columns,
     rows_in_order,
     sync_timer,
+    unshared_exchange,
     without_watermark_columns,
 )
 
@@ -542,7 +543,7 @@ def over_aggregate(
         raise ValidationError(f"over_aggregate output names {clash} clash with input columns")
     fn = window.function(types, columns)  # validates aggregate columns and types
 
-    prepared = without_watermark_columns(df)
+    prepared = unshared_exchange(without_watermark_columns(df))
     keys = list(partition_by)
     if not keys:
         # No PARTITION BY: one partition, as Flink runs it with parallelism 1.

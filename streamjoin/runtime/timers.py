@@ -20,10 +20,12 @@ import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["MIN_TIME", "TimerService"]
+__all__ = ["MIN_TIME", "MAX_TIME", "TimerService"]
 
 #: Time before any watermark (Flink's ``Long.MIN_VALUE``).
 MIN_TIME = -(2**63)
+#: The end-of-input watermark (Flink's ``Long.MAX_VALUE``): nothing fires after it.
+MAX_TIME = 2**63 - 1
 
 
 @dataclass
@@ -72,9 +74,10 @@ class TimerService:
     def next_wakeup(self) -> int | None:
         """The earliest time at which a timer can fire: the first timer, but after :attr:`time`.
 
-        ``None`` when no timer is registered. A timer at or before :attr:`time`
-        fires only on the next strict increase, hence ``time + 1``.
+        ``None`` when no timer is registered or time has reached :data:`MAX_TIME`.
+        A timer at or before :attr:`time` fires only on the next strict
+        increase, hence ``time + 1``.
         """
-        if not self.timers:
+        if not self.timers or self.time >= MAX_TIME:
             return None
         return max(self.timers[0], self.time + 1)

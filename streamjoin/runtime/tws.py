@@ -8,6 +8,7 @@ keeping one Spark timer per key, ordering a key's rows, shaping the output.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "require_columns",
     "rows_in_order",
     "sync_timer",
+    "unshared_exchange",
     "without_watermark_columns",
 ]
 
@@ -70,6 +72,21 @@ def without_watermark_columns(df: DataFrame) -> DataFrame:
         for f in df.schema.fields
     ]
     return df.select(*columns)
+
+
+_operator_instances = itertools.count()
+
+
+def unshared_exchange(df: DataFrame) -> DataFrame:
+    """``df`` with a column holding a number unique to this call, so its shuffle is not shared.
+
+    Spark reuses identical shuffles (``ReusedExchange``) — e.g. two OVER
+    windows over one input in one query — and its watermark propagation then
+    finds no watermark under the second event-time operator: that operator
+    runs with watermark 0 and its timers never fire (Spark 4.2). A literal that
+    differs per operator keeps each shuffle its own; the processors ignore it.
+    """
+    return df.withColumn("_operator_instance", F.lit(next(_operator_instances)))
 
 
 def output_schema(fields: Sequence[StructField]) -> StructType:
