@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import pickle
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -18,12 +19,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType
 
-from flink_cases import load_case
+from flink_cases import Case, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.interval_join import (
     MAX_WATERMARK,
+    STATE_NAME,
     IntervalJoinOperator,
     LocalKeyedDriver,
     RowTimeIntervalJoin,
@@ -114,6 +116,20 @@ def collect(spark, stream, checkpoint):
         spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
+def state_rows(spark, checkpoint, batch_id: int, operator_id: int = 0) -> int:
+    """Rows held in a join's state after micro-batch ``batch_id``, read with Spark's state data
+    source (each key's state is one pickled :class:`~streamjoin.runtime.interval_join.KeyState`)."""
+    state = (
+        spark.read.format("statestore")
+        .option("path", str(checkpoint))
+        .option("operatorId", operator_id)
+        .option("stateVarName", STATE_NAME)
+        .option("batchId", batch_id)
+        .load()
+    )
+    return sum(pickle.loads(r.value.blob).logic.row_count for r in state.collect())
+
+
 def by_batch(changes) -> dict[int, Counter]:
     grouped: dict[int, Counter] = defaultdict(Counter)
     for batch, kind, values in changes:
@@ -156,10 +172,11 @@ def flink_reference(name):
 
 @dataclass(frozen=True)
 class Run:
-    """One operator of a replay query: ``build(streams)`` joins the case's tables (by name)."""
+    """One operator of a replay query: ``build(streams)`` joins the case's tables (by name).
+    ``case`` is a reference case's name or a :class:`~flink_cases.Case` built by a test."""
 
     label: str
-    case: str
+    case: str | Case
     rowtimes: dict[str, str]
     build: Callable[[dict[str, DataFrame]], DataFrame]
     row_watermarks: bool = False
@@ -175,17 +192,20 @@ def run_together(spark, tmp_path, runs: list[Run], rows_per_batch: int) -> tuple
     """
     outputs, data_batches = [], {}
     for run in runs:
-        case = load_case(run.case)
+        case = load_case(run.case) if isinstance(run.case, str) else run.case
         streams, data_batches[run.label] = replay_streams(
             spark, tmp_path / run.label, case, run.rowtimes, rows_per_batch, row_watermarks=run.row_watermarks
         )
         outputs.append(run.build(streams).withColumn("_run", F.lit(run.label)))
     union = outputs[0]
     for other in outputs[1:]:
-        union = union.unionByName(other)
+        union = union.unionByName(other, allowMissingColumns=True)
+    names = [c for c in union.columns if c not in ("_rowkind", "_seq")]
+    own = {run.label: [names.index(c) for c in o.columns if c not in ("_rowkind", "_seq", "_run")] for run, o in zip(runs, outputs)}
     result: dict[str, list] = {run.label: [] for run in runs}
     for batch, kind, values in collect(spark, union, tmp_path / "checkpoint"):
-        result[values[-1]].append((batch, kind, values[:-1]))
+        label = values[names.index("_run")]
+        result[label].append((batch, kind, tuple(values[i] for i in own[label])))
     return result, data_batches
 
 
