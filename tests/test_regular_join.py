@@ -31,11 +31,13 @@ from streamjoin.runtime.regular_join import (
     JoinSpec,
     JoinType,
     LocalRegularJoin,
+    _AssociateProcessor,
+    _CandidateProcessor,
     _JoinProcessor,
     derive_output_keys,
     regular_join,
 )
-from streamjoin.runtime.two_input import LEFT, RIGHT
+from streamjoin.runtime.two_input import LEFT, RIGHT, row_of
 from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_per_input
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -48,7 +50,9 @@ def run(how, changes, *, condition=None, on=((0, 0),), unique_keys=(None, None))
     """Feed ``(side, kind, row)`` changes of 2-column rows; return each one's output as (short kind, row)."""
     spec = JoinSpec(JoinType(how), [l for l, _ in on], [r for _, r in on], 2, 2, *unique_keys)
     join = LocalRegularJoin(spec, condition)
-    return [[(k.short, row) for k, row in join.process(side, RowKind.from_short(kind), row)] for side, kind, row in changes]
+    return [
+        [(k.short, row) for k, row in join.process(side, RowKind.from_short(kind), row)] for side, kind, row in changes
+    ]
 
 
 def final(outputs):
@@ -322,6 +326,37 @@ def test_processor_with_transform_with_state_tester_equals_the_plain_python_run(
     assert_same_changes_per_input(ours, expected)
 
 
+def test_two_step_processors_equal_the_one_step_join_even_with_tied_seq():
+    # Candidate step, the residual predicate (here in Python, standing in for Spark's
+    # filter), association step; two left changes share a _seq, as changes from two
+    # upstream keys may.
+    spec = JoinSpec(JoinType.FULL, [0], [0], 2, 2)
+    schema = StructType([StructField("k", IntegerType()), StructField("v", IntegerType())])
+    schemas = (schema, schema)
+    names = [["lk", "lv"], ["rk", "rv"]]
+    candidate_columns = ["_key0", "_side", "_left", "_right", "_rowkind", "_seq", "_pair"]
+    candidates = TwsTester(_CandidateProcessor(spec, schemas, (True, True), None, candidate_columns))
+    output_columns = ["lk", "lv", "rk", "rv", "_rowkind", "_seq"]
+    associate = TwsTester(_AssociateProcessor(spec, schemas, (True, True), None, output_columns))
+    reference = LocalRegularJoin(spec, greater)
+    batches = [
+        [(R, "+I", (1, 3), 0)],
+        [(L, "+I", (1, 5), 7), (L, "+I", (1, 1), 7), (R, "+I", (1, 4), 2)],
+        [(R, "-D", (1, 3), 3), (L, "-D", (1, 5), 8)],
+    ]
+    for batch in batches:
+        rows = [union_row(side, kind, row, seq, names) for side, kind, row, seq in batch]
+        kept = [
+            r for r in candidates.test(1, rows) if r._pair == 0 or greater(row_of(r._left), row_of(r._right))
+        ]
+        ours = Counter((RowKind.from_short(r._rowkind), tuple(r)[:4]) for r in associate.test(1, kept))
+        ordered = sorted(batch, key=lambda c: (c[3], c[0]))
+        expected = Counter(
+            c for side, kind, row, _ in ordered for c in reference.process(side, RowKind.from_short(kind), row)
+        )
+        assert ours == expected
+
+
 # --- output keys -------------------------------------------------------------------------------
 
 
@@ -339,7 +374,9 @@ def test_lineitem_left_join_orders_keeps_the_lineitem_key_as_upsert_key():
 
 
 def test_seed_003_sink_key_is_unique_but_no_upsert_key():
-    unique, upsert = derive_output_keys(JoinType.INNER, ["id", "level"], ["s2_id", "attr"], [("level", "s2_id")], ["id"], ["s2_id"])
+    unique, upsert = derive_output_keys(
+        JoinType.INNER, ["id", "level"], ["s2_id", "attr"], [("level", "s2_id")], ["id"], ["s2_id"]
+    )
     assert unique == (("id",), ("id", "s2_id"))
     assert upsert == ()
 
@@ -362,7 +399,7 @@ B = StructType([StructField("b1", IntegerType()), StructField("b2", StringType()
 
 @pytest.fixture
 def inputs(spark, tmp_path):
-    return (changelog_file_stream(spark, tmp_path / "a", A, [[]]), changelog_file_stream(spark, tmp_path / "b", B, [[]]))
+    return changelog_file_stream(spark, tmp_path / "a", A, [[]]), changelog_file_stream(spark, tmp_path / "b", B, [[]])
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,9 @@ def test_an_empty_sink_key_is_refused():
         SinkUpsertMaterializer(sink_key=[])
 
 
-T1 = StructType([StructField("id", IntegerType()), StructField("level", IntegerType()), StructField("attr", StringType())])
+T1 = StructType(
+    [StructField("id", IntegerType()), StructField("level", IntegerType()), StructField("attr", StringType())]
+)
 
 
 def test_on_spark_any_order_within_and_across_micro_batches(spark, tmp_path):

@@ -28,7 +28,7 @@ stored twice.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -228,7 +228,9 @@ class StreamingJoin(_JoinLogic):
                 raise ValidationError(f"StreamingJoin runs inner/left/right/full joins, not {join_type.value}")
         super().__init__(left_view, right_view, join_type.outer, condition)
 
-    def process(self, side: int, kind: RowKind, row: tuple, matches: Sequence[tuple] | None = None) -> list[JoinedChange]:
+    def process(
+        self, side: int, kind: RowKind, row: tuple, matches: Sequence[tuple] | None = None
+    ) -> list[JoinedChange]:
         """Apply one change of one side; return the output changes in emission order.
 
         Args:
@@ -327,7 +329,9 @@ class StreamingSemiAntiJoin(_JoinLogic):
         super().__init__(left_view, right_view, (True, False), condition)
         self._anti = anti
 
-    def process(self, side: int, kind: RowKind, row: tuple, matches: Sequence[tuple] | None = None) -> list[JoinedChange]:
+    def process(
+        self, side: int, kind: RowKind, row: tuple, matches: Sequence[tuple] | None = None
+    ) -> list[JoinedChange]:
         """Apply one change of one side; see :meth:`StreamingJoin.process` for the arguments."""
         found = self._matches(side, row, matches)
         out: list[JoinedChange] = []
@@ -464,9 +468,12 @@ class LocalRegularJoin:
         """Apply one change of ``side``; return the output rows ``(RowKind, values)`` in emission order."""
         spec = self._spec
         key = tuple(row[i] for i in spec.keys[side])
-        stores = self._stores.setdefault(key, (DictRecordStore(), DictRecordStore()))
-        logic = join_logic(spec.join_type, spec.view(LEFT, stores[LEFT]), spec.view(RIGHT, stores[RIGHT]), self._condition)
-        changes = logic.process_null_key(side, kind, row) if has_null(key) else logic.process(side, kind, row)
+        if has_null(key):
+            changes = join_logic(spec.join_type, None, None).process_null_key(side, kind, row)
+        else:
+            stores = self._stores.setdefault(key, (DictRecordStore(), DictRecordStore()))
+            views = spec.view(LEFT, stores[LEFT]), spec.view(RIGHT, stores[RIGHT])
+            changes = join_logic(spec.join_type, *views, self._condition).process(side, kind, row)
         return [spec.output_row(c) for c in changes]
 
     def state_entries(self) -> int:
@@ -530,18 +537,30 @@ class _JoinProcessorBase(StatefulProcessor):
         self._row = Row(*self._output_names)
 
     def _open(self) -> tuple[list, JoinRecordStateView | None, JoinRecordStateView | None]:
+        """Fresh stores and views over the state variables, for the current grouping key."""
+        single = StateLayout.JOIN_KEY_CONTAINS_UNIQUE_KEY
         stores = [
-            None if variable is None else TwsRecordStore(variable, is_map=self._spec.layouts[side] is not StateLayout.JOIN_KEY_CONTAINS_UNIQUE_KEY)
+            None if variable is None else TwsRecordStore(variable, is_map=self._spec.layouts[side] is not single)
             for side, variable in enumerate(self._variables)
         ]
         views = [None if store is None else self._spec.view(side, store) for side, store in enumerate(stores)]
         return stores, views[LEFT], views[RIGHT]
 
-    @staticmethod
-    def _flush(stores: list) -> None:
+    def _join(self, key: tuple, events: Sequence[tuple[int, RowKind, tuple, list[tuple] | None]]) -> Iterator[Row]:
+        """Run ``events`` ``(side, kind, row, matches or None)`` of one key through the join; output rows."""
+        stores, left_view, right_view = self._open()
+        logic = join_logic(self._spec.join_type, left_view, right_view)
+        null_key = has_null(key)
+        out = []
+        for side, kind, row, matches in events:
+            produced = logic.process_null_key(side, kind, row) if null_key else logic.process(side, kind, row, matches)
+            for joined in produced:
+                out_kind, values = self._spec.output_row(joined)
+                out.append(self._row(*values, out_kind.short, len(out)))
         for store in stores:
             if store is not None:
                 store.flush()
+        return iter(out)
 
     def close(self) -> None:
         pass
@@ -551,28 +570,16 @@ class _JoinProcessor(_JoinProcessorBase):
     """One-step join: both sides stored, output rows ``columns + _rowkind + _seq``."""
 
     def handleInputRows(self, key, rows, timerValues):
-        stores, left_view, right_view = self._open()
-        logic = join_logic(self._spec.join_type, left_view, right_view)
-        null_key = has_null(key)
-        out = []
-        for change in ordered_changes(rows):
-            produced = (
-                logic.process_null_key(change.side, change.kind, change.row)
-                if null_key
-                else logic.process(change.side, change.kind, change.row)
-            )
-            for joined in produced:
-                kind, values = self._spec.output_row(joined)
-                out.append(self._row(*values, kind.short, len(out)))
-        self._flush(stores)
-        return iter(out)
+        return self._join(key, [(c.side, c.kind, c.row, None) for c in ordered_changes(rows)])
 
 
 class _CandidateProcessor(_JoinProcessorBase):
     """First step of a join with a residual predicate: each change, then its equi-matching pairs.
 
-    Output: the grouping key, ``_side``, ``_left``, ``_right``, ``_rowkind``, ``_seq``
-    (the change's) and ``_pair`` (0 for the change, 1… for its candidate pairs).
+    Output: the grouping key, ``_side``, ``_left``, ``_right``, ``_rowkind`` (the
+    change's), ``_seq`` (the change's position in this key's processing order of the
+    micro-batch: input ``_seq`` may tie across upstream keys) and ``_pair`` (0 for
+    the change, 1… for its candidate pairs).
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -581,46 +588,36 @@ class _CandidateProcessor(_JoinProcessorBase):
 
     def handleInputRows(self, key, rows, timerValues):
         stores, left_view, right_view = self._open()
-        pairs = StreamingJoin(JoinType.INNER, left_view, right_view)
+        inner = StreamingJoin(JoinType.INNER, left_view, right_view)
         null_key = has_null(key)
         left_struct, right_struct = self._structs
         out = []
-        for change in ordered_changes(rows):
-            this = (left_struct if change.side == LEFT else right_struct)(*change.row)
-            event = (this, None) if change.side == LEFT else (None, this)
-            out.append(self._row(*key, change.side, *event, change.kind.short, change.seq, 0))
+        for position, change in enumerate(ordered_changes(rows)):
+            event = (left_struct(*change.row), None) if change.side == LEFT else (None, right_struct(*change.row))
+            out.append(self._row(*key, change.side, *event, change.kind.short, position, 0))
             if null_key:
                 continue
-            for number, (_, left, right) in enumerate(pairs.process(change.side, change.kind, change.row), start=1):
-                out.append(self._row(*key, change.side, left_struct(*left), right_struct(*right), change.kind.short, change.seq, number))
-        self._flush(stores)
+            for number, (_, left, right) in enumerate(inner.process(change.side, change.kind, change.row), 1):
+                pair = (left_struct(*left), right_struct(*right))
+                out.append(self._row(*key, change.side, *pair, change.kind.short, position, number))
+        for store in stores:
+            store.flush()
         return iter(out)
 
 
 class _AssociateProcessor(_JoinProcessorBase):
-    """Second step of a join with a residual predicate: matches come with each change; only outer sides stored."""
+    """Second step of a join with a residual predicate: each change comes with its matches; outer sides stored."""
 
     def handleInputRows(self, key, rows, timerValues):
-        stores, left_view, right_view = self._open()
-        logic = join_logic(self._spec.join_type, left_view, right_view)
-        null_key = has_null(key)
-        ordered = sorted(rows, key=lambda r: (r[SEQ_COLUMN], r[SIDE_COLUMN], r[PAIR_COLUMN]))
         events: list[tuple[int, RowKind, tuple, list[tuple]]] = []
-        for r in ordered:
+        for r in sorted(rows, key=lambda r: (r[SEQ_COLUMN], r[PAIR_COLUMN])):
             side = r[SIDE_COLUMN]
+            this, other = (LEFT_ROW_COLUMN, RIGHT_ROW_COLUMN) if side == LEFT else (RIGHT_ROW_COLUMN, LEFT_ROW_COLUMN)
             if r[PAIR_COLUMN] == 0:
-                row = row_of(r[LEFT_ROW_COLUMN] if side == LEFT else r[RIGHT_ROW_COLUMN])
-                events.append((side, RowKind.from_short(r[ROWKIND_COLUMN]), row, []))
+                events.append((side, RowKind.from_short(r[ROWKIND_COLUMN]), row_of(r[this]), []))
             else:
-                events[-1][3].append(row_of(r[RIGHT_ROW_COLUMN] if side == LEFT else r[LEFT_ROW_COLUMN]))
-        out = []
-        for side, kind, row, matches in events:
-            produced = logic.process_null_key(side, kind, row) if null_key else logic.process(side, kind, row, matches)
-            for joined in produced:
-                out_kind, values = self._spec.output_row(joined)
-                out.append(self._row(*values, out_kind.short, len(out)))
-        self._flush(stores)
-        return iter(out)
+                events[-1][3].append(row_of(r[other]))
+        return self._join(key, events)
 
 
 @dataclass(frozen=True)
@@ -670,7 +667,8 @@ def derive_output_keys(
         ``(unique_keys, upsert_keys)``, each a tuple of column-name tuples in output order.
 
     Example:
-        >>> derive_output_keys(JoinType.LEFT, ["l_ok", "l_ln"], ["o_ok"], [("l_ok", "o_ok")], ["l_ok", "l_ln"], ["o_ok"])
+        >>> derive_output_keys(JoinType.LEFT, ["l_ok", "l_ln"], ["o_ok"], [("l_ok", "o_ok")],
+        ...                    ["l_ok", "l_ln"], ["o_ok"])
         ((('l_ok', 'l_ln'), ('l_ok', 'l_ln', 'o_ok')), (('l_ok', 'l_ln'), ('l_ok', 'l_ln', 'o_ok')))
     """
     order = {c: i for i, c in enumerate([*left_columns, *right_columns])}
@@ -727,7 +725,9 @@ def _check_condition(left: DataFrame, joined: StructType, condition: str) -> Non
         probe = left.sparkSession.createDataFrame([], joined).select(F.expr(condition).alias("c"))
         result_type = probe.schema["c"].dataType
     except AnalysisException as error:
-        raise ValidationError(f"condition {condition!r} is not a valid Spark SQL predicate over {joined.names}") from error
+        raise ValidationError(
+            f"condition {condition!r} is not a valid Spark SQL predicate over {joined.names}"
+        ) from error
     if not isinstance(result_type, BooleanType):
         raise ValidationError(f"condition {condition!r} is {result_type.simpleString()}, not boolean")
 
@@ -807,7 +807,10 @@ def regular_join(
     ``explain`` says so.
 
     Args:
-        left: left changelog stream: its columns + ``_rowkind`` + ``_seq``.
+        left: left changelog stream: its columns + ``_rowkind`` + ``_seq``. A
+            retract changelog: each retraction (``-U``/``-D``) names a row added
+            before, and an update comes as ``-U`` old then ``+U`` new (an upsert-only
+            source needs normalizing first, as Flink's ChangelogNormalize does).
         right: right changelog stream. Column names must differ from the left's
             and must not start with ``_``.
         on: equi-join column pairs ``[(left_column, right_column), ...]``; keys with
@@ -903,7 +906,7 @@ def regular_join(
         )
 
     unique_keys, upsert_keys = derive_output_keys(
-        join_type, left_schema.names, right_schema.names, list(zip(left_on, right_on)), left_unique_key, right_unique_key
+        join_type, left_schema.names, right_schema.names, list(on), left_unique_key, right_unique_key
     )
-    explain = _explain(spec, list(zip(left_on, right_on)), condition, two_steps, state_ttl_ms, upsert_keys)
+    explain = _explain(spec, list(on), condition, two_steps, state_ttl_ms, upsert_keys)
     return JoinResult(changelog, unique_keys, upsert_keys, explain)

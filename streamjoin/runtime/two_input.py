@@ -173,14 +173,14 @@ def union_inputs(left: DataFrame, right: DataFrame, left_keys: Sequence[str], ri
     if left_keys:
         types = [_common_type(left, lk, right, rk) for lk, rk in zip(left_keys, right_keys)]
         key_columns = tuple(f"{KEY_COLUMN_PREFIX}{i}" for i in range(len(types)))
-        left_key_exprs = [F.col(k).cast(t).alias(n) for k, t, n in zip(left_keys, types, key_columns)]
-        right_key_exprs = [F.col(k).cast(t).alias(n) for k, t, n in zip(right_keys, types, key_columns)]
+        left_key_exprs = [left[k].cast(t).alias(n) for k, t, n in zip(left_keys, types, key_columns)]
+        right_key_exprs = [right[k].cast(t).alias(n) for k, t, n in zip(right_keys, types, key_columns)]
     else:
         key_columns = (f"{KEY_COLUMN_PREFIX}0",)
         left_key_exprs = right_key_exprs = [F.lit(0).alias(key_columns[0])]
 
     def tagged(frame: DataFrame, side: int, key_exprs: list, schema: StructType) -> DataFrame:
-        row = F.struct(*[F.col(c) for c in schema.names])
+        row = F.struct(*[frame[c] for c in schema.names])
         null_left = F.lit(None).cast(left_schema)
         null_right = F.lit(None).cast(right_schema)
         return frame.select(
@@ -188,8 +188,8 @@ def union_inputs(left: DataFrame, right: DataFrame, left_keys: Sequence[str], ri
             F.lit(side).alias(SIDE_COLUMN),
             (row if side == LEFT else null_left).alias(LEFT_ROW_COLUMN),
             (row if side == RIGHT else null_right).alias(RIGHT_ROW_COLUMN),
-            F.col(ROWKIND_COLUMN),
-            F.col(SEQ_COLUMN).cast("long").alias(SEQ_COLUMN),
+            frame[ROWKIND_COLUMN],
+            frame[SEQ_COLUMN].cast("long").alias(SEQ_COLUMN),
         )
 
     frame = tagged(left, LEFT, left_key_exprs, left_schema).unionByName(
