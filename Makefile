@@ -1,6 +1,6 @@
 # Two commands for a newcomer: `make demo` and `make test`. Each brings a fresh
 # machine to a working state by itself (virtual environment, Python packages,
-# JVM jars for Spark and for the embedded Kafka broker), once.
+# JVM jars for Spark and for the embedded Kafka broker, from Maven Central), once.
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,13 +12,14 @@ SETUP_STAMP := $(LOCAL)/setup.stamp
 
 setup: $(SETUP_STAMP)
 
-$(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml
+$(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.xml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	mvn --batch-mode --quiet -f jvm/kafka-broker/pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(LOCAL))/jars/kafka-broker -DincludeScope=runtime
-	$(PY) -m streamjoin.setup_jars
+	mvn --batch-mode --quiet -f jvm/spark-packages/pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(LOCAL))/jars/spark -DincludeScope=runtime
 	touch $@
 
 demo: setup

@@ -13,8 +13,9 @@ import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetsDefinition, asset_check
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-__all__ = ["validate", "expectation_check"]
+__all__ = ["validate", "expectation_check", "table_difference"]
 
 
 def validate(df: DataFrame, name: str, expectations: Sequence[gx.expectations.Expectation]) -> tuple[bool, list[dict]]:
@@ -46,6 +47,19 @@ def validate(df: DataFrame, name: str, expectations: Sequence[gx.expectations.Ex
     return bool(result.success), details
 
 
+def table_difference(actual: DataFrame, expected: DataFrame) -> DataFrame:
+    """Rows of ``actual`` not in ``expected`` and the reverse, as multisets (``EXCEPT ALL`` both ways).
+
+    Returns:
+        ``expected``'s columns + ``_where`` (STRING: ``"only in actual"`` / ``"only in expected"``);
+        empty when the two tables are equal.
+    """
+    actual = actual.select(*expected.columns)
+    return actual.exceptAll(expected).withColumn("_where", F.lit("only in actual")).unionByName(
+        expected.exceptAll(actual).withColumn("_where", F.lit("only in expected"))
+    )
+
+
 def expectation_check(
     asset: AssetsDefinition | str,
     name: str,
@@ -54,6 +68,7 @@ def expectation_check(
     *,
     required_resource_keys: set[str],
     blocking: bool = True,
+    additional_deps: Sequence[str] = (),
 ):
     """Build a Dagster asset check that validates a table with Great Expectations.
 
@@ -65,12 +80,16 @@ def expectation_check(
             ``context.resources``.
         required_resource_keys: the resources ``build`` uses.
         blocking: a failed check stops downstream assets.
+        additional_deps: other assets the check reads (they are materialised before it runs).
 
     Returns:
         An ``AssetChecksDefinition`` whose result has ``passed`` and per-expectation metadata.
     """
 
-    @asset_check(asset=asset, name=name, description=description, blocking=blocking, required_resource_keys=required_resource_keys)
+    @asset_check(
+        asset=asset, name=name, description=description, blocking=blocking,
+        required_resource_keys=required_resource_keys, additional_deps=list(additional_deps),
+    )
     def _check(context: AssetCheckExecutionContext) -> AssetCheckResult:
         df, expectations = build(context)
         passed, details = validate(df, name, expectations)

@@ -14,7 +14,7 @@ from streamjoin.datagen.topics import load_topics
 
 from assets.pipeline_assets import StreamingRunConfig
 
-__all__ = ["orders_current_job", "orders_current_streaming_job", "orders_current_hourly", "load_tpch_topics_job"]
+__all__ = ["lakehouse_job", "orders_current_job", "orders_current_streaming_job", "orders_current_hourly", "load_tpch_topics_job"]
 
 _ORDERS_CURRENT = AssetSelection.assets("orders_current", "orders_current_changelog")
 
@@ -23,6 +23,13 @@ orders_current_job = define_asset_job(
     selection=_ORDERS_CURRENT,
     executor_def=in_process_executor,
     description="Upsert the `orders` changelog into `orders_current` (availableNow) and run its checks.",
+)
+
+lakehouse_job = define_asset_job(
+    "lakehouse_job",
+    selection=AssetSelection.groups("lakehouse"),
+    executor_def=in_process_executor,
+    description="Every pipeline of the lakehouse (availableNow), upstream first, with all checks.",
 )
 
 orders_current_streaming_job = define_asset_job(

@@ -7,10 +7,12 @@ supply the master; the same settings apply.
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
-from streamjoin.config import DELTA_PACKAGE, KAFKA_CONNECTOR_PACKAGE, local_dir
+from streamjoin.config import local_dir
+from streamjoin.errors import StreamJoinError
 
 __all__ = ["spark_session", "SESSION_CONF"]
 
@@ -23,6 +25,9 @@ SESSION_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.session.timeZone": "UTC",
+    # Python workers (transformWithState runs one per stateful task) start slowly on a busy
+    # machine; the default 15 s to connect back to the JVM fails them.
+    "spark.python.authenticate.socketTimeout": "120s",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
 }
 
@@ -30,8 +35,8 @@ SESSION_CONF = {
 def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2]", conf: dict | None = None) -> SparkSession:
     """Get or create the Spark session with Delta, Kafka and RocksDB configured.
 
-    JVM packages (``DELTA_PACKAGE``, ``KAFKA_CONNECTOR_PACKAGE``) are resolved
-    by Spark's Ivy into ``.local/ivy`` on first use and reused after.
+    The JVM packages (Delta, Spark's Kafka connector) come from
+    ``.local/jars/spark``, filled by ``make setup`` from ``jvm/spark-packages/pom.xml``.
 
     Args:
         app_name: Spark application name.
@@ -41,7 +46,13 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
 
     Returns:
         The active ``SparkSession``.
+
+    Raises:
+        StreamJoinError: when ``.local/jars/spark`` holds no jars (``make setup`` was not run).
     """
+    # Python workers (UDFs, transformWithState) must run this interpreter, whose environment
+    # has pyarrow, pandas and protobuf; Spark's default is whatever `python3` is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     master = os.environ.get("SPARK_MASTER", master)
     if master:
@@ -56,8 +67,10 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    builder = builder.config("spark.jars.packages", f"{DELTA_PACKAGE},{KAFKA_CONNECTOR_PACKAGE}")
-    builder = builder.config("spark.jars.ivy", str(local_dir("ivy")))
+    jars = sorted(local_dir("jars", "spark").glob("*.jar"))
+    if not jars:
+        raise StreamJoinError(f"no jars in {local_dir('jars', 'spark')}: run `make setup` to fetch Delta and the Kafka connector")
+    builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

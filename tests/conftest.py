@@ -21,3 +21,24 @@ def kafka_bootstrap(tmp_path_factory):
 
     with kafka_cluster(tmp_path_factory.mktemp("kafka")) as bootstrap:
         yield bootstrap
+
+
+#: Scale factor of the TPC-H input of the end-to-end tests (1,500 orders, 6,000 line items).
+SCALE_FACTOR = 0.001
+
+
+@pytest.fixture(scope="session")
+def tpch():
+    """The generated TPC-H changelogs (``streamjoin.datagen.tpch``) at :data:`SCALE_FACTOR`."""
+    from streamjoin.config import local_dir
+    from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
+
+    return TpchChangelog(generate_tpch(local_dir("tpch"), SCALE_FACTOR))
+
+
+@pytest.fixture(scope="session")
+def demo_topics(kafka_bootstrap, tpch):
+    """The demo topics (orders, lineitem, rates) loaded once into the test broker; records per topic."""
+    from streamjoin.datagen.topics import load_topics
+
+    return load_topics(kafka_bootstrap, tpch)

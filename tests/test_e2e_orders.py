@@ -14,23 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.config import PROJECT_ROOT, local_dir
+from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
-from streamjoin.datagen.topics import ORDERS, debezium_record, load_topics
-from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
+from streamjoin.datagen.topics import ORDERS, debezium_record
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
 
-SCALE_FACTOR = 0.001
-
-
-@pytest.fixture(scope="module")
-def tpch():
-    return TpchChangelog(generate_tpch(local_dir("tpch"), SCALE_FACTOR))
-
-
-@pytest.fixture(scope="module")
-def demo_topics(kafka_bootstrap, tpch):
-    return load_topics(kafka_bootstrap, tpch)
+from conftest import SCALE_FACTOR
 
 
 def orders_pipeline(name: str, topic: str = "orders") -> Pipeline:

@@ -140,16 +140,24 @@ class TpchChangelog:
             if item["l_orderkey"] in self.deleted_keys:
                 yield Change(RowKind.DELETE, item)
 
-    def final_orders(self) -> dict[int, dict]:
-        """The orders table after every change, by ``o_orderkey`` (the batch result an upsert sink must equal)."""
-        final: dict[int, dict] = {}
-        for change in self.orders_changes():
-            if change.kind.is_accumulate:
-                final[change.row["o_orderkey"]] = change.row
-            else:
-                final.pop(change.row["o_orderkey"], None)
-        return final
+    def final_orders(self) -> dict[tuple, dict]:
+        """The orders table after every change, by ``(o_orderkey,)`` (what an upsert sink must equal)."""
+        return _final(self.orders_changes(), ("o_orderkey",))
 
+    def final_lineitems(self) -> dict[tuple, dict]:
+        """The lineitem table after every change, by ``(l_orderkey, l_linenumber)``."""
+        return _final(self.lineitem_changes(), ("l_orderkey", "l_linenumber"))
+
+
+def _final(changes: Iterator[Change], key: tuple[str, ...]) -> dict[tuple, dict]:
+    final: dict[tuple, dict] = {}
+    for change in changes:
+        k = tuple(change.row[c] for c in key)
+        if change.kind.is_accumulate:
+            final[k] = change.row
+        else:
+            final.pop(k, None)
+    return final
 
 #: ISO 4217 currency of each TPC-H nation (``n_nationkey`` → code). Romania's leu was
 #: redenominated on 2005-07-01 (ROL → RON); the ECB publishes ROL before and RON after,

@@ -1,0 +1,68 @@
+"""Great Expectations checks of ``lineitem_with_order``."""
+
+import great_expectations as gx
+from pyspark.sql import functions as F
+
+from checks.expectations import expectation_check, table_difference
+from dagster_project.resources import LakehouseResource, SparkResource, TpchResource
+from streamjoin.datagen.topics import LINEITEM, ORDERS
+
+_ORDER_COLUMNS = ORDERS.schema.names
+
+
+def _read(context, table):
+    lakehouse: LakehouseResource = context.resources.lakehouse
+    return context.resources.spark.session().read.format("delta").load(lakehouse.lakehouse().table_path(table))
+
+
+def _key_and_orders(context):
+    joined = _read(context, "lineitem_with_order")
+    current = _read(context, "orders_current").select(*[F.col(c).alias(f"cur_{c}") for c in _ORDER_COLUMNS])
+    # A row's order columns are either all null (no order) or exactly the order's current row.
+    all_null = F.coalesce(*[F.col(c) for c in _ORDER_COLUMNS]).isNull()
+    matches = F.lit(True)
+    for c in _ORDER_COLUMNS:
+        matches = matches & F.col(c).eqNullSafe(F.col(f"cur_{c}"))
+    inconsistent = joined.join(current, joined.o_orderkey == current.cur_o_orderkey, "left").where(~(all_null | matches))
+    return inconsistent, [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+
+
+def _unique_key(context):
+    return _read(context, "lineitem_with_order"), [
+        gx.expectations.ExpectColumnValuesToNotBeNull(column="l_orderkey"),
+        gx.expectations.ExpectColumnValuesToNotBeNull(column="l_linenumber"),
+        gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=list(LINEITEM.primary_key)),
+    ]
+
+
+def _equals_batch(context):
+    spark = context.resources.spark.session()
+    tpch: TpchResource = context.resources.tpch
+    changelog = tpch.changelog()
+    lineitems = spark.createDataFrame([tuple(r[c] for c in LINEITEM.schema.names) for r in changelog.final_lineitems().values()], LINEITEM.schema)
+    orders = spark.createDataFrame([tuple(r[c] for c in _ORDER_COLUMNS) for r in changelog.final_orders().values()], ORDERS.schema)
+    expected = lineitems.join(orders, lineitems.l_orderkey == orders.o_orderkey, "left")
+    return table_difference(_read(context, "lineitem_with_order"), expected), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+
+
+_RESOURCES = {"spark", "lakehouse", "tpch"}
+
+lineitem_with_order_checks = [
+    expectation_check(
+        "lineitem_with_order", name="lineitem_with_order_key_unique",
+        description="(l_orderkey, l_linenumber) is not null and unique.",
+        build=_unique_key, required_resource_keys=_RESOURCES,
+    ),
+    expectation_check(
+        "lineitem_with_order", name="lineitem_with_order_matches_current_orders",
+        description="Every row's order columns are all null or equal to the order's row in orders_current "
+        "(no inconsistent row: the DataFrame of violations has 0 rows).",
+        build=_key_and_orders, required_resource_keys=_RESOURCES, additional_deps=["orders_current"],
+    ),
+    expectation_check(
+        "lineitem_with_order", name="lineitem_with_order_equals_batch_join",
+        description="The table equals the batch LEFT JOIN of the final lineitem and orders tables recomputed from "
+        "the same generated changelogs (the difference, both ways, has 0 rows).",
+        build=_equals_batch, required_resource_keys=_RESOURCES,
+    ),
+]
