@@ -186,16 +186,18 @@ def run_together(spark, tmp_path, runs: list[Run], rows_per_batch: int) -> tuple
     """Run several operators as one streaming query; their changes and data micro-batches by label.
 
     The query's watermark is global (the minimum over all its inputs), so only cases whose
-    watermarks move alike at this batch size may share a query. Each run reads its own copy of
-    the input: Spark 4.2 gives a second ``transformWithState`` reading the *same* watermarked
-    source a watermark of 0 forever.
+    watermarks move alike at this batch size may share a query. Runs of the same case share
+    its input streams, as several operators over one source do in a pipeline.
     """
-    outputs, data_batches = [], {}
+    outputs, data_batches, inputs = [], {}, {}
     for run in runs:
         case = load_case(run.case) if isinstance(run.case, str) else run.case
-        streams, data_batches[run.label] = replay_streams(
-            spark, tmp_path / run.label, case, run.rowtimes, rows_per_batch, row_watermarks=run.row_watermarks
-        )
+        source = (case.name, run.row_watermarks)
+        if source not in inputs:
+            inputs[source] = replay_streams(
+                spark, tmp_path / run.label, case, run.rowtimes, rows_per_batch, row_watermarks=run.row_watermarks
+            )
+        streams, data_batches[run.label] = inputs[source]
         outputs.append(run.build(streams).withColumn("_run", F.lit(run.label)))
     union = outputs[0]
     for other in outputs[1:]:
@@ -209,7 +211,8 @@ def run_together(spark, tmp_path, runs: list[Run], rows_per_batch: int) -> tuple
     return result, data_batches
 
 
-def interval_run(name, label=None, row_watermarks=False) -> Run:
+def interval_run(name, label=None, row_watermarks=False, data=None) -> Run:
+    """The interval join of case ``name`` (over the input of case ``data``, default its own)."""
     params = CASES[name]
     extra = {"row_watermark_column": ROW_WATERMARK} if row_watermarks else {}
 
@@ -226,13 +229,15 @@ def interval_run(name, label=None, row_watermarks=False) -> Run:
             **extra,
         )
 
-    return Run(label or name, name, ROWTIMES, build, row_watermarks)
+    return Run(label or name, data or name, ROWTIMES, build, row_watermarks)
 
 
 def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, tmp_path):
-    # The four join types share their input, so one query runs them; the late case runs alone.
+    # The four join types have the same input: one query runs them over one pair of sources.
+    # The late case runs alone.
     for group in (SAME_INPUT, ["interval_join_left_late"]):
-        results, data_batches = run_together(spark, tmp_path / group[0], [interval_run(n) for n in group], 1)
+        runs = [interval_run(n, data=group[0]) for n in group]
+        results, data_batches = run_together(spark, tmp_path / group[0], runs, 1)
         for name in group:
             _, driver = flink_reference(name)
             assert by_batch(results[name]) == expected_by_batch(driver, lambda v: v, data_batches[name]), name
@@ -275,3 +280,28 @@ def test_api_checks_its_arguments(spark, tmp_path):
     with pytest.raises(ValidationError, match=r"key column\(s\) \[.missing.\] not in the left columns"):
         interval_join(left, right, **{**args, "on": [("missing", "r_order_id")]})
     assert MAX_WATERMARK > millis(END_OF_INPUT)
+
+
+def test_processing_time_interval_join_on_spark(spark, tmp_path):
+    """Rows of micro-batches 0 and 1 are a few seconds apart in processing time: within ±1 h.
+    Spark's processing-time mode runs a micro-batch on every trigger, so an ``availableNow``
+    query ends only with no-data micro-batches switched off."""
+    left = changelog_file_stream(
+        spark, tmp_path / "l", StructType([StructField("k", IntegerType()), StructField("a", StringType())]),
+        [[("+I", (1, "a"))], [], []],
+    )
+    right = changelog_file_stream(
+        spark, tmp_path / "r", StructType([StructField("r_k", IntegerType()), StructField("b", StringType())]),
+        [[], [("+I", (1, "b"))], [("+I", (2, "c"))]], first_seq=100,
+    )
+    joined = interval_join(
+        left, right, on=[("k", "r_k")], left_time=None, right_time=None,
+        lower_bound_ms=-3_600_000, upper_bound_ms=3_600_000, how="right",
+    )
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    try:
+        changes = collect(spark, joined, tmp_path / "checkpoint")
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+    # Key 2's right row waits an hour for its null-padded row: not within this test.
+    assert changes == [(1, RowKind.INSERT, (1, "a", 1, "b"))]

@@ -23,9 +23,11 @@ The logic follows Flink's ``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` /
 State per key is the two caches (rows by rowtime) and two timer times, so it
 is bounded by rate × window length, not by stream length.
 
-Two layers: :class:`TimeIntervalJoin` (plain Python, one key's state, unit
-testable) and :func:`interval_join`, which runs it on Spark with
-``transformWithState`` and event-time timers.
+Layers: :class:`TimeIntervalJoin` (plain Python, one key's state, unit
+testable); :class:`LocalKeyedDriver`, which feeds it as Flink feeds an operator
+(the reference execution of the tests); :func:`keyed_two_input`, which runs a
+keyed two-input logic on Spark with ``transformWithState`` and Flink's timer
+rules; and :func:`interval_join`, the public API.
 """
 
 from __future__ import annotations
@@ -45,7 +47,14 @@ from pyspark.sql.types import LongType, StructField, TimestampType
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.timers import TimerService as KeyTimers
-from streamjoin.runtime.tws import BlobState, output_schema, require_columns, sync_timer, without_watermark_columns
+from streamjoin.runtime.tws import (
+    BlobState,
+    output_schema,
+    require_columns,
+    sync_timer,
+    unshared_exchange,
+    without_watermark_columns,
+)
 from streamjoin.runtime.two_input import data_schema, ordered_changes, union_inputs
 
 __all__ = [
@@ -682,7 +691,9 @@ def keyed_two_input(
     fields += [StructField(c, both.right_schema[c].dataType, True) for c in data[1]]
     schema = output_schema(fields)
     processor = _KeyedTwoInputProcessor(logic, schema.names, _Columns(rowtime, row_watermark))
-    return both.grouped().transformWithState(
+    # A literal of its own keeps this operator's shuffle from being reused by another operator
+    # over the same inputs, which would lose its watermark (tws.unshared_exchange).
+    return unshared_exchange(both.frame).groupBy(*both.key_columns).transformWithState(
         statefulProcessor=processor,
         outputStructType=schema,
         outputMode="Append",
@@ -732,6 +743,12 @@ def interval_join(
     - Spark has no end-of-input watermark: outer rows of a bounded input whose
       window the watermark never passes stay in state (Flink flushes them at
       the end of input) until a later row moves the watermark.
+    - Processing time runs in Spark's ``"ProcessingTime"`` mode (its timers
+      emit the null-padded rows on time); a micro-batch's processing time is
+      the time of all its rows. That mode runs a micro-batch on every trigger:
+      use a processing-time trigger, or ``availableNow`` with
+      ``spark.sql.streaming.noDataMicroBatches.enabled=false``, else the query
+      never ends.
 
     Spark's native stream-stream join is not used: it drops rows behind the
     watermark (Flink joins them with what state holds) and evicts state and
