@@ -3,7 +3,7 @@
 import pytest
 
 from streamjoin.changelog import ChangelogMode, RowKind
-from streamjoin.errors import SinkError, UnsupportedPlanError
+from streamjoin.errors import SinkError, UnsupportedPlanError, ValidationError
 from streamjoin.planner import Flink, plan_script
 from streamjoin.planner.plan import (
     Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, OverAggregate, RegularJoin,
@@ -308,3 +308,14 @@ def test_upsert_source_is_consumed_by_key_or_refused():
     assert scan.changelog_mode == mode("+I", "+U", "-D")  # no DropUpdateBefore needed
     with pytest.raises(UnsupportedPlanError, match=r"test\.sql:\d+:\d+: table .U. is an upsert changelog .* ChangelogNormalize.*\[rule: changelog-normalize\]"):
         plan("SELECT v, COUNT(*) FROM U GROUP BY v", ddl)
+
+
+def test_union_all_forwards_every_inputs_changes():
+    from streamjoin.planner.plan import Union
+
+    sink = plan("SELECT a1 AS k, a3 FROM A UNION ALL SELECT a1, a3 FROM CA UNION ALL SELECT b2, b3 FROM B")
+    union = only(sink, Union)
+    assert len(union.inputs) == 3 and union.field_names == ["k", "a3"]
+    assert union.changelog_mode == ALL and sink.field_names == ["k", "a3"]
+    with pytest.raises(ValidationError, match=r"UNION ALL of 2 and 1 columns \[rule: union-columns\]"):
+        plan("SELECT a1, a2 FROM A UNION ALL SELECT b1 FROM B")

@@ -14,7 +14,8 @@ picks one operator per construct (SEMANTICS.md):
 | ``IN`` / ``EXISTS`` subquery, ``NOT IN`` / ``NOT EXISTS`` | ``Join`` semi / anti |
 | ``agg(…) OVER (… ORDER BY time …)`` | ``OverAggregate`` |
 | ``ROW_NUMBER() OVER (…) … WHERE rn = 1`` | ``Deduplicate`` (time order) / ``Rank`` (Top-1) |
-| ``GROUP BY`` / aggregates | ``GroupAggregate`` |
+| ``GROUP BY`` / aggregates, ``SELECT DISTINCT`` | ``GroupAggregate`` |
+| ``UNION ALL`` | ``Union`` |
 
 Every error names the file, line and column, the table or column, and the rule
 (:mod:`streamjoin.planner.diagnostics`), and is raised before anything runs.
@@ -37,7 +38,7 @@ from streamjoin.planner.expressions import (
 from streamjoin.planner.joins import extract_interval, split_equi
 from streamjoin.planner.plan import (
     Aggregate, Calc, Deduplicate, Field, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate,
-    RegularJoin, TableScan, TemporalJoin, uniquify, walk,
+    RegularJoin, TableScan, TemporalJoin, Union, uniquify, walk,
 )
 from streamjoin.planner.types import SqlType, common_type
 
@@ -60,9 +61,11 @@ class Relation:
     columns: list[ScopeColumn]
 
     def scope(self, source: SqlSource, outer: Scope | None = None) -> Scope:
+        """A scope over the columns (for resolving expressions)."""
         return Scope(self.columns, source, outer)
 
     def qualified(self, qualifier: str | None) -> "Relation":
+        """The same relation with its columns named ``qualifier.column`` (a FROM alias)."""
         return Relation(self.node, [ScopeColumn(qualifier, c.name, c.field, c.type) for c in self.columns])
 
 
@@ -123,8 +126,32 @@ class QueryPlanner:
             return self.plan_query(query.this, outer)
         if isinstance(query, exp.Select):
             return self._plan_select(query, outer)
+        if isinstance(query, exp.Union) and query.args.get("distinct") is False:
+            return self._plan_union_all(query, outer)
         what = "UNION / INTERSECT / EXCEPT" if isinstance(query, exp.SetOperation) else type(query).__name__.upper()
         raise self._error(UnsupportedPlanError, query, f"{what} queries are not supported", "supported-queries")
+
+    def _plan_union_all(self, query: exp.Union, outer: Scope | None) -> Relation:
+        """``a UNION ALL b``: same number of columns, pairwise of one type family; named after ``a``."""
+        left, right = self.plan_query(query.this, outer), self.plan_query(query.expression, outer)
+        if len(left.columns) != len(right.columns):
+            raise self._error(ValidationError, query.expression, f"UNION ALL of {len(left.columns)} and {len(right.columns)} columns", "union-columns")
+        fields = []
+        for a, b in zip(left.columns, right.columns):
+            ta, tb = left.node.field(a.field).type, right.node.field(b.field).type
+            common = common_type(ta, tb) if ta is not None and tb is not None else None
+            if ta is not None and tb is not None and common is None:
+                raise self._error(ValidationError, query.expression, f"UNION ALL column '{a.name}' is {ta} on one side and {tb} on the other", "type-mismatch")
+            fields.append(Field(a.name, common))
+        inputs = []
+        for relation in (left, right):
+            projections = [(f, field_column(c.field) if f.type is None or relation.node.field(c.field).type == f.type
+                            else exp.cast(field_column(c.field), exp.DataType.build(f.type.sql, dialect=Flink)))
+                           for f, c in zip(fields, relation.columns)]
+            inputs.append(self._calc(relation.node, projections))
+        flattened = [n for i in inputs for n in (i.inputs if isinstance(i, Union) else [i])]
+        node = Union(flattened, fields)
+        return Relation(node, [ScopeColumn(None, f.name, f.name, f.type) for f in fields])
 
     def _plan_select(self, select: exp.Select, outer: Scope | None) -> Relation:
         for key, (clause, why) in _UNSUPPORTED_CLAUSES.items():

@@ -84,10 +84,12 @@ class TableDef:
 
     @property
     def connector(self) -> str:
+        """``kafka``, ``delta`` or ``values``."""
         return self.options["connector"]
 
     @property
     def physical_columns(self) -> tuple[Column, ...]:
+        """The columns the connector reads or writes (not computed), in declaration order."""
         return tuple(c for c in self.columns if c.computed is None)
 
     @property
@@ -97,14 +99,17 @@ class TableDef:
         return StructType([StructField(c.name, c.type.spark, True) for c in self.physical_columns])
 
     def column(self, name: str) -> Column | None:
+        """The column called ``name``, or ``None``."""
         return next((c for c in self.columns if c.name == name), None)
 
     @property
     def rowtime(self) -> str | None:
+        """The ``WATERMARK FOR`` column, or ``None``."""
         return self.watermark.column if self.watermark else None
 
     @property
     def proctime(self) -> str | None:
+        """The ``PROCTIME()`` column, or ``None``."""
         return next((c.name for c in self.columns if c.type.time_attribute == "PROCTIME"), None)
 
     @property
@@ -175,10 +180,12 @@ class Catalog:
             raise error(ValidationError, source, node, f"table or view '{name}' is already declared", "unique-names")
 
     def add_table(self, table: TableDef) -> None:
+        """Declare ``table``. Raises ValidationError when the name is taken."""
         self._check_new(table.name, table.source, table.node)
         self.tables[table.name] = table
 
     def add_view(self, view: ViewDef) -> None:
+        """Declare ``view``. Raises ValidationError when the name is taken."""
         self._check_new(view.name, view.source, view.query)
         self.views[view.name] = view
 

@@ -30,7 +30,7 @@ from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.plan import (
     Calc, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
-    TemporalJoin,
+    TemporalJoin, Union,
 )
 
 __all__ = ["sink_kind", "finish_plan", "assign_update_kinds", "producer", "drops_update_before"]
@@ -108,6 +108,11 @@ def _requirement(node: Node, index: int) -> str:
 
 def assign_update_kinds(node: Node, required: str) -> Node:
     """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; returns the (maybe wrapped) node."""
+    if isinstance(node, Union):
+        node.inputs = [assign_update_kinds(child, required) for child in node.inputs]
+        kinds = {child.update_kind for child in node.inputs} - {"NONE"}
+        node.update_kind = "NONE" if not kinds else kinds.pop() if len(kinds) == 1 else "BEFORE_AND_AFTER"
+        return node
     if isinstance(node, _FORWARDING):
         node.inputs[0] = assign_update_kinds(node.inputs[0], required)
         for i in range(1, len(node.inputs)):

@@ -65,6 +65,7 @@ class Scope:
         self.outer = outer
 
     def qualifiers(self) -> list[str]:
+        """The table aliases in this scope, in order."""
         return list(dict.fromkeys(c.qualifier for c in self.columns if c.qualifier))
 
     def lookup(self, column: exp.Column) -> tuple[ScopeColumn, bool] | None:

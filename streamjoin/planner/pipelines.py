@@ -42,11 +42,13 @@ class SqlPipeline(Pipeline):
     sink_table: TableDef | None = field(default=None, compare=False, repr=False)
 
     def sink(self, lakehouse: Lakehouse) -> DeltaSink:
+        """The Delta sink: the table's ``path`` option, else ``<lakehouse>/<name>``."""
         path = self.sink_table.options.get("path") if self.sink_table else None
         return DeltaSink(self.name, path or lakehouse.table_path(self.name), self.primary_key)
 
     @property
     def explain(self) -> str:
+        """The statement's EXPLAIN CHANGELOG_MODE text."""
         return self.statement.explain
 
 

@@ -35,7 +35,7 @@ from streamjoin.planner.types import SqlType
 __all__ = [
     "Field", "Aggregate", "Node", "TableScan", "Calc", "RegularJoin", "IntervalJoin", "TemporalJoin",
     "LookupJoin", "OverAggregate", "Deduplicate", "GroupAggregate", "DropUpdateBefore",
-    "SinkUpsertMaterializer", "Sink", "JoinKind", "UpdateKind", "uniquify", "walk",
+    "SinkUpsertMaterializer", "Sink", "Union", "JoinKind", "UpdateKind", "uniquify", "walk",
 ]
 
 JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
@@ -58,10 +58,12 @@ class Field:
 
     @property
     def is_rowtime(self) -> bool:
+        """A rowtime attribute (declared with ``WATERMARK FOR``)."""
         return self.type is not None and self.type.time_attribute == "ROWTIME"
 
     @property
     def is_proctime(self) -> bool:
+        """A ``PROCTIME()`` attribute."""
         return self.type is not None and self.type.time_attribute == "PROCTIME"
 
 
@@ -122,10 +124,12 @@ class Node:
     update_kind: UpdateKind = "BEFORE_AND_AFTER"
 
     def field(self, name: str) -> Field:
+        """The output field called ``name``."""
         return next(f for f in self.fields if f.name == name)
 
     @property
     def field_names(self) -> list[str]:
+        """The output column names, in order."""
         return [f.name for f in self.fields]
 
     @property
@@ -144,6 +148,7 @@ class Node:
 
     @property
     def is_insert_only(self) -> bool:
+        """Emits only INSERTs."""
         return self.modify_kinds == {"I"}
 
     def source_tables(self) -> set[str]:
@@ -512,6 +517,21 @@ class GroupAggregate(Node):
         return attrs + [("select", _names(self.group_by + [str(a) for a in self.aggregates]))]
 
 
+class Union(Node):
+    """``UNION ALL``: the changes of every input, under the first input's column names (Flink's ``Union``)."""
+
+    name = "Union"
+
+    def __init__(self, inputs: list[Node], fields: list[Field]):
+        self.inputs = inputs
+        self.fields = fields
+        self.modify_kinds = frozenset().union(*(i.modify_kinds for i in inputs))
+        self.unique_keys = self.upsert_keys = ()
+
+    def attributes(self):
+        return [("all", "true"), ("union", _names(self.field_names))]
+
+
 class DropUpdateBefore(Node):
     """Drops ``-U`` rows when the consumer needs only ``+U`` (Flink's ``DropUpdateBefore``)."""
 
@@ -560,6 +580,7 @@ class Sink(Node):
 
     @property
     def table_name(self) -> str:
+        """The sink table's name, ``collect`` for a ``SELECT``."""
         return self.table.name if self.table else "collect"
 
     def attributes(self):

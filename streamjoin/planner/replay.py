@@ -164,7 +164,9 @@ class _Feed:
         self.watermark_columns = {name: f"_wm{i}" for i, name in enumerate(self.rowtime_tables)}
         arrivals = case.arrivals()
         n_batches = -(-len(arrivals) // micro_batch_rows) if arrivals else 0
-        self.batches: dict[str, list[list]] = {t["name"]: [[] for _ in range(n_batches + 2)] for t in case.tables}
+        # Event time needs two more micro-batches: the +inf watermark's, and one in which it fires timers.
+        total = n_batches + (2 if self.rowtime_tables else 0)
+        self.batches: dict[str, list[list]] = {t["name"]: [[] for _ in range(total)] for t in case.tables}
         max_seen: dict[str, int] = {}
         for index, (name, row) in enumerate(arrivals):
             table = tables[name]

@@ -65,6 +65,7 @@ class PlannedStatement:
 
     @property
     def sink_table(self) -> TableDef | None:
+        """The declared sink table, ``None`` for a ``SELECT``."""
         return self.sink.table
 
 
@@ -88,6 +89,7 @@ class Script:
 
     @property
     def inserts(self) -> list[PlannedStatement]:
+        """The ``INSERT INTO`` statements, in file order."""
         return [s for s in self.statements if s.sink_table is not None]
 
 

@@ -17,6 +17,7 @@ field names + ``_rowkind`` + ``_seq``, SEMANTICS.md §1).
 | Deduplicate / Rank | ``deduplicate.deduplicate`` |
 | GroupAggregate | ``group_aggregate.group_aggregate`` |
 | SinkUpsertMaterializer | ``upsert_materializer.sink_upsert_materialize`` |
+| Union | ``unionByName`` |
 | DropUpdateBefore (and nodes that omit ``-U``) | a filter on ``_rowkind`` |
 
 **Per-row watermarks.** A source may carry, per rowtime table ``T``, a LONG
@@ -43,7 +44,7 @@ from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import (
     Calc, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate, RegularJoin,
-    Sink, SinkUpsertMaterializer, TableScan, TemporalJoin,
+    Sink, SinkUpsertMaterializer, TableScan, TemporalJoin, Union,
 )
 
 __all__ = ["Translator", "ROW_WATERMARK_COLUMN"]
@@ -159,6 +160,15 @@ class Translator:
             df = df.where(F.expr(spark_sql(node.condition, typer)))
         columns = [F.expr(spark_sql(e, typer)).alias(f.name) for f, e in node.projections]
         return df.select(*columns, *_CHANGELOG, *self._hidden(df))
+
+    def _Union(self, node: Union) -> DataFrame:
+        frames = [self.translate(child) for child in node.inputs]
+        hidden = [c for c in self._hidden(frames[0]) if all(c in f.columns for f in frames)]
+        frames = [f.select(*[_col(c) for c in node.field_names], *_CHANGELOG, *hidden) for f in frames]
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        return union
 
     def _DropUpdateBefore(self, node: DropUpdateBefore) -> DataFrame:
         return self._drop_update_before(self.translate(node.inputs[0]))

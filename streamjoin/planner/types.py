@@ -93,6 +93,7 @@ class SqlType:
 
     @property
     def is_integral(self) -> bool:
+        """TINYINT, SMALLINT, INT or BIGINT."""
         return self.root in _INTEGRAL
 
     @property
@@ -121,6 +122,7 @@ class SqlType:
         return replace(self, time_attribute=None)
 
     def with_nullable(self, nullable: bool) -> "SqlType":
+        """The same type, nullable or ``NOT NULL``."""
         return replace(self, nullable=nullable)
 
     @property
