@@ -184,12 +184,16 @@ def test_arguments_are_checked():
 def generate(rng: random.Random, n_versions: int, n_probes: int, keys: int, delay: int, late_share: float):
     """Arrival-ordered events ``(side, kind, key, time, ident, value)``: versions and probes out of order
     within ``delay``; a share of probe rows sent long after their time (late). Versions are never late,
-    so every version a probe can need arrives before the watermark passes the probe."""
+    so every version a probe can need arrives before the watermark passes the probe: version times
+    strictly increase (a version at the time of an earlier-arrived one would be behind its own
+    watermark with delay 0), while a probe may share its time with a version."""
     events = []
-    clock = 0
+    clock, last_version = 0, -1
     for i in range(n_versions + n_probes):
         clock += rng.randint(0, 5)
         side = 1 if i % (1 + n_probes // max(n_versions, 1)) == 0 else 0
+        if side == 1:
+            clock = last_version = max(clock, last_version + 1)
         key = rng.randrange(keys)
         arrival = clock + rng.randint(0, delay)
         if side == 0 and rng.random() < late_share:
