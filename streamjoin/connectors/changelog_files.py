@@ -54,7 +54,8 @@ def write_changelog_batches(
     if any(directory.iterdir()):
         raise ValueError(f"{directory} is not empty; a changelog file stream needs a folder of its own")
     full = changelog_schema(schema)
-    arrow_schema = to_arrow_schema(full)
+    # Naive datetimes are UTC, the session time zone (streamjoin.session).
+    arrow_schema = to_arrow_schema(full, timezone="UTC")
     seq = first_seq
     for index, batch in enumerate(batches):
         records = []
