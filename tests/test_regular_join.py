@@ -6,8 +6,6 @@ input change. Rows are ``(key, value)``; L/R say which input a change comes from
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 
 import pytest
@@ -40,7 +38,6 @@ from streamjoin.runtime.regular_join import (
 from streamjoin.runtime.two_input import LEFT, RIGHT, row_of
 from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_per_input
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 L, R = LEFT, RIGHT
 N = None

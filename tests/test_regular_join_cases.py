@@ -16,8 +16,6 @@ multiset has a single change or a single matched row, i.e. the order is exact).
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 
 import pytest
@@ -29,9 +27,6 @@ from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.runtime.regular_join import JoinSpec, JoinType, LocalRegularJoin, regular_join
 from streamjoin.runtime.two_input import LEFT, RIGHT
 from streamjoin.sink.collect import collect_changelog
-
-# transformWithState runs the processor in a Python worker that needs this interpreter's packages.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def greater(left_column: int, right_column: int):

@@ -13,9 +13,7 @@ run of a few join variants in one streaming query) it is Spark's own batch join.
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 from collections import Counter
 
 import pytest
@@ -30,7 +28,6 @@ from streamjoin.runtime.regular_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 from streamjoin.sink.collect import collect_changelog
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 KEYS = [1, 2, 3, None]
 VALUES = [1, 2, 3, 4, None]

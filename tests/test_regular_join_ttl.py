@@ -15,8 +15,6 @@ The result keeps ``(1,a,1,x)``; without TTL (and in the batch join) it is ``(1,a
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from collections import Counter
 
@@ -27,7 +25,6 @@ from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.runtime.regular_join import JoinSpec, JoinType, LocalRegularJoin, regular_join
 from streamjoin.runtime.two_input import LEFT, RIGHT
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 I, D = RowKind.INSERT, RowKind.DELETE
 A = StructType([StructField("a1", IntegerType()), StructField("a2", StringType())])

@@ -10,8 +10,6 @@ in order. The table must end with ``(1,20,b1)``.
 
 from __future__ import annotations
 
-import os
-import sys
 
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
@@ -23,7 +21,6 @@ from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.sink.collect import collect_changelog
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
 LEVEL_10 = [(I, (1, 10, "a1")), (UB, (1, 10, "a1"))]  # from the join task of level 10, in this order
