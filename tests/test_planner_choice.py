@@ -219,8 +219,8 @@ def test_over_argument_expressions_are_computed_before_the_operator():
     sink = plan("SELECT id, AVG(CAST(price AS DOUBLE)) OVER w AS a FROM Items "
                 "WINDOW w AS (PARTITION BY kind ORDER BY pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
     over = only(sink, OverAggregate)
-    assert not over.rowtime and over.aggregates[0].arg == "$f6"
-    assert "CAST(price AS DOUBLE) AS $f6" in over.inputs[0].describe()
+    assert not over.rowtime and over.aggregates[0].arg == "f6"
+    assert "CAST(price AS DOUBLE) AS f6" in over.inputs[0].describe()
 
 
 @pytest.mark.parametrize(
@@ -319,3 +319,11 @@ def test_union_all_forwards_every_inputs_changes():
     assert union.changelog_mode == ALL and sink.field_names == ["k", "a3"]
     with pytest.raises(ValidationError, match=r"UNION ALL of 2 and 1 columns \[rule: union-columns\]"):
         plan("SELECT a1, a2 FROM A UNION ALL SELECT b1 FROM B")
+
+
+def test_group_by_expressions_are_computed_before_the_aggregate():
+    sink = plan("SELECT UPPER(kind) AS k, SUM(price * 2) AS s FROM Items GROUP BY UPPER(kind) HAVING SUM(price * 2) > 2")
+    agg = only(sink, GroupAggregate)
+    assert agg.group_by == ["f6"] and [(a.function, a.arg) for a in agg.aggregates] == [("SUM", "f7")]
+    assert agg.inputs[0].describe() == "Calc(select=[UPPER(kind) AS f6, price * 2 AS f7])"
+    assert sink.field_names == ["k", "s"] and "where=[s > 2]" in sink.inputs[0].describe()

@@ -69,6 +69,13 @@ class Relation:
         return Relation(self.node, [ScopeColumn(qualifier, c.name, c.field, c.type) for c in self.columns])
 
 
+def _computed_name(node: Node, extra: list) -> str:
+    """A name for a computed input field: Flink's ``$f<n>`` spelled ``f<n>``, because Spark's state store
+    takes grouping-key names as Avro names (letters, digits, ``_``); unique among ``node``'s fields."""
+    taken = set(node.field_names) | {f.name for f, _ in extra}
+    return uniquify([f"f{len(node.fields) + len(extra)}"], taken)[0]
+
+
 def _is_subquery_predicate(node: exp.Expr) -> bool:
     inner = node.this if isinstance(node, exp.Not) else node
     return isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query") is not None)
@@ -620,7 +627,7 @@ class QueryPlanner:
         if isinstance(resolved, exp.Column):
             field = resolved.name
         else:
-            field = f"$f{len(input.fields) + len(extra)}"
+            field = _computed_name(input, extra)
             extra.append((Field(field, arg_type), resolved))
         return Aggregate(output, function, field, self._aggregate_type(function, arg_type, call))
 
@@ -653,7 +660,7 @@ class QueryPlanner:
             if isinstance(resolved, exp.Column):
                 field = resolved.name
             else:
-                field = f"$f{len(node.fields) + len(extra)}"
+                field = _computed_name(node, extra)
                 extra.append((Field(field, self._typer(node).type_of(resolved)), resolved))
             group_fields.append(field)
             group_map[resolved.sql(Flink)] = field
@@ -679,7 +686,8 @@ class QueryPlanner:
             # +I when a group appears and -D when it empties, as Flink's GroupAggregate without calls.
             first = group_fields[0]
             calls.append(Aggregate("$distinct", "MIN", first, node.field(first).type if first in node.field_names else None))
-        needed = list(dict.fromkeys(group_fields + [a.arg for a in calls if a.arg and not a.arg.startswith("$f")]))
+        computed = {f.name for f, _ in extra}
+        needed = [n for n in dict.fromkeys(group_fields + [a.arg for a in calls if a.arg]) if n not in computed]
         if extra:
             pre = Calc(node, [(node.field(n), field_column(n)) for n in needed] + extra)
         else:

@@ -60,6 +60,7 @@ _SENTINEL = "_sentinel"
 _START = dt.datetime(1970, 1, 1)
 _END = dt.datetime(9000, 1, 1)
 _MODES = {"insert_only": "I", "all": "I,UB,UA,D", "upsert": "I,UA,D"}
+_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,8 @@ def replay_cases(
 
     Cases run as separate streaming queries of ``spark``, ``parallelism`` at a time (a case's micro-batches
     are short and mostly wait on I/O), each with one shuffle partition (cases are tiny; Spark's setting
-    is restored afterwards).
+    is restored afterwards). A case whose query fails because Spark's Python worker did not start in
+    time runs again (up to 3 attempts); any other failure is the case's ``{"error": …}``.
 
     Returns:
         case name → its result document.
@@ -308,7 +310,7 @@ def replay_cases(
     cases = [load_case_file(p) for p in paths]
 
     def run(case: Case) -> dict:
-        for attempt in (1, 2):
+        for attempt in range(1, _ATTEMPTS + 1):
             work = out / "_work" / case.name
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
@@ -318,8 +320,9 @@ def replay_cases(
             except Exception as e:  # a failing query must not stop the other cases
                 first_line = str(e).splitlines()[0] if str(e) else ""
                 result = {"error": f"{type(e).__name__}: {first_line}"}
-                # On an overloaded machine Spark may give up waiting for a Python worker to start: run again once.
-                if attempt == 1 and "Python worker failed to connect back" in str(e):
+                # Spark waits 10 s (not configurable) for a Python worker to start; on an overloaded
+                # machine that is not always enough: the case runs again.
+                if attempt < _ATTEMPTS and "Python worker failed to connect back" in str(e):
                     continue
                 break
         (out / f"{case.name}.json").write_text(json.dumps(result, indent=1) + "\n")
