@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, Row
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, TimestampType
 
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.timers import MAX_TIME, MIN_TIME
 from streamjoin.runtime.timers import TimerService as KeyTimers
 from streamjoin.runtime.tws import (
     BlobState,
@@ -68,16 +68,12 @@ __all__ = [
     "KeyedTwoInputLogic",
     "TimerService",
     "LocalKeyedDriver",
-    "MAX_WATERMARK",
     "interval_join",
     "keyed_two_input",
 ]
 
 JoinHow = Literal["inner", "left", "right", "full"]
 _JOIN_HOWS = ("inner", "left", "right", "full")
-
-#: The watermark that ends an input (Flink's ``Long.MAX_VALUE``): every timer fires.
-MAX_WATERMARK = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -313,7 +309,7 @@ class TimeIntervalJoin:
     @staticmethod
     def _expiration_time(operator_time: int, window_end: int) -> int:
         """Rows at or before this time can match nothing that is still to come."""
-        return MAX_WATERMARK if operator_time >= MAX_WATERMARK else operator_time - window_end - 1
+        return MAX_TIME if operator_time >= MAX_TIME else operator_time - window_end - 1
 
     def _pad(self, row: tuple, *, left: bool) -> tuple:
         return row + self._right_nulls if left else self._left_nulls + row
@@ -413,7 +409,7 @@ class LocalKeyedDriver:
         self.logic = logic
         self._delays = watermark_delays_ms
         self._max_time: list[int | None] = [None, None]
-        self.watermark = -MAX_WATERMARK - 1
+        self.watermark = MIN_TIME
         self.states: dict[Hashable, Any] = {}
         self._timers: list[tuple[int, int, Hashable]] = []
         self._timer_set: set[tuple[Hashable, int]] = set()
@@ -443,7 +439,7 @@ class LocalKeyedDriver:
 
     def finish(self) -> list[tuple[RowKind, tuple]]:
         """End of input: a +inf watermark fires every timer."""
-        emitted = self.advance_watermark(MAX_WATERMARK)
+        emitted = self.advance_watermark(MAX_TIME)
         self._record(emitted, self._rows_seen + 1)
         return emitted
 
