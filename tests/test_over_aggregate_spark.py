@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from flink_cases import load_case
+from operator_replay import small_queries  # noqa: F401  (fixture)
 from operator_replay import (
     ROW_WATERMARK,
     SENTINEL,
@@ -56,6 +57,7 @@ from test_over_aggregate import DERIVED, OVER_CASES
 
 # transformWithState runs Python workers that need this interpreter's protobuf and pyarrow.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+pytestmark = pytest.mark.usefixtures("small_queries")
 
 #: Cases run at one row per micro-batch: a late row, and out-of-order rows behind a 1-minute delay.
 ONE_ROW_CASES = ["over_range_late_row", "over_rows_bounded_outoforder"]

@@ -1,0 +1,127 @@
+"""Deduplication → group aggregate on Spark: Flink's changelog cases (seed 003) and a seeded property.
+
+The three ``changelog_*`` cases share their input, so they run in one query:
+
+- ``changelog_dedup_only_proctime``: ``deduplicate(key=order_id, order_by=None, keep="last")``
+- ``changelog_group_proctime``: that, then ``group_aggregate(tms_company, COUNT_DISTINCT(order_id))``
+- ``changelog_group_arrival_col``: ``deduplicate(order_by="arrival", keep="last")`` (ORDER BY the BIGINT
+  arrival column; Flink plans a Top-1, same changelog), then the same group aggregate.
+
+Processing time is arrival order: micro-batch, then ``_seq``. Dedup and group
+aggregate number their output ``_seq`` from the input's (``input _seq × 4 + i``),
+so the global arrival order survives both operators and the whole changelog —
+not just each key's — equals Flink's, at any batch size.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from collections import Counter
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from flink_cases import load_case
+from operator_replay import small_queries  # noqa: F401  (fixture)
+from operator_replay import collect_packed, pack
+from streamjoin.changelog import RowKind, materialize
+from streamjoin.connectors.changelog_files import changelog_file_stream
+from streamjoin.errors import ValidationError
+from streamjoin.runtime.deduplicate import deduplicate
+from streamjoin.runtime.group_aggregate import group_aggregate
+
+# transformWithState runs Python workers that need this interpreter's protobuf and pyarrow.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+pytestmark = pytest.mark.usefixtures("small_queries")
+
+CASES = ["changelog_dedup_only_proctime", "changelog_group_proctime", "changelog_group_arrival_col"]
+ORDERS = StructType(
+    [StructField("order_id", StringType()), StructField("tms_company", StringType()), StructField("arrival", LongType())]
+)
+
+
+def shared_rows():
+    """The cases' common input, with the arrival index as the BIGINT ``arrival`` column."""
+    inputs = [[(kind, values) for _, kind, values in load_case(n).arrivals()] for n in CASES]
+    assert all(rows == inputs[0] for rows in inputs)
+    return [(kind, (*values, i)) for i, (kind, values) in enumerate(inputs[0])]
+
+
+@pytest.mark.parametrize("rows_per_batch", [1, 7])
+def test_flink_changelog_cases(spark, tmp_path, rows_per_batch):
+    rows = shared_rows()
+    batches = [rows[i : i + rows_per_batch] for i in range(0, len(rows), rows_per_batch)]
+    source = changelog_file_stream(spark, tmp_path / "in", ORDERS, batches)
+    count = [("order_cnt", "COUNT_DISTINCT", "order_id")]
+    latest = deduplicate(source, key=["order_id"], order_by=None, keep="last")
+    latest_by_arrival = deduplicate(source, key=["order_id"], order_by="arrival", keep="last")
+    results = collect_packed(
+        [
+            pack(latest, CASES[0], ["order_id", "tms_company"]),
+            pack(group_aggregate(latest, group_by=["tms_company"], aggregates=count), CASES[1], ["tms_company", "order_cnt"]),
+            pack(group_aggregate(latest_by_arrival, group_by=["tms_company"], aggregates=count), CASES[2],
+                 ["tms_company", "order_cnt"]),
+        ],
+        tmp_path / "checkpoint",
+    )
+    for name in CASES:
+        case = load_case(name)
+        got = [(kind.short, row) for _, kind, row in results[name]]
+        assert got == case.expected_changelog, name
+        assert sorted(materialize((kind, row) for _, kind, row in results[name]).elements()) == sorted(case.expected_final)
+
+
+def test_arguments_are_checked_before_anything_runs(spark):
+    df = spark.createDataFrame([], "k STRING, t TIMESTAMP, v INT, _rowkind STRING, _seq BIGINT")
+    with pytest.raises(ValidationError, match="does not support \\['FIRST_VALUE'\\]"):
+        group_aggregate(df, group_by=["k"], aggregates=[("f", "FIRST_VALUE", "v")])
+    with pytest.raises(ValidationError, match="clash"):
+        group_aggregate(df, group_by=["k"], aggregates=[("k", "COUNT", None)])
+    with pytest.raises(ValidationError, match="numeric"):
+        group_aggregate(df, group_by=["k"], aggregates=[("s", "SUM", "k")])
+    with pytest.raises(ValidationError, match="'first' or 'last'"):
+        deduplicate(df, key=["k"], order_by=None, keep="any")
+    with pytest.raises(ValidationError, match="needs a TIMESTAMP rowtime"):
+        deduplicate(df, key=["k"], order_by="v", keep="first")
+    with pytest.raises(ValidationError, match="at least one key"):
+        deduplicate(df, key=[], order_by=None, keep="last")
+
+
+def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, tmp_path):
+    rng = random.Random(5)
+    present, changes = [], []
+    for i in range(60):
+        op = rng.choice(["insert", "insert", "delete", "update"]) if present else "insert"
+        new = (rng.choice("abc"), rng.choice([None, *range(-4, 12)]))
+        if op == "insert":
+            present.append(new)
+            changes.append(("+I", new))
+        else:
+            old = present.pop(rng.randrange(len(present)))
+            changes += [("-D", old)] if op == "delete" else [("-U", old), ("+U", new)]
+            if op == "update":
+                present.append(new)
+    batches, start = [], 0
+    while start < len(changes):
+        size = rng.randint(5, 30)
+        batches.append(changes[start : start + size])
+        start += size
+    schema = StructType([StructField("k", StringType()), StructField("v", IntegerType())])
+    source = changelog_file_stream(spark, tmp_path / "in", schema, batches)
+    aggregates = [("n", "COUNT", None), ("nv", "COUNT", "v"), ("d", "COUNT_DISTINCT", "v"), ("s", "SUM", "v"),
+                  ("a", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v")]
+    out = group_aggregate(source, group_by=["k"], aggregates=aggregates)
+    results = collect_packed([pack(out, "agg", ["k"] + [a[0] for a in aggregates])], tmp_path / "checkpoint")
+
+    final_input = spark.createDataFrame(list(materialize((RowKind.from_short(k), r) for k, r in changes).elements()),
+                                        "k STRING, v INT")
+    # Spark's batch aggregate, with Flink's result types (SUM and AVG of INT are INT, AVG truncated).
+    expected = final_input.groupBy("k").agg(
+        F.count("*"), F.count("v"), F.countDistinct("v"), F.sum("v").cast("int"), F.avg("v").cast("int"),
+        F.min("v"), F.max("v"),
+    )
+    assert materialize((kind, row) for _, kind, row in results["agg"]) == Counter(tuple(r) for r in expected.collect())
+    assert {kind for _, kind, _ in results["agg"]} == set(RowKind)
