@@ -205,7 +205,8 @@ def _watermark(constraint: exp.WatermarkColumnConstraint, columns: dict[str, Col
             "watermark-column",
         )
     column_type = columns[column].type
-    if column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or column_type.precision > 3:
+    # A computed rowtime is typed by the planner, which checks it there.
+    if column_type is not None and (column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or column_type.precision > 3):
         raise error(
             ValidationError, source, constraint.this,
             f"WATERMARK FOR '{column}' of table '{table}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p) "

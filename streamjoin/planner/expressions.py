@@ -281,6 +281,8 @@ class Typer:
             return SqlType("TIMESTAMP_LTZ", 3, nullable=False, time_attribute="PROCTIME")
         if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP":
             return SqlType("TIMESTAMP", 3)
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP_LTZ":
+            return SqlType("TIMESTAMP_LTZ", 3)
         for child in node.iter_expressions():
             self.type_of(child)
         return None
@@ -346,6 +348,7 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
 
     - ``a / b`` of two integral types is Flink's integer division (``CAST(a DIV b AS <type>)``);
     - ``PROCTIME()`` is ``CURRENT_TIMESTAMP()`` (the micro-batch's timestamp);
+    - ``TO_TIMESTAMP_LTZ(epoch, 3)`` / ``(epoch, 0)`` are ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``;
     - everything else is sqlglot's transpilation to the ``spark`` dialect.
 
     Example:
@@ -361,6 +364,10 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
                 return exp.cast(exp.IntDiv(this=node.this, expression=node.expression), result.root)
         if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME" and not node.expressions:
             return exp.CurrentTimestamp()
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP_LTZ" and len(node.expressions) == 2:
+            unit = {"3": "TIMESTAMP_MILLIS", "0": "TIMESTAMP_SECONDS"}.get(node.expressions[1].name)
+            if unit:
+                return exp.Anonymous(this=unit, expressions=[node.expressions[0]])
         return node
 
     return expression.copy().transform(rewrite, copy=False).sql(dialect="spark")

@@ -158,6 +158,8 @@ def sql_type(data_type: exp.DataType) -> SqlType:
         ValidationError: for types Spark cannot carry here (``TIME``, ``ARRAY``, ``MAP``, ``ROW``, ...).
     """
     root = _FROM_SQLGLOT.get(data_type.this)
+    if data_type.this == exp.DType.USERDEFINED and str(data_type.args.get("kind", "")).upper() == "BYTES":
+        return SqlType("VARBINARY", _STRING_MAX)
     if root is None:
         raise ValidationError(
             f"data type {data_type.sql(dialect=Flink)} is not supported; supported: "

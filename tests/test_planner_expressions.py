@@ -1,0 +1,54 @@
+"""Expressions are handed to Spark SQL with Flink's meaning; Flink's type rules are checked first."""
+
+import pytest
+import sqlglot
+
+from streamjoin.errors import ValidationError
+from streamjoin.planner.diagnostics import SqlSource
+from streamjoin.planner.dialect import Flink
+from streamjoin.planner.expressions import Typer, spark_sql
+from streamjoin.planner.types import SqlType
+
+TYPES = {"i": SqlType("INT"), "b": SqlType("BIGINT"), "d": SqlType("DECIMAL", 10, 2), "x": SqlType("DOUBLE"),
+         "s": SqlType("VARCHAR", 2147483647), "t": SqlType("TIMESTAMP", 3, time_attribute="ROWTIME"), "ms": SqlType("BIGINT")}
+TYPER = Typer(TYPES, SqlSource("e.sql", ""))
+
+
+def spark(flink_sql: str) -> str:
+    return spark_sql(sqlglot.parse_one(flink_sql, read=Flink), TYPER)
+
+
+@pytest.mark.parametrize(
+    "flink, expected",
+    [
+        ("i / 2", "CAST(i DIV 2 AS INT)"),  # Flink divides integers as integers
+        ("b / i", "CAST(b DIV i AS BIGINT)"),
+        ("x / i", "x / i"),
+        ("d / 2", "d / 2"),
+        ("PROCTIME()", "CURRENT_TIMESTAMP()"),
+        ("TO_TIMESTAMP_LTZ(ms, 3)", "TIMESTAMP_MILLIS(ms)"),
+        ("t - INTERVAL '10' MINUTE", "t - INTERVAL '10' MINUTE"),
+        ("CAST(i AS STRING) || s", "CAST(i AS STRING) || s"),
+        ("CASE WHEN i > 1 THEN 'a' ELSE 'b' END", "CASE WHEN i > 1 THEN 'a' ELSE 'b' END"),
+    ],
+)
+def test_spark_sql_keeps_flinks_meaning(flink, expected):
+    assert spark(flink) == expected
+
+
+@pytest.mark.parametrize(
+    "flink, expected",
+    [
+        ("i + b", "BIGINT"), ("i * d", "DECIMAL(10, 2)"), ("d * d", "DECIMAL(20, 4)"), ("i + x", "DOUBLE"),
+        ("t", "TIMESTAMP(3) *ROWTIME*"), ("t + INTERVAL '1' SECOND", "TIMESTAMP(3)"), ("CAST(t AS TIMESTAMP(3))", "TIMESTAMP(3)"),
+        ("COALESCE(i, b)", "BIGINT"), ("i = b", "BOOLEAN"), ("1.50", "DECIMAL(3, 2) NOT NULL"), ("'x'", "STRING NOT NULL"),
+    ],
+)
+def test_types_follow_flinks_rules(flink, expected):
+    assert str(TYPER.type_of(sqlglot.parse_one(flink, read=Flink))) == expected
+
+
+@pytest.mark.parametrize("flink", ["i = s", "s BETWEEN 1 AND 2", "i + s", "s LIKE i", "i IN (1, 'a')", "COALESCE(i, s)", "NOT i"])
+def test_incompatible_types_are_refused(flink):
+    with pytest.raises(ValidationError, match=r"\[rule: type-mismatch\]"):
+        TYPER.type_of(sqlglot.parse_one(flink, read=Flink))
