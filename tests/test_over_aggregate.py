@@ -11,15 +11,18 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import Row
 from pyspark.sql.types import DoubleType, IntegerType, StringType
 
 from flink_cases import case_names, load_case
 from operator_replay import epoch_ms, flink_watermarks, replay_over, spark_type, ts_text
 from over_window_oracle import batch_over, flink_late_rows
+from streamjoin.changelog import ChangelogError
 from streamjoin.errors import StateError, ValidationError
 from streamjoin.runtime.aggregates import parse_calls
 from streamjoin.runtime.over_aggregate import OverWindow
 from streamjoin.runtime.timers import MIN_TIME
+from streamjoin.runtime.tws import check_insert, require_order_value
 
 MAX_PRICE = [("maxPrice", "MAX", "price")]
 # AVG(CAST(price AS DOUBLE)) reads the projected column priceD (see DERIVED).
@@ -302,3 +305,11 @@ def test_processing_time_output_is_the_batch_window_over_arrival_instants(stream
     # Flink runs processing-time UNBOUNDED RANGE like ROWS (ProcTimeUnboundedPrecedingFunction).
     oracle_frame = "rows" if preceding is None else frame
     assert Counter(emitted) == Counter(batch_over(rows, oracle_frame, preceding, CALLS))
+
+
+def test_operators_refuse_rows_they_cannot_take():
+    with pytest.raises(ChangelogError, match="insert-only changelog; got -U at _seq=3"):
+        check_insert(Row(_rowkind="-U", _seq=3), "over_aggregate")
+    with pytest.raises(ChangelogError, match="onSellTime is null at _seq=4"):
+        require_order_value(None, Row(_rowkind="+I", _seq=4), "over_aggregate", "onSellTime")
+    assert require_order_value(0, Row(_rowkind="+I", _seq=4), "over_aggregate", "t") == 0

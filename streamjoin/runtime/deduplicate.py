@@ -40,6 +40,7 @@ from streamjoin.runtime.tws import (
     check_insert,
     output_schema,
     require_columns,
+    require_order_value,
     rows_in_order,
     sync_timer,
     unshared_exchange,
@@ -212,7 +213,8 @@ class _DeduplicateProcessor(StatefulProcessor):
                 state.timers.advance(row[self.watermark_column], fire)
             values = tuple(row[c] for c in self.columns)
             seq = row[SEQ_COLUMN]
-            changes = self.fn.process_element(state, values, row[_ORDER] if self.ordered else None)
+            order = require_order_value(row[_ORDER], row, "deduplicate", "ORDER BY") if self.ordered else None
+            changes = self.fn.process_element(state, values, order)
             if self.event_time and state.row is values:
                 state.seq = seq  # the row now waiting for the watermark
             out += [(seq * SEQ_STRIDE + i, kind, v) for i, (kind, v) in enumerate(changes)]
@@ -238,8 +240,8 @@ class _DeduplicateProcessor(StatefulProcessor):
             state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
         self.state.save(state)
         if state.late_dropped != late_before:
-            previous = self.late.get()
-            self.late.update(((previous[0] if previous else 0) + state.late_dropped - late_before,))
+            # Mirrored out of the pickled state so that Spark's state reader shows it.
+            self.late.update((state.late_dropped,))
         return iter([self.output_row(*values, kind.short, seq) for seq, kind, values in out])
 
     def close(self) -> None:
@@ -291,7 +293,8 @@ def deduplicate(
         ValidationError: for unknown columns, an empty key, an invalid ``keep``,
             or a non-timestamp ``order_by`` with ``keep="first"``.
         pyspark.errors.StreamingQueryException: at run time, wrapping
-            :class:`~streamjoin.changelog.ChangelogError` when a row is not ``+I``.
+            :class:`~streamjoin.changelog.ChangelogError` when a row is not
+            ``+I`` or its ORDER BY value is null.
 
     Example:
         >>> latest = deduplicate(orders, key=["o_orderkey"], order_by=None, keep="last")  # doctest: +SKIP

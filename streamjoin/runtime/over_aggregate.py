@@ -36,6 +36,9 @@ frames emit each row on arrival (``ProcTimeRowsBoundedPrecedingFunction``,
 ``ProcTimeUnboundedPrecedingFunction``; Flink treats unbounded RANGE like ROWS
 here). A bounded RANGE frame (``ProcTimeRangeBoundedPrecedingFunction``)
 emits the rows of one instant together, as peers, once the instant is over.
+(With a zero interval Flink's clean-up timer coincides with the emission timer
+and Flink clears the instant's rows without emitting them; here they are
+emitted — the one deliberate difference.)
 
 State per partition key (what the frame can still need): rows waiting for the
 watermark; for a bounded frame the aggregate arguments of the rows still inside
@@ -44,10 +47,10 @@ it and retractable accumulators; for an unbounded frame only the accumulators.
 
 from __future__ import annotations
 
-from time import time as wall_clock_seconds
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from time import time as wall_clock_seconds
 from typing import Literal
 
 from pyspark.sql import DataFrame, Row
@@ -65,6 +68,7 @@ from streamjoin.runtime.tws import (
     check_insert,
     output_schema,
     require_columns,
+    require_order_value,
     rows_in_order,
     sync_timer,
     unshared_exchange,
@@ -422,7 +426,11 @@ class _OverProcessor(StatefulProcessor):
             if self.watermark_column is not None and row[self.watermark_column] is not None:
                 out += state.timers.advance(row[self.watermark_column], fire)
             values = tuple(row[c] for c in self.columns)
-            out += self.fn.process_element(state, values, now if self.window.order_by is None else row[_ROWTIME_MS])
+            if self.window.order_by is None:
+                time = now
+            else:
+                time = require_order_value(row[_ROWTIME_MS], row, "over_aggregate", self.window.order_by)
+            out += self.fn.process_element(state, values, time)
         if self.window.order_by is None:
             # Every row of this key's instant has arrived: the instant is over.
             out += state.timers.advance(now + 1, fire)
@@ -439,8 +447,8 @@ class _OverProcessor(StatefulProcessor):
             state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
         self.state.save(state)
         if state.late_dropped != late_before:
-            previous = self.late.get()
-            self.late.update(((previous[0] if previous else 0) + state.late_dropped - late_before,))
+            # Mirrored out of the pickled state so that Spark's state reader shows it.
+            self.late.update((state.late_dropped,))
         insert = RowKind.INSERT.short
         return iter([self.output_row(*values, insert, i) for i, values in enumerate(out)])
 
@@ -471,13 +479,20 @@ def over_aggregate(
     - Event time runs in ``timeMode="EventTime"``: the watermark is Spark's,
       which moves once per micro-batch (to ``max(rowtime seen) − delay`` of the
       batches before), and Spark runs a micro-batch without data when it moves,
-      so buffered rows are emitted without waiting for new input. Spark's own
-      late-row filter is switched off (:func:`~streamjoin.runtime.tws.without_watermark_columns`)
-      so that Flink's late rule decides. Within a micro-batch every row sees
-      the same watermark, where Flink's per-row watermark may already have
-      moved: a row that Flink drops because an earlier row of the *same*
-      micro-batch advanced the watermark is kept here. ``watermark_column``
-      closes that gap when the source knows the watermark at each row.
+      so buffered rows are emitted without waiting for new input. A key first
+      advances to the micro-batch's watermark (firing its due timers), then
+      takes its rows in ``_seq`` order; its timers live in its state and one
+      Spark timer per key wakes it up when it gets no rows. Spark's own
+      late-row filter (rowtime ≤ the previous batch's watermark) is switched
+      off (:func:`~streamjoin.runtime.tws.without_watermark_columns`) so that
+      Flink's late rule decides. With one row per micro-batch Spark's
+      watermark is Flink's per-row one and the output equals Flink's. With
+      more, every row of a micro-batch sees the same watermark, where Flink's
+      may already have moved: a row that Flink drops because an earlier row
+      of the *same* micro-batch raised the watermark is kept here (it then
+      takes part in the frames as the batch window query over the kept rows
+      would). ``watermark_column`` closes that gap when the source knows the
+      watermark at each row.
     - Processing time runs in ``timeMode="None"`` with the wall clock read
       once per key and micro-batch: a key's rows of one micro-batch are one
       instant (peers in a RANGE frame), in ``_seq`` order. Spark's
@@ -516,7 +531,8 @@ def over_aggregate(
         ValidationError: for unknown columns, a frame/bound mismatch, a
             non-timestamp ``order_by``, or invalid aggregates.
         pyspark.errors.StreamingQueryException: at run time, wrapping
-            :class:`~streamjoin.changelog.ChangelogError` when a row is not ``+I``.
+            :class:`~streamjoin.changelog.ChangelogError` when a row is not
+            ``+I`` or its rowtime is null.
 
     Example:
         >>> out = over_aggregate(items, partition_by=["itemType"], order_by="onSellTime",

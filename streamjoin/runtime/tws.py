@@ -21,9 +21,11 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogError, Row
 from streamjoin.errors import ValidationError
 
 __all__ = [
+    "SEQ_STRIDE",
     "BlobState",
     "changelog_columns",
     "check_insert",
+    "require_order_value",
     "output_schema",
     "require_columns",
     "rows_in_order",
@@ -35,8 +37,9 @@ __all__ = [
 #: Metadata key Spark puts on the column given to ``withWatermark``.
 _WATERMARK_METADATA = "spark.watermarkDelayMs"
 
-#: Largest number of changes one input row makes an operator emit; output ``_seq``
-#: of a change is ``input _seq * SEQ_STRIDE + i`` (see :func:`rows_in_order`).
+#: Room for the changes one input row makes an operator emit (at most 2 here): the
+#: i-th change caused by an input row gets ``_seq = input _seq * SEQ_STRIDE + i``, so
+#: a key's changes stay in emission order and the input's order carries over across keys.
 SEQ_STRIDE = 4
 
 
@@ -97,7 +100,7 @@ def output_schema(fields: Sequence[StructField]) -> StructType:
 
 
 def rows_in_order(rows: Iterable[Row]) -> list[Row]:
-    """A key's input rows of one micro-batch in changelog order (``_seq``, as the source gave it)."""
+    """A key's input rows of one micro-batch in changelog order (by ``_seq``); Spark gives no order."""
     return sorted(rows, key=lambda r: r[SEQ_COLUMN])
 
 
@@ -107,6 +110,16 @@ def check_insert(row: Row, operator: str) -> None:
         raise ChangelogError(
             f"{operator} consumes an insert-only changelog; got {row[ROWKIND_COLUMN]} at {SEQ_COLUMN}={row[SEQ_COLUMN]}"
         )
+
+
+def require_order_value(value, row: Row, operator: str, column: str):
+    """``value`` (a row's rowtime / ORDER BY value), or ChangelogError when it is null.
+
+    Flink refuses a null rowtime too ("RowTime field should not be null").
+    """
+    if value is None:
+        raise ChangelogError(f"{operator}: {column} is null at {SEQ_COLUMN}={row[SEQ_COLUMN]}; it must not be")
+    return value
 
 
 class BlobState:
