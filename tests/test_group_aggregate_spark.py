@@ -19,10 +19,11 @@ import os
 import random
 import sys
 from collections import Counter
+from decimal import Decimal
 
 import pytest
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
 from flink_cases import load_case
 from operator_replay import small_queries  # noqa: F401  (fixture)
@@ -93,9 +94,10 @@ def test_arguments_are_checked_before_anything_runs(spark):
 def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, tmp_path):
     rng = random.Random(5)
     present, changes = [], []
-    for i in range(60):
+    for _ in range(60):
         op = rng.choice(["insert", "insert", "delete", "update"]) if present else "insert"
-        new = (rng.choice("abc"), rng.choice([None, *range(-4, 12)]))
+        price = rng.choice([None, Decimal("0.10"), Decimal("19.99"), Decimal("7.25"), Decimal("-3.30")])
+        new = (rng.choice("abc"), rng.choice([None, *range(-4, 12)]), price)
         if op == "insert":
             present.append(new)
             changes.append(("+I", new))
@@ -109,19 +111,25 @@ def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, tmp_
         size = rng.randint(5, 30)
         batches.append(changes[start : start + size])
         start += size
-    schema = StructType([StructField("k", StringType()), StructField("v", IntegerType())])
+    schema = StructType(
+        [StructField("k", StringType()), StructField("v", IntegerType()), StructField("p", DecimalType(15, 2))]
+    )
     source = changelog_file_stream(spark, tmp_path / "in", schema, batches)
     aggregates = [("n", "COUNT", None), ("nv", "COUNT", "v"), ("d", "COUNT_DISTINCT", "v"), ("s", "SUM", "v"),
-                  ("a", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v")]
+                  ("a", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v"),
+                  ("dp", "COUNT_DISTINCT", "p"), ("sp", "SUM", "p"), ("ap", "AVG", "p"), ("lp", "MIN", "p"), ("hp", "MAX", "p")]
     out = group_aggregate(source, group_by=["k"], aggregates=aggregates)
     results = collect_packed([pack(out, "agg", ["k"] + [a[0] for a in aggregates])], tmp_path / "checkpoint")
 
     final_input = spark.createDataFrame(list(materialize((RowKind.from_short(k), r) for k, r in changes).elements()),
-                                        "k STRING, v INT")
-    # Spark's batch aggregate, with Flink's result types (SUM and AVG of INT are INT, AVG truncated).
+                                        "k STRING, v INT, p DECIMAL(15, 2)")
+    # Spark's batch aggregate with Flink's result types: SUM and AVG of INT are INT (AVG truncated);
+    # AVG of DECIMAL(15, 2) has scale 6, rounded half up, in both. DECIMALs are compared as strings.
     expected = final_input.groupBy("k").agg(
         F.count("*"), F.count("v"), F.countDistinct("v"), F.sum("v").cast("int"), F.avg("v").cast("int"),
         F.min("v"), F.max("v"),
+        F.countDistinct("p"), F.sum("p").cast("string"), F.avg("p").cast("string"), F.min("p").cast("string"),
+        F.max("p").cast("string"),
     )
     assert materialize((kind, row) for _, kind, row in results["agg"]) == Counter(tuple(r) for r in expected.collect())
     assert {kind for _, kind, _ in results["agg"]} == set(RowKind)
