@@ -227,6 +227,10 @@ def test_arguments_are_checked_before_anything_runs(spark):
         over_aggregate(df, frame="rows", watermark_column="v", **common)
     with pytest.raises(ValidationError, match="changelog DataFrame"):
         over_aggregate(df.drop("_seq"), frame="rows", **common)
+    # No PARTITION BY: one partition; the output keeps the input's columns and adds the aggregates.
+    out = over_aggregate(df, frame="range", preceding_ms=None, **common | {"partition_by": []})
+    assert out.columns == ["k", "t", "v", "n", "m", "_rowkind", "_seq"]
+    assert out.schema["m"].dataType == IntegerType()
 
 
 def test_seeded_random_stream_equals_the_batch_window_query_over_rows_not_late(spark, tmp_path):
