@@ -62,6 +62,9 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         builder = builder.config("spark.sql.shuffle.partitions", "2")
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
+        # Local mode talks to itself only: keep the driver on loopback.
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1")
         # Delta rebuilds table snapshots with 50 tasks by default: too many for local mode.
         builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
         builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
