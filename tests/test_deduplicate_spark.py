@@ -13,9 +13,7 @@ keep-last one runs in ``test_group_aggregate_spark`` on Flink's case):
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
-import sys
 from collections import Counter
 
 import pytest
@@ -28,8 +26,6 @@ from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.runtime.deduplicate import LATE_STATE, deduplicate
 
-# transformWithState runs Python workers that need this interpreter's protobuf and pyarrow.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytestmark = pytest.mark.usefixtures("small_queries")
 
 

@@ -15,9 +15,7 @@ not just each key's — equals Flink's, at any batch size.
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 from collections import Counter
 from decimal import Decimal
 
@@ -34,8 +32,6 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 
-# transformWithState runs Python workers that need this interpreter's protobuf and pyarrow.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytestmark = pytest.mark.usefixtures("small_queries")
 
 CASES = ["changelog_dedup_only_proctime", "changelog_group_proctime", "changelog_group_arrival_col"]

@@ -23,9 +23,7 @@ query: one source, one operator per case, outputs packed and unioned.
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 from collections import Counter
 
 import pytest
@@ -55,8 +53,6 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.over_aggregate import LATE_STATE, over_aggregate
 from test_over_aggregate import DERIVED, OVER_CASES
 
-# transformWithState runs Python workers that need this interpreter's protobuf and pyarrow.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytestmark = pytest.mark.usefixtures("small_queries")
 
 #: Cases run at one row per micro-batch: a late row, and out-of-order rows behind a 1-minute delay.
