@@ -49,8 +49,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _spark():
-    # Spark's Python workers must run this interpreter (its virtual environment), not the first python3 on PATH.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from streamjoin.session import spark_session
 
     return spark_session("streamjoin-cli")

@@ -1,18 +1,14 @@
 """The ``streamjoin`` command: explain (no Spark), replay (one case), run (real Kafka and Delta)."""
 
 import json
-import os
-import sys
 
 import pytest
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-from flink_cases import CASES_DIR  # noqa: E402
-from streamjoin.cli import main  # noqa: E402
-from streamjoin.config import PROJECT_ROOT  # noqa: E402
-from streamjoin.datagen.topics import ORDERS  # noqa: E402
-from streamjoin.planner import load_script, sql_pipelines  # noqa: E402
+from flink_cases import CASES_DIR
+from streamjoin.cli import main
+from streamjoin.config import PROJECT_ROOT
+from streamjoin.datagen.topics import ORDERS
+from streamjoin.planner import load_script, sql_pipelines
 
 ORDERS_CURRENT_SQL = PROJECT_ROOT / "sql" / "orders_current.sql"
 

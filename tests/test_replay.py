@@ -5,16 +5,12 @@ Each case runs as a streaming query through the planner and the runtime operator
 """
 
 import json
-import os
-import sys
 import time
 
 import pytest
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-from flink_cases import CASES_DIR, case_names  # noqa: E402
-from streamjoin.planner.replay import replay_cases  # noqa: E402
+from flink_cases import CASES_DIR, case_names
+from streamjoin.planner.replay import replay_cases
 
 NAMES = case_names()
 ELAPSED: dict[int, float] = {}

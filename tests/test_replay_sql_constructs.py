@@ -5,14 +5,10 @@ each case is replayed seven arrivals per micro-batch through the planner and the
 """
 
 import json
-import os
-import sys
 
 import pytest
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-from streamjoin.planner.replay import replay_cases  # noqa: E402
+from streamjoin.planner.replay import replay_cases
 
 CASES = {
     # UNION ALL of a changelog and an insert-only table, then SELECT DISTINCT (a GroupAggregate without calls).

@@ -264,7 +264,7 @@ class _Join(Node):
         right_nullable = kind in ("left", "full")
         self.right_names = uniquify(right.field_names, set(left.field_names))
         if kind in ("semi", "anti"):
-            self.fields = list(left.fields)
+            self.fields = [self._output_field(f, False) for f in left.fields]
         else:
             self.fields = [self._output_field(f, left_nullable) for f in left.fields] + [
                 self._output_field(Field(n, f.type), right_nullable) for n, f in zip(self.right_names, right.fields)

@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType, TimestampNTZType, TimestampType
 
-from streamjoin.changelog import ChangelogError, RowKind, materialize
+from streamjoin.changelog import ChangelogError, materialize
 from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
 from streamjoin.errors import StreamJoinError
 from streamjoin.planner.catalog import TableDef

@@ -60,12 +60,16 @@ def _operator(module: str, name: str, node: Node):
     Raises:
         UnsupportedPlanError: naming the plan node when its operator is not available.
     """
+    path = f"streamjoin.runtime.{module}"
     try:
-        return getattr(importlib.import_module(f"streamjoin.runtime.{module}"), name)
-    except (ImportError, AttributeError):
-        raise UnsupportedPlanError(
-            f"operator {node.name} is not available: streamjoin.runtime.{module}.{name} does not exist yet"
-        ) from None
+        loaded = importlib.import_module(path)
+    except ModuleNotFoundError as e:
+        if e.name != path:
+            raise  # the module exists but is broken: that is not "unavailable"
+        loaded = None
+    if not hasattr(loaded, name):
+        raise UnsupportedPlanError(f"operator {node.name} is not available: {path}.{name} does not exist yet")
+    return getattr(loaded, name)
 
 
 def _col(name: str):
