@@ -7,9 +7,7 @@ Also holds the replay helpers the temporal-join Spark tests share.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import pickle
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,9 +30,6 @@ from streamjoin.runtime.interval_join import (
 )
 from streamjoin.sink.collect import collect_changelog
 from test_interval_join import CASES, KEY, LEFT, LEFT_TIME, RIGHT, RIGHT_TIME, millis, typed
-
-# transformWithState runs Python workers that need this interpreter's protobuf and pyarrow.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 # Case column types -> Spark types of the Parquet files. TIMESTAMP columns are written as
 # TIMESTAMP_NTZ and cast to TIMESTAMP after reading (the file writer cannot take TIMESTAMP).
