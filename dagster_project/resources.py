@@ -9,6 +9,7 @@ spark-submit, ``bootstrap_servers`` of a real Kafka, an object-store ``root``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -87,4 +88,10 @@ class TpchResource(ConfigurableResource):
     seed: int = 42
 
     def changelog(self) -> TpchChangelog:
-        return TpchChangelog(generate_tpch(Path(local_dir("tpch")), self.scale_factor), seed=self.seed)
+        return _tpch_changelog(self.scale_factor, self.seed)
+
+
+@functools.lru_cache(maxsize=2)
+def _tpch_changelog(scale_factor: float, seed: int) -> TpchChangelog:
+    # The loader and every check of a run read the same generated input: parse it once per process.
+    return TpchChangelog(generate_tpch(Path(local_dir("tpch")), scale_factor), seed=seed)
