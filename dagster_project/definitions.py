@@ -1,5 +1,8 @@
 """The code location: assets, checks, jobs and the resources of the embedded default.
 
+Pipeline assets come from the SQL files in ``sql/`` (:mod:`assets.sql_pipelines`);
+their Great Expectations checks are in ``checks/``.
+
 Every resource reads its deployment values from the environment, so the same
 definitions run on a cluster: ``SPARK_MASTER`` (unset under spark-submit
 keeps the cluster's), ``KAFKA_BOOTSTRAP_SERVERS``, ``STREAMJOIN_LAKEHOUSE``
@@ -10,19 +13,27 @@ import os
 
 from dagster import Definitions
 
-from assets.kafka_topics import TOPIC_SPECS
-from assets.lineitem_with_order import lineitem_with_order
-from assets.orders_current import orders_current
+from assets.sql_pipelines import load_sql_pipelines, pipeline_assets, topic_specs
+from assets.tpch_dimensions import customer_currencies, part
 from checks.lineitem_with_order import lineitem_with_order_checks
+from checks.orders_by_status import orders_by_status_checks
 from checks.orders_current import orders_current_check
+from checks.orders_in_eur import orders_in_eur_checks
+from checks.orders_shipped_fast import orders_shipped_fast_checks
+from checks.part_price_over import part_price_over_checks
 from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 from jobs import (
     lakehouse_job, load_tpch_topics_job, orders_current_hourly, orders_current_job, orders_current_streaming_job,
 )
 
+SQL_PIPELINES = load_sql_pipelines()
+
 defs = Definitions(
-    assets=[*TOPIC_SPECS, orders_current, lineitem_with_order],
-    asset_checks=[orders_current_check, *lineitem_with_order_checks],
+    assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
+    asset_checks=[
+        orders_current_check, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
+        *orders_by_status_checks, *part_price_over_checks,
+    ],
     jobs=[orders_current_job, orders_current_streaming_job, lakehouse_job, load_tpch_topics_job],
     schedules=[orders_current_hourly],
     resources={

@@ -26,7 +26,7 @@ from rich.table import Table
 from streamjoin.config import local_dir
 from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, kafka_cluster
 from streamjoin.connectors.kafka_admin import delete_topics, produce, topic_offsets
-from streamjoin.datagen.topics import LINEITEM, ORDERS, RATES
+from streamjoin.datagen.topics import ORDERS, TOPICS
 
 MALFORMED_RECORD = '{"before": null, "after": {"o_orderkey": "not-a-number"}, "op": "c"}'
 
@@ -43,12 +43,12 @@ def main() -> int:
     with kafka_cluster() as bootstrap:
         os.environ[BOOTSTRAP_ENV] = bootstrap
         if external:
-            delete_topics(bootstrap, [ORDERS.topic, LINEITEM.topic, RATES.topic])
+            delete_topics(bootstrap, [t.topic for t in TOPICS])
         console.rule(f"Kafka at {bootstrap}")
         load = defs.get_job_def("load_tpch_topics_job").execute_in_process(instance=instance)
         produce(bootstrap, ORDERS.topic, [("bad", MALFORMED_RECORD)])
         run = defs.get_job_def("orders_current_job").execute_in_process(instance=instance, raise_on_error=False)
-        offsets = {t: sum(high - low for low, high in topic_offsets(bootstrap, t).values()) for t in (ORDERS.topic, LINEITEM.topic, RATES.topic)}
+        offsets = {t: sum(high - low for low, high in topic_offsets(bootstrap, t).values()) for t in (t.topic for t in TOPICS)}
         if not external:
             del os.environ[BOOTSTRAP_ENV]
 

@@ -8,11 +8,10 @@ from dagster import (
     AssetSelection, OpExecutionContext, RunConfig, ScheduleDefinition, define_asset_job, in_process_executor, job, op,
 )
 
-from assets.kafka_topics import TOPIC_SPECS
 from dagster_project.resources import KafkaResource, TpchResource
 from streamjoin.datagen.topics import load_topics
 
-from assets.pipeline_assets import StreamingRunConfig
+from assets.sql_pipelines import StreamingRunConfig
 
 __all__ = ["lakehouse_job", "orders_current_job", "orders_current_streaming_job", "orders_current_hourly", "load_tpch_topics_job"]
 
@@ -47,14 +46,14 @@ orders_current_hourly = ScheduleDefinition(
 )
 
 
-@op(description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs and the ECB rates to Kafka.")
+@op(description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.")
 def load_tpch_topics(context: OpExecutionContext, kafka: KafkaResource, tpch: TpchResource) -> dict:
     counts = load_topics(kafka.servers, tpch.changelog())
-    for spec in TOPIC_SPECS:
-        context.log.info(f"{spec.key.to_user_string()}: {counts.get(spec.key.path[-1], 0)} records produced")
+    for topic, count in counts.items():
+        context.log.info(f"kafka/{topic}: {count} records produced")
     return counts
 
 
-@job(executor_def=in_process_executor, description="Fill the demo's Kafka topics (orders, lineitem, rates).")
+@job(executor_def=in_process_executor, description="Fill the demo's Kafka topics (orders, lineitem, order_events, shipments, rates).")
 def load_tpch_topics_job():
     load_tpch_topics()

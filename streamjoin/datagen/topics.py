@@ -5,6 +5,14 @@
 | ``orders`` | debezium-json | ``o_orderkey`` | ``o_ordertime`` (1 day) |
 | ``lineitem`` | debezium-json | ``l_orderkey``, ``l_linenumber`` (records keyed by ``l_orderkey``) | ``l_shiptime`` (1 day) |
 | ``rates`` | json, insert-only | ``currency`` | ``rate_time`` (0) |
+| ``order_events`` | json, insert-only | none (records keyed by ``o_orderkey``) | ``event_time`` (1 day) |
+| ``shipments`` | json, insert-only | none (records keyed by ``l_orderkey``) | ``l_shiptime`` (1 day) |
+
+``orders`` and ``lineitem`` are CDC changelogs of the two tables;
+``order_events`` (placements, updates, cancellations, each with its own time)
+and ``shipments`` (each line item once, when it ships) are the same data as
+append-only event streams, the input of interval joins, temporal joins, OVER
+aggregations and deduplication, which consume insert-only streams.
 
 Records are keyed by the primary key (line items by their order), so every
 key's changes stay in one partition and in order.
@@ -26,7 +34,7 @@ from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.ecb_rates import ecb_rates
 from streamjoin.datagen.tpch import DATE_SHIFT_DAYS, Change, TpchChangelog
 
-__all__ = ["ORDERS", "LINEITEM", "RATES", "load_topics", "debezium_record"]
+__all__ = ["ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "rate_rows", "load_topics", "debezium_record"]
 
 _DAY_MS = 86_400_000
 
@@ -93,6 +101,33 @@ RATES = KafkaSource(
     rowtime="rate_time",
 )
 
+ORDER_EVENTS = KafkaSource(
+    name="order_events",
+    topic="order_events",
+    format="json",
+    rowkind_field=None,
+    schema=StructType([
+        *ORDERS.schema.fields,
+        StructField("op", StringType()),
+        StructField("event_time", TimestampType()),
+    ]),
+    rowtime="event_time",
+    watermark_delay_ms=_DAY_MS,
+)
+
+SHIPMENTS = KafkaSource(
+    name="shipments",
+    topic="shipments",
+    format="json",
+    rowkind_field=None,
+    schema=LINEITEM.schema,
+    rowtime="l_shiptime",
+    watermark_delay_ms=_DAY_MS,
+)
+
+#: Every topic :func:`load_topics` fills.
+TOPICS = (ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS)
+
 
 def _json_value(value):
     if isinstance(value, dt.datetime):
@@ -119,15 +154,22 @@ def debezium_record(change: Change) -> str:
     return _encode(event)
 
 
+def rate_rows() -> list[dict]:
+    """The ECB rates the ``rates`` topic gets: the shifted TPC-H period (2001-12-01 … 2009-01-31),
+    ``currency`` / ``rate`` (Decimal) / ``rate_time`` (datetime, UTC) rows in time order."""
+    first = dt.date(1992, 1, 1) + dt.timedelta(days=DATE_SHIFT_DAYS)
+    return list(ecb_rates(first - dt.timedelta(days=31), dt.date(2009, 1, 31)))
+
+
 def load_topics(bootstrap_servers: str, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
     """Create the demo topics and produce the TPC-H changelogs and the ECB rates into them.
 
-    Rates cover the shifted TPC-H period (2001-12-01 … 2009-01-31).
+    Rates are :func:`rate_rows`.
 
     Returns:
         Records produced per topic.
     """
-    ensure_topics(bootstrap_servers, {ORDERS.topic: partitions, LINEITEM.topic: partitions, RATES.topic: 1})
+    ensure_topics(bootstrap_servers, {t.topic: 1 if t is RATES else partitions for t in TOPICS})
     counts = {}
     counts[ORDERS.topic] = produce(
         bootstrap_servers, ORDERS.topic,
@@ -137,9 +179,11 @@ def load_topics(bootstrap_servers: str, changelog: TpchChangelog, *, partitions:
         bootstrap_servers, LINEITEM.topic,
         ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
     )
-    first = dt.date(1992, 1, 1) + dt.timedelta(days=DATE_SHIFT_DAYS)
-    counts[RATES.topic] = produce(
-        bootstrap_servers, RATES.topic,
-        ((r["currency"], _encode(r)) for r in ecb_rates(first - dt.timedelta(days=31), dt.date(2009, 1, 31))),
+    counts[ORDER_EVENTS.topic] = produce(
+        bootstrap_servers, ORDER_EVENTS.topic, ((str(e["o_orderkey"]), _encode(e)) for e in changelog.order_events()),
     )
+    counts[SHIPMENTS.topic] = produce(
+        bootstrap_servers, SHIPMENTS.topic, ((str(i["l_orderkey"]), _encode(i)) for i in changelog.lineitems),
+    )
+    counts[RATES.topic] = produce(bootstrap_servers, RATES.topic, ((r["currency"], _encode(r)) for r in rate_rows()))
     return counts

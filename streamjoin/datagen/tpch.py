@@ -8,6 +8,13 @@ What the loader produces (all deterministic for a scale factor and a seed):
   orders). Key: ``o_orderkey``.
 - ``lineitem``: every line item inserted, in ship-time order; a cancelled
   order's line items are deleted with it. Key: ``(l_orderkey, l_linenumber)``.
+- ``order_events``: the same history of orders as an append-only event
+  stream, in ``event_time`` order: one event per placement (``op`` = ``c``,
+  ``event_time`` = ``o_ordertime``), per update (``u``, the new row) and per
+  cancellation (``d``, the last row), each carrying the order's columns. An
+  update or cancellation happens :func:`change_delay` after its placement, so
+  the stream is in event-time order (an interval or temporal join sees no late
+  rows), unlike the CDC topic, where changes keep the order's old time.
 
 Event time. TPC-H dates (1992-01-01 … 1998-12-31) are shifted by
 :data:`DATE_SHIFT_DAYS` (1992-01-01 → 2002-01-01) into the period covered by
@@ -33,7 +40,9 @@ import pyarrow.parquet as pq
 
 from streamjoin.changelog import RowKind
 
-__all__ = ["DATE_SHIFT_DAYS", "NATION_CURRENCY", "TpchChangelog", "customer_currencies", "generate_tpch"]
+__all__ = [
+    "DATE_SHIFT_DAYS", "NATION_CURRENCY", "TpchChangelog", "change_delay", "customer_currencies", "generate_tpch", "parts",
+]
 
 #: Days added to every TPC-H date: 1992-01-01 + 3653 days = 2002-01-01.
 DATE_SHIFT_DAYS = 3653
@@ -67,6 +76,11 @@ def _shift(day: dt.date, key: int) -> dt.datetime:
     return dt.datetime.combine(day + dt.timedelta(days=DATE_SHIFT_DAYS), dt.time()) + dt.timedelta(seconds=(key * 7919) % 86400)
 
 
+def change_delay(key: int) -> dt.timedelta:
+    """How long after its placement order ``key`` is updated or cancelled: 1 to 60 days and some hours."""
+    return dt.timedelta(days=1 + (key * 31) % 60, hours=(key * 13) % 24)
+
+
 @dataclass(frozen=True)
 class Change:
     """One change of a TPC-H table: ``kind`` with ``row`` (column → value); ``before`` for updates."""
@@ -95,6 +109,7 @@ class TpchChangelog:
                 raise ValueError(f"{name} must be within [0, 1], got {value}")
         if update_fraction + delete_fraction > 1:
             raise ValueError(f"update_fraction + delete_fraction must be <= 1, got {update_fraction + delete_fraction}")
+        self.data_dir = data_dir
         self.orders = pq.read_table(data_dir / "orders.parquet").to_pylist()
         self.lineitems = pq.read_table(data_dir / "lineitem.parquet").to_pylist()
         for order in self.orders:
@@ -140,6 +155,17 @@ class TpchChangelog:
             if item["l_orderkey"] in self.deleted_keys:
                 yield Change(RowKind.DELETE, item)
 
+    def order_events(self) -> list[dict]:
+        """The orders' history as events: the order's columns + ``op`` (STRING ``c``/``u``/``d``) +
+        ``event_time`` (datetime, UTC), sorted by ``(event_time, o_orderkey)``."""
+        events = []
+        for change in self.orders_changes():
+            op = {RowKind.INSERT: "c", RowKind.UPDATE_AFTER: "u", RowKind.DELETE: "d"}[change.kind]
+            at = change.row["o_ordertime"] + (change_delay(change.row["o_orderkey"]) if op != "c" else dt.timedelta())
+            events.append({**change.row, "op": op, "event_time": at})
+        events.sort(key=lambda e: (e["event_time"], e["o_orderkey"]))
+        return events
+
     def final_orders(self) -> dict[tuple, dict]:
         """The orders table after every change, by ``(o_orderkey,)`` (what an upsert sink must equal)."""
         return _final(self.orders_changes(), ("o_orderkey",))
@@ -176,3 +202,10 @@ def customer_currencies(data_dir: Path) -> list[dict]:
         {"c_custkey": c["c_custkey"], "n_name": nations[c["c_nationkey"]], "currency": NATION_CURRENCY[c["c_nationkey"]]}
         for c in pq.read_table(data_dir / "customer.parquet", columns=["c_custkey", "c_nationkey"]).to_pylist()
     ]
+
+
+def parts(data_dir: Path) -> list[dict]:
+    """The TPC-H ``part`` table: one row per part with ``p_partkey`` (BIGINT), ``p_name``, ``p_brand``,
+    ``p_type`` (STRING), ``p_size`` (INT), ``p_retailprice`` (DECIMAL(15, 2))."""
+    columns = ["p_partkey", "p_name", "p_brand", "p_type", "p_size", "p_retailprice"]
+    return pq.read_table(data_dir / "part.parquet", columns=columns).to_pylist()

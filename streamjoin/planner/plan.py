@@ -416,6 +416,8 @@ class LookupJoin(_Join):
 
     def __init__(self, kind, left, right: TableScan, left_keys, right_keys):
         super().__init__(kind, left, right, left_keys, right_keys)
+        # A stream-static join keeps the probe rows' columns and Spark's watermark: time attributes pass through.
+        self.fields[:len(left.fields)] = left.fields
         self.modify_kinds = left.modify_kinds
         self.unique_keys = left.unique_keys
         self.upsert_keys = left.upsert_keys

@@ -1,0 +1,78 @@
+"""The generated input of the pipelines as batch Spark DataFrames, for checks that recompute a table in batch.
+
+Every frame is built from the same :class:`~streamjoin.datagen.tpch.TpchChangelog`
+the loader produced to Kafka, so a check compares a streaming table with the
+batch query over exactly what the topics hold.
+"""
+
+import datetime as dt
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from assets.tpch_dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA
+from streamjoin.datagen.topics import LINEITEM, ORDER_EVENTS, ORDERS, RATES, rate_rows
+from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, parts
+
+__all__ = ["BatchInputs", "batch_inputs", "read_table"]
+
+
+def _frame(spark: SparkSession, rows, schema: StructType) -> DataFrame:
+    return spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+
+
+class BatchInputs:
+    """The inputs of one TPC-H changelog as batch DataFrames (schemas of ``streamjoin.datagen.topics``)."""
+
+    def __init__(self, spark: SparkSession, changelog: TpchChangelog) -> None:
+        self.spark = spark
+        self.changelog = changelog
+
+    def final_orders(self) -> DataFrame:
+        """The orders table after every change."""
+        return _frame(self.spark, self.changelog.final_orders().values(), ORDERS.schema)
+
+    def final_lineitems(self) -> DataFrame:
+        """The lineitem table after every change."""
+        return _frame(self.spark, self.changelog.final_lineitems().values(), LINEITEM.schema)
+
+    def order_events(self) -> DataFrame:
+        """The ``order_events`` topic: order columns + ``op`` + ``event_time``."""
+        return _frame(self.spark, self.changelog.order_events(), ORDER_EVENTS.schema)
+
+    def shipments(self) -> DataFrame:
+        """The ``shipments`` topic: every line item as inserted."""
+        return _frame(self.spark, self.changelog.lineitems, LINEITEM.schema)
+
+    def rates(self) -> DataFrame:
+        """The ``rates`` topic."""
+        return _frame(self.spark, rate_rows(), RATES.schema)
+
+    def customer_currencies(self) -> DataFrame:
+        return _frame(self.spark, customer_currencies(self.changelog.data_dir), CUSTOMER_CURRENCIES_SCHEMA)
+
+    def part(self) -> DataFrame:
+        return _frame(self.spark, parts(self.changelog.data_dir), PART_SCHEMA)
+
+    # The watermark a query reaches once its input is exhausted is, per watermarked input, its
+    # max rowtime - delay, and over several inputs the smallest (Spark's 'min' watermark policy).
+
+    def rates_max_time(self) -> dt.datetime:
+        return max(r["rate_time"] for r in rate_rows())
+
+    def order_events_max_time(self) -> dt.datetime:
+        return max(e["event_time"] for e in self.changelog.order_events())
+
+    def shipments_max_time(self) -> dt.datetime:
+        return max(i["l_shiptime"] for i in self.changelog.lineitems)
+
+
+def batch_inputs(context) -> BatchInputs:
+    """:class:`BatchInputs` of a check's ``spark`` and ``tpch`` resources."""
+    return BatchInputs(context.resources.spark.session(), context.resources.tpch.changelog())
+
+
+def read_table(context, name: str) -> DataFrame:
+    """The lakehouse Delta table ``name``, read with a check's ``spark`` and ``lakehouse`` resources."""
+    path = context.resources.lakehouse.lakehouse().table_path(name)
+    return context.resources.spark.session().read.format("delta").load(path)

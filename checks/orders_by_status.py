@@ -1,0 +1,45 @@
+"""Great Expectations checks of ``orders_by_status``."""
+
+import great_expectations as gx
+from pyspark.sql import functions as F
+
+from checks.batch_inputs import batch_inputs, read_table
+from checks.expectations import expectation_check, table_difference
+
+
+def expected_orders_by_status(inputs):
+    """The batch aggregate of the final orders: per ``o_orderstatus``, the number of orders and their total price."""
+    return inputs.final_orders().groupBy("o_orderstatus").agg(
+        F.countDistinct("o_orderkey").alias("order_count"),
+        F.sum("o_totalprice").cast("decimal(38,2)").alias("total_price"),
+    )
+
+
+def _equals_batch(context):
+    actual = read_table(context, "orders_by_status")
+    return table_difference(actual, expected_orders_by_status(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+
+
+def _statuses(context):
+    return read_table(context, "orders_by_status"), [
+        gx.expectations.ExpectColumnValuesToBeUnique(column="o_orderstatus"),
+        gx.expectations.ExpectColumnValuesToBeInSet(column="o_orderstatus", value_set=["O", "P", "F"]),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="order_count", min_value=1),
+    ]
+
+
+_RESOURCES = {"spark", "lakehouse", "tpch"}
+
+orders_by_status_checks = [
+    expectation_check(
+        "orders_by_status", name="orders_by_status_equals_batch_aggregate",
+        description="Per status, COUNT(DISTINCT o_orderkey) and SUM(o_totalprice) equal the batch aggregate of "
+        "the final orders (after every update and cancellation) recomputed from the same generated changelog.",
+        build=_equals_batch, required_resource_keys=_RESOURCES,
+    ),
+    expectation_check(
+        "orders_by_status", name="orders_by_status_groups",
+        description="One row per TPC-H order status (O, P, F), none empty: a group whose last order left is deleted.",
+        build=_statuses, required_resource_keys=_RESOURCES,
+    ),
+]

@@ -1,0 +1,64 @@
+"""Great Expectations checks of ``orders_in_eur``."""
+
+import datetime as dt
+
+import great_expectations as gx
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from checks.batch_inputs import batch_inputs, read_table
+from checks.expectations import expectation_check, table_difference
+
+_DAY = dt.timedelta(days=1)
+
+
+def expected_orders_in_eur(inputs):
+    """The batch query: each placement with its customer's currency and the ECB rate valid at its time
+    (the latest rate at or before it), for placements the final watermark has passed (a temporal join
+    emits a probe row when the watermark reaches its time)."""
+    rates = inputs.rates()
+    watermark = min(inputs.order_events_max_time() - _DAY, inputs.rates_max_time())
+    placed = (
+        inputs.order_events().where("op = 'c' AND event_time <= to_timestamp('%s')" % watermark.isoformat(sep=" "))
+        .join(inputs.customer_currencies(), F.col("o_custkey") == F.col("c_custkey"))
+    )
+    candidates = placed.alias("o").join(
+        rates.alias("r"), (F.col("o.currency") == F.col("r.currency")) & (F.col("r.rate_time") <= F.col("o.event_time")), "left",
+    )
+    latest = Window.partitionBy("o.o_orderkey").orderBy(F.col("r.rate_time").desc_nulls_last())
+    valid = candidates.withColumn("_n", F.row_number().over(latest)).where("_n = 1")
+    return valid.select(
+        "o.o_orderkey", "o.o_custkey", "o.o_ordertime", "o.o_totalprice", "o.n_name", "o.currency", "r.rate",
+        F.expr("CAST(CASE WHEN o.currency = 'EUR' THEN o.o_totalprice ELSE o.o_totalprice / r.rate END AS DECIMAL(17, 2))").alias("amount_eur"),
+    )
+
+
+def _equals_batch(context):
+    actual = read_table(context, "orders_in_eur")
+    return table_difference(actual, expected_orders_in_eur(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+
+
+def _keys_and_amounts(context):
+    return read_table(context, "orders_in_eur"), [
+        gx.expectations.ExpectColumnValuesToNotBeNull(column="o_orderkey"),
+        gx.expectations.ExpectColumnValuesToBeUnique(column="o_orderkey"),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="rate", min_value=0, strict_min=True),
+    ]
+
+
+_RESOURCES = {"spark", "lakehouse", "tpch"}
+
+orders_in_eur_checks = [
+    expectation_check(
+        "orders_in_eur", name="orders_in_eur_equals_batch_temporal_join",
+        description="Every converted amount equals amount / rate of the ECB rate valid at the order's time (EUR: "
+        "rate 1; no rate: null), recomputed in batch from the same generated input: the difference, both ways, "
+        "between the table and the batch query over the placements the final watermark has passed has 0 rows.",
+        build=_equals_batch, required_resource_keys=_RESOURCES,
+    ),
+    expectation_check(
+        "orders_in_eur", name="orders_in_eur_key_unique",
+        description="o_orderkey is not null and unique; every rate found is positive.",
+        build=_keys_and_amounts, required_resource_keys=_RESOURCES,
+    ),
+]

@@ -1,0 +1,67 @@
+"""Great Expectations checks of ``orders_shipped_fast``."""
+
+import datetime as dt
+
+import great_expectations as gx
+from pyspark.sql import functions as F
+
+from checks.batch_inputs import batch_inputs, read_table
+from checks.expectations import expectation_check, table_difference
+
+_DAY = dt.timedelta(days=1)
+_WINDOW = dt.timedelta(days=30)
+
+
+def expected_orders_shipped_fast(inputs):
+    """The batch query with the same bounds: every (placement, line item shipped in [o_ordertime,
+    o_ordertime + 30 days]) pair, and each placement with no such line item null-padded (line 0) once the
+    final watermark is past its window (SEMANTICS.md §3: an unmatched left row is emitted when the
+    watermark passes ``t + 30 days``)."""
+    watermark = min(inputs.order_events_max_time(), inputs.shipments_max_time()) - _DAY
+    placed = inputs.order_events().where("op = 'c'").select("o_orderkey", "o_ordertime")
+    shipments = inputs.shipments()
+    within = (
+        (F.col("l_orderkey") == F.col("o_orderkey"))
+        & F.col("l_shiptime").between(F.col("o_ordertime"), F.col("o_ordertime") + F.expr("INTERVAL 30 DAYS"))
+    )
+    matched = placed.join(shipments, within).select("o_orderkey", "l_linenumber", "o_ordertime", "l_shiptime", "l_quantity", "l_shipmode")
+    expired = F.col("o_ordertime") + F.expr("INTERVAL 30 DAYS") < F.lit(watermark)
+    unmatched = placed.join(shipments, within, "left_anti").where(expired).select(
+        "o_orderkey", F.lit(0).alias("l_linenumber"), "o_ordertime",
+        F.lit(None).cast("timestamp").alias("l_shiptime"), F.lit(None).cast("decimal(15,2)").alias("l_quantity"),
+        F.lit(None).cast("string").alias("l_shipmode"),
+    )
+    return matched.unionByName(unmatched)
+
+
+def _equals_batch(context):
+    actual = read_table(context, "orders_shipped_fast")
+    return table_difference(actual, expected_orders_shipped_fast(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+
+
+def _within_bounds(context):
+    rows = read_table(context, "orders_shipped_fast").withColumn(
+        "days_to_ship", (F.unix_timestamp("l_shiptime") - F.unix_timestamp("o_ordertime")) / 86400.0
+    )
+    return rows, [
+        gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["o_orderkey", "l_linenumber"]),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="days_to_ship", min_value=0, max_value=_WINDOW.days),
+    ]
+
+
+_RESOURCES = {"spark", "lakehouse", "tpch"}
+
+orders_shipped_fast_checks = [
+    expectation_check(
+        "orders_shipped_fast", name="orders_shipped_fast_equals_batch_interval_join",
+        description="The table equals the batch LEFT interval join with the same bounds (line items shipped 0-30 "
+        "days after the order; orders without one null-padded once the final watermark passed their window) "
+        "over the same generated events: the difference, both ways, has 0 rows.",
+        build=_equals_batch, required_resource_keys=_RESOURCES,
+    ),
+    expectation_check(
+        "orders_shipped_fast", name="orders_shipped_fast_within_bounds",
+        description="(o_orderkey, l_linenumber) is unique, and every matched line item shipped 0 to 30 days after its order.",
+        build=_within_bounds, required_resource_keys=_RESOURCES,
+    ),
+]

@@ -1,0 +1,94 @@
+-- lineitem_with_order: every TPC-H line item with its current order.
+--
+-- A LEFT regular join (SEMANTICS.md §2) of two Debezium changelogs: an order's update retracts
+-- its line items' joined rows and emits them again with the new order; a line item whose order is
+-- not (or no longer) there carries nulls, and is retracted and re-emitted when its order arrives.
+-- The sink key (l_orderkey, l_linenumber) is an upsert key of the join output (the line item's key
+-- contains the join key), so no SinkUpsertMaterializer is needed.
+
+CREATE TABLE lineitem (
+  l_orderkey      BIGINT,
+  l_partkey       BIGINT,
+  l_suppkey       BIGINT,
+  l_linenumber    INT,
+  l_quantity      DECIMAL(15, 2),
+  l_extendedprice DECIMAL(15, 2),
+  l_discount      DECIMAL(15, 2),
+  l_tax           DECIMAL(15, 2),
+  l_returnflag    STRING,
+  l_linestatus    STRING,
+  l_shipdate      DATE,
+  l_commitdate    DATE,
+  l_receiptdate   DATE,
+  l_shipinstruct  STRING,
+  l_shipmode      STRING,
+  l_comment       STRING,
+  l_shiptime      TIMESTAMP(3),
+  WATERMARK FOR l_shiptime AS l_shiptime - INTERVAL '1' DAY,
+  PRIMARY KEY (l_orderkey, l_linenumber) NOT ENFORCED
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'lineitem',
+  'properties.bootstrap.servers' = '127.0.0.1:9092',
+  'format' = 'debezium-json',
+  'scan.startup.mode' = 'earliest-offset'
+);
+
+CREATE TABLE orders (
+  o_orderkey      BIGINT,
+  o_custkey       BIGINT,
+  o_orderstatus   STRING,
+  o_totalprice    DECIMAL(15, 2),
+  o_orderdate     DATE,
+  o_ordertime     TIMESTAMP(3),
+  o_orderpriority STRING,
+  o_clerk         STRING,
+  o_shippriority  INT,
+  o_comment       STRING,
+  WATERMARK FOR o_ordertime AS o_ordertime - INTERVAL '1' DAY,
+  PRIMARY KEY (o_orderkey) NOT ENFORCED
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'orders',
+  'properties.bootstrap.servers' = '127.0.0.1:9092',
+  'format' = 'debezium-json',
+  'scan.startup.mode' = 'earliest-offset'
+);
+
+CREATE TABLE lineitem_with_order (
+  l_orderkey      BIGINT,
+  l_partkey       BIGINT,
+  l_suppkey       BIGINT,
+  l_linenumber    INT,
+  l_quantity      DECIMAL(15, 2),
+  l_extendedprice DECIMAL(15, 2),
+  l_discount      DECIMAL(15, 2),
+  l_tax           DECIMAL(15, 2),
+  l_returnflag    STRING,
+  l_linestatus    STRING,
+  l_shipdate      DATE,
+  l_commitdate    DATE,
+  l_receiptdate   DATE,
+  l_shipinstruct  STRING,
+  l_shipmode      STRING,
+  l_comment       STRING,
+  l_shiptime      TIMESTAMP(3),
+  o_orderkey      BIGINT,
+  o_custkey       BIGINT,
+  o_orderstatus   STRING,
+  o_totalprice    DECIMAL(15, 2),
+  o_orderdate     DATE,
+  o_ordertime     TIMESTAMP(3),
+  o_orderpriority STRING,
+  o_clerk         STRING,
+  o_shippriority  INT,
+  o_comment       STRING,
+  PRIMARY KEY (l_orderkey, l_linenumber) NOT ENFORCED
+) WITH (
+  'connector' = 'delta'
+);
+
+INSERT INTO lineitem_with_order
+SELECT *
+FROM lineitem AS l
+LEFT JOIN orders AS o ON l.l_orderkey = o.o_orderkey;

@@ -1,0 +1,51 @@
+-- orders_by_status: how many orders are in each status, and their total price, kept current.
+--
+-- The shape of seed 003 (SEMANTICS.md §6) on TPC-H: the latest event of each order (a rowtime
+-- deduplication keeping the last row: an order's later event retracts its earlier one with -U/+U),
+-- cancellations filtered out after it (a cancelled order's -U passes, its +U does not: the order
+-- leaves its group), then a group aggregate that consumes those retractions.
+
+CREATE TABLE order_events (
+  o_orderkey      BIGINT,
+  o_custkey       BIGINT,
+  o_orderstatus   STRING,
+  o_totalprice    DECIMAL(15, 2),
+  o_orderdate     DATE,
+  o_ordertime     TIMESTAMP(3),
+  o_orderpriority STRING,
+  o_clerk         STRING,
+  o_shippriority  INT,
+  o_comment       STRING,
+  op              STRING,
+  event_time      TIMESTAMP(3),
+  WATERMARK FOR event_time AS event_time - INTERVAL '1' DAY
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'order_events',
+  'properties.bootstrap.servers' = '127.0.0.1:9092',
+  'format' = 'json',
+  'scan.startup.mode' = 'earliest-offset'
+);
+
+CREATE TABLE orders_by_status (
+  o_orderstatus STRING,
+  order_count   BIGINT,
+  total_price   DECIMAL(38, 2),
+  PRIMARY KEY (o_orderstatus) NOT ENFORCED
+) WITH (
+  'connector' = 'delta'
+);
+
+CREATE TEMPORARY VIEW latest_order_events AS
+SELECT o_orderkey, o_orderstatus, o_totalprice, op
+FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY o_orderkey ORDER BY event_time DESC) AS rn
+  FROM order_events
+)
+WHERE rn = 1;
+
+INSERT INTO orders_by_status
+SELECT o_orderstatus, COUNT(DISTINCT o_orderkey), SUM(o_totalprice)
+FROM latest_order_events
+WHERE op <> 'd'
+GROUP BY o_orderstatus;
