@@ -3,21 +3,22 @@
 import great_expectations as gx
 from pyspark.sql import functions as F
 
+from checks.batch_inputs import batch_inputs, read_table
 from checks.expectations import expectation_check, table_difference
-from dagster_project.resources import LakehouseResource, SparkResource, TpchResource
 from streamjoin.datagen.topics import LINEITEM, ORDERS
 
 _ORDER_COLUMNS = ORDERS.schema.names
 
 
-def _read(context, table):
-    lakehouse: LakehouseResource = context.resources.lakehouse
-    return context.resources.spark.session().read.format("delta").load(lakehouse.lakehouse().table_path(table))
+def expected_lineitem_with_order(inputs):
+    """The batch query: the final lineitem table LEFT JOIN the final orders table on the order key."""
+    lineitems, orders = inputs.final_lineitems(), inputs.final_orders()
+    return lineitems.join(orders, lineitems.l_orderkey == orders.o_orderkey, "left")
 
 
 def _key_and_orders(context):
-    joined = _read(context, "lineitem_with_order")
-    current = _read(context, "orders_current").select(*[F.col(c).alias(f"cur_{c}") for c in _ORDER_COLUMNS])
+    joined = read_table(context, "lineitem_with_order")
+    current = read_table(context, "orders_current").select(*[F.col(c).alias(f"cur_{c}") for c in _ORDER_COLUMNS])
     # A row's order columns are either all null (no order) or exactly the order's current row.
     all_null, matches = F.lit(True), F.lit(True)
     for c in _ORDER_COLUMNS:
@@ -28,7 +29,7 @@ def _key_and_orders(context):
 
 
 def _unique_key(context):
-    return _read(context, "lineitem_with_order"), [
+    return read_table(context, "lineitem_with_order"), [
         gx.expectations.ExpectColumnValuesToNotBeNull(column="l_orderkey"),
         gx.expectations.ExpectColumnValuesToNotBeNull(column="l_linenumber"),
         gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=list(LINEITEM.primary_key)),
@@ -36,13 +37,8 @@ def _unique_key(context):
 
 
 def _equals_batch(context):
-    spark = context.resources.spark.session()
-    tpch: TpchResource = context.resources.tpch
-    changelog = tpch.changelog()
-    lineitems = spark.createDataFrame([tuple(r[c] for c in LINEITEM.schema.names) for r in changelog.final_lineitems().values()], LINEITEM.schema)
-    orders = spark.createDataFrame([tuple(r[c] for c in _ORDER_COLUMNS) for r in changelog.final_orders().values()], ORDERS.schema)
-    expected = lineitems.join(orders, lineitems.l_orderkey == orders.o_orderkey, "left")
-    return table_difference(_read(context, "lineitem_with_order"), expected), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+    expected = expected_lineitem_with_order(batch_inputs(context))
+    return table_difference(read_table(context, "lineitem_with_order"), expected), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
 
 
 _RESOURCES = {"spark", "lakehouse", "tpch"}

@@ -17,7 +17,7 @@ def expected_orders_in_eur(inputs):
     (the latest rate at or before it), for placements the final watermark has passed (a temporal join
     emits a probe row when the watermark reaches its time)."""
     rates = inputs.rates()
-    watermark = min(inputs.order_events_max_time() - _DAY, inputs.rates_max_time())
+    watermark = min(inputs.placements_max_time() - _DAY, inputs.rates_max_time())
     placed = (
         inputs.order_events().where("op = 'c' AND event_time <= to_timestamp('%s')" % watermark.isoformat(sep=" "))
         .join(inputs.customer_currencies(), F.col("o_custkey") == F.col("c_custkey"))

@@ -17,7 +17,7 @@ from assets.sql_pipelines import load_sql_pipelines, pipeline_assets, topic_spec
 from assets.tpch_dimensions import customer_currencies, part
 from checks.lineitem_with_order import lineitem_with_order_checks
 from checks.orders_by_status import orders_by_status_checks
-from checks.orders_current import orders_current_check
+from checks.orders_current import orders_current_checks
 from checks.orders_in_eur import orders_in_eur_checks
 from checks.orders_shipped_fast import orders_shipped_fast_checks
 from checks.part_price_over import part_price_over_checks
@@ -31,7 +31,7 @@ SQL_PIPELINES = load_sql_pipelines()
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
     asset_checks=[
-        orders_current_check, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
+        *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
         *orders_by_status_checks, *part_price_over_checks,
     ],
     jobs=[orders_current_job, orders_current_streaming_job, lakehouse_job, load_tpch_topics_job],

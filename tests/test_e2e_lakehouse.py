@@ -1,4 +1,4 @@
-"""The lakehouse pipelines through Dagster on the real path: Kafka → Spark operators → Delta, with GE checks.
+"""The lakehouse pipelines (every ``sql/*.sql``) through Dagster on the real path: Kafka → Spark operators → Delta, with GE checks.
 
 Runs ``lakehouse_job`` in process (sharing the test session's Spark) against
 the test broker's demo topics, then checks each table against the batch query
@@ -7,6 +7,7 @@ over the final inputs, independently of the GE checks.
 
 from dagster import DagsterInstance
 
+from assets.sql_pipelines import load_sql_pipelines
 from conftest import SCALE_FACTOR
 from dagster_project.definitions import defs
 from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
@@ -28,7 +29,15 @@ def test_lakehouse_job_materialises_every_pipeline_and_checks_pass(spark, kafka_
     assert result.success
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks and all(checks.values()), checks
-    assert {"orders_current_matches_batch", "lineitem_with_order_equals_batch_join"} <= set(checks)
+    # Every SQL pipeline was materialised and has a check that compares it with the batch query.
+    materialised = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    pipelines = {d.pipeline.name for d in load_sql_pipelines()}
+    assert pipelines | {f"{p}_changelog" for p in pipelines} | {"customer_currencies", "part"} <= materialised
+    checked = {c.asset_key.to_user_string() for c in result.get_asset_check_evaluations()}
+    assert pipelines <= checked
+    assert {"orders_current_matches_batch", "lineitem_with_order_equals_batch_join", "orders_in_eur_equals_batch_temporal_join",
+            "orders_shipped_fast_equals_batch_interval_join", "orders_by_status_equals_batch_aggregate",
+            "part_price_over_equals_batch_window"} <= set(checks)
 
     # Independently of GX: the LEFT join table equals the batch LEFT JOIN of the final inputs.
     orders = {k[0]: o for k, o in tpch.final_orders().items()}
