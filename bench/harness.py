@@ -48,8 +48,12 @@ HEADER = (
 )
 
 
-def measure(name: str, query: DataFrame, checkpoint: Path, *, timeout_s: float = 3600) -> Measurement:
+def measure(
+    name: str, query: DataFrame, checkpoint: Path, *, timeout_s: float = 3600, output_mode: str = "append"
+) -> Measurement:
     """Run ``query`` to the end of its input into the noop sink and return its figures.
+
+    ``output_mode`` is the sink's (``"update"`` for Spark's native streaming aggregation).
 
     Raises:
         TimeoutError: when the query does not finish within ``timeout_s`` seconds.
@@ -57,6 +61,7 @@ def measure(name: str, query: DataFrame, checkpoint: Path, *, timeout_s: float =
     start = time.perf_counter()
     running = (
         query.writeStream.format("noop")
+        .outputMode(output_mode)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .queryName(name.replace(" ", "_"))
@@ -81,12 +86,17 @@ def measure(name: str, query: DataFrame, checkpoint: Path, *, timeout_s: float =
     )
 
 
-def run_all(queries: list[tuple[str, Callable[[], DataFrame]]], workdir: Path) -> list[Measurement]:
-    """Measure each ``(name, build)`` in turn (``build`` returns a fresh streaming DataFrame) and print a table."""
+def run_all(
+    queries: list[tuple[str, Callable[[], DataFrame]] | tuple[str, Callable[[], DataFrame], str]], workdir: Path
+) -> list[Measurement]:
+    """Measure each ``(name, build)`` in turn (``build`` returns a fresh streaming DataFrame) and print a table.
+
+    A query given as ``(name, build, output_mode)`` is written in that output mode (default ``"append"``).
+    """
     results = []
     print(HEADER)
-    for index, (name, build) in enumerate(queries):
-        result = measure(name, build(), workdir / f"checkpoint-{index}")
+    for index, (name, build, *mode) in enumerate(queries):
+        result = measure(name, build(), workdir / f"checkpoint-{index}", output_mode=mode[0] if mode else "append")
         print(result.row(), flush=True)
         results.append(result)
     return results

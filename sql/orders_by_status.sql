@@ -5,28 +5,6 @@
 -- cancellations filtered out after it (a cancelled order's -U passes, its +U does not: the order
 -- leaves its group), then a group aggregate that consumes those retractions.
 
-CREATE TABLE order_events (
-  o_orderkey      BIGINT,
-  o_custkey       BIGINT,
-  o_orderstatus   STRING,
-  o_totalprice    DECIMAL(15, 2),
-  o_orderdate     DATE,
-  o_ordertime     TIMESTAMP(3),
-  o_orderpriority STRING,
-  o_clerk         STRING,
-  o_shippriority  INT,
-  o_comment       STRING,
-  op              STRING,
-  event_time      TIMESTAMP(3),
-  WATERMARK FOR event_time AS event_time - INTERVAL '1' DAY
-) WITH (
-  'connector' = 'kafka',
-  'topic' = 'order_events',
-  'properties.bootstrap.servers' = '127.0.0.1:9092',
-  'format' = 'json',
-  'scan.startup.mode' = 'earliest-offset'
-);
-
 CREATE TABLE orders_by_status (
   o_orderstatus STRING,
   order_count   BIGINT,

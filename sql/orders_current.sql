@@ -5,27 +5,6 @@
 -- key: the planner drops the -U half of each update (DropUpdateBefore) and the materializer
 -- applies +I/+U as upserts and -D as deletes.
 
-CREATE TABLE orders (
-  o_orderkey      BIGINT,
-  o_custkey       BIGINT,
-  o_orderstatus   STRING,
-  o_totalprice    DECIMAL(15, 2),
-  o_orderdate     DATE,
-  o_ordertime     TIMESTAMP(3),
-  o_orderpriority STRING,
-  o_clerk         STRING,
-  o_shippriority  INT,
-  o_comment       STRING,
-  WATERMARK FOR o_ordertime AS o_ordertime - INTERVAL '1' DAY,
-  PRIMARY KEY (o_orderkey) NOT ENFORCED
-) WITH (
-  'connector' = 'kafka',
-  'topic' = 'orders',
-  'properties.bootstrap.servers' = '127.0.0.1:9092',
-  'format' = 'debezium-json',
-  'scan.startup.mode' = 'earliest-offset'
-);
-
 CREATE TABLE orders_current (
   o_orderkey      BIGINT,
   o_custkey       BIGINT,

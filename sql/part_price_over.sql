@@ -7,46 +7,6 @@
 -- once the watermark passes them; the part's type and price come from a lookup join against the
 -- Delta table 'part' (processing time).
 
-CREATE TABLE shipments (
-  l_orderkey      BIGINT,
-  l_partkey       BIGINT,
-  l_suppkey       BIGINT,
-  l_linenumber    INT,
-  l_quantity      DECIMAL(15, 2),
-  l_extendedprice DECIMAL(15, 2),
-  l_discount      DECIMAL(15, 2),
-  l_tax           DECIMAL(15, 2),
-  l_returnflag    STRING,
-  l_linestatus    STRING,
-  l_shipdate      DATE,
-  l_commitdate    DATE,
-  l_receiptdate   DATE,
-  l_shipinstruct  STRING,
-  l_shipmode      STRING,
-  l_comment       STRING,
-  l_shiptime      TIMESTAMP(3),
-  proc_time AS PROCTIME(),
-  WATERMARK FOR l_shiptime AS l_shiptime - INTERVAL '1' DAY
-) WITH (
-  'connector' = 'kafka',
-  'topic' = 'shipments',
-  'properties.bootstrap.servers' = '127.0.0.1:9092',
-  'format' = 'json',
-  'scan.startup.mode' = 'earliest-offset'
-);
-
-CREATE TABLE part (
-  p_partkey     BIGINT,
-  p_name        STRING,
-  p_brand       STRING,
-  p_type        STRING,
-  p_size        INT,
-  p_retailprice DECIMAL(15, 2),
-  PRIMARY KEY (p_partkey) NOT ENFORCED
-) WITH (
-  'connector' = 'delta'
-);
-
 CREATE TABLE part_price_over (
   l_orderkey    BIGINT,
   l_linenumber  INT,

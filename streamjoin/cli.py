@@ -2,11 +2,13 @@
 
 ::
 
-    streamjoin explain sql/PIPELINE.sql
-    streamjoin run sql/PIPELINE.sql [--available-now] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
+    streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
+    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
 
-``explain`` plans the file (no Spark) and prints every statement's plan with
+``-i`` names initialization scripts planned before the file (tables and
+settings only, as Flink's ``sql-client.sh -i``); without it, the files of
+``catalog/`` next to the pipeline are. ``explain`` plans the file (no Spark) and prints every statement's plan with
 changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
 (``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the tables'
 ``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
@@ -35,8 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     explain = commands.add_parser("explain", help="print the plan of every statement of a SQL file")
     explain.add_argument("file", type=Path)
+    explain.add_argument("-i", "--init", type=Path, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
     run = commands.add_parser("run", help="run the INSERT INTO statements of a SQL file against Kafka and Delta")
     run.add_argument("file", type=Path)
+    run.add_argument("-i", "--init", type=Path, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
     run.add_argument("--available-now", action="store_true", help="process what the topics hold, then stop")
     run.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
@@ -57,7 +61,7 @@ def _spark():
 def _explain(args) -> int:
     from streamjoin.planner import Flink, load_script
 
-    script = load_script(args.file)
+    script = load_script(args.file, args.init)
     for statement in script.statements:
         print(f"-- {statement.statement.sql(dialect=Flink)[:120]}")
         print(statement.explain)
@@ -73,7 +77,7 @@ def _run(args) -> int:
     from streamjoin.pipeline import Lakehouse, run_pipeline
     from streamjoin.planner import bootstrap_servers, load_script, sql_pipelines
 
-    script = load_script(args.file)
+    script = load_script(args.file, args.init)
     lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
     pipelines = sql_pipelines(script, lakehouse)
     if not pipelines:

@@ -59,3 +59,35 @@ def test_run_orders_current_against_kafka_and_delta(spark, kafka_bootstrap, demo
     updates = sum(1 for c in tpch.orders_changes() if c.kind.short == "+U")
     # DropUpdateBefore: the sink is keyed by the source's key, so -U never reaches it.
     assert kinds == {"+I": len(tpch.orders), "+U": updates, "-D": len(tpch.deleted_keys)}
+
+
+def test_initialization_scripts_declare_the_tables_a_pipeline_reads(tmp_path, capsys):
+    init = tmp_path / "tables.sql"
+    init.write_text("CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'values');\nSET 'table.exec.state.ttl' = '1 h';\n")
+    job = tmp_path / "job.sql"
+    job.write_text("SELECT a FROM t;\n")
+    assert main(["explain", "-i", str(init), str(job)]) == 0
+    assert "TableSourceScan(table=[[default_catalog, default_database, t]], fields=[a, b]" in capsys.readouterr().out
+    # Without -i, catalog/*.sql next to the pipeline is the default; here there is none.
+    assert main(["explain", str(job)]) == 1
+    assert capsys.readouterr().err == f"error: {job}:1:15: unknown table or view 't'; declared: none [rule: table-exists]\n"
+
+
+def test_an_initialization_script_may_not_run_queries(tmp_path, capsys):
+    init = tmp_path / "tables.sql"
+    init.write_text("CREATE TABLE t (a INT) WITH ('connector' = 'values');\nSELECT a FROM t;\n")
+    job = tmp_path / "job.sql"
+    job.write_text("SELECT a FROM t;\n")
+    assert main(["explain", "-i", str(init), str(job)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: {init}:2:8: an initialization script may only hold CREATE and SET statements [rule: init-script]\n"
+    )
+
+
+def test_sql_pipelines_share_the_catalog_declarations():
+    scripts = {p.name: load_script(p) for p in (PROJECT_ROOT / "sql").glob("*.sql")}
+    assert len(scripts) >= 6
+    for name, script in scripts.items():
+        # Each pipeline file declares only its sink; its sources come from sql/catalog/.
+        assert [s.sink_table.name for s in script.inserts] == [name.removesuffix(".sql")]
+        assert "orders" in script.catalog.tables and "rates" in script.catalog.tables

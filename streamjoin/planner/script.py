@@ -11,6 +11,11 @@ Statements (separated by ``;``, ``--`` comments allowed), in file order:
 
 Everything is planned and checked when the file is loaded; nothing runs.
 
+Initialization scripts, as Flink's SQL client runs ``sql-client.sh -i init.sql -f job.sql``, are
+planned first and may hold only ``CREATE`` and ``SET``: the tables several pipelines share are
+declared once. By convention (:func:`load_script`) a pipeline's are the files of ``catalog/``
+next to it.
+
 Example:
     >>> script = plan_script(open("sql/orders_current.sql").read(), "sql/orders_current.sql")  # doctest: +SKIP
     >>> print(script.statements[0].explain)  # doctest: +SKIP
@@ -19,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +43,7 @@ from streamjoin.planner.expressions import field_column
 from streamjoin.planner.plan import Deduplicate, Field, GroupAggregate, Sink, walk
 from streamjoin.planner.types import common_type
 
-__all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "parse_duration_ms"]
+__all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "catalog_scripts", "parse_duration_ms"]
 
 _SETTINGS = ("table.exec.state.ttl",)
 _DURATION_UNITS = {
@@ -187,15 +193,18 @@ def _check_state_ttl(sink: Sink, ttl_ms: int | None, source: SqlSource, at: exp.
             )
 
 
-def plan_script(text: str, name: str = "<sql>") -> Script:
+def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] = ()) -> Script:
     """Parse and plan every statement of ``text`` (see the module docstring).
 
     Args:
         text: the SQL.
         name: what error messages call it (a path).
+        init: ``(name, text)`` of initialization scripts planned first, as Flink's SQL client runs
+            ``-i init.sql``: their tables, views and settings are known to ``text``; they may hold
+            only ``CREATE`` and ``SET`` statements.
 
     Returns:
-        The planned :class:`Script`.
+        The planned :class:`Script` (its ``source`` is ``text``'s).
 
     Raises:
         ValidationError / UnsupportedPlanError / SinkError: for the first invalid or unsupported statement,
@@ -205,7 +214,7 @@ def plan_script(text: str, name: str = "<sql>") -> Script:
     catalog = Catalog()
     script = Script(source, catalog)
 
-    def plan_statement(statement: exp.Expr) -> PlannedStatement:
+    def plan_statement(statement: exp.Expr, source: SqlSource) -> PlannedStatement:
         planner = QueryPlanner(catalog, source, state_ttl_ms=script.state_ttl_ms)
         if isinstance(statement, exp.Insert):
             sink, at = _sink_statement(planner, statement, catalog, source)
@@ -221,31 +230,53 @@ def plan_script(text: str, name: str = "<sql>") -> Script:
         finish_plan(sink, source, at, state_ttl_ms=script.state_ttl_ms)
         return PlannedStatement(statement, sink, explain_plan(sink))
 
-    for statement in parse_sql(text, source):
-        if isinstance(statement, exp.Create):
-            kind = (statement.args.get("kind") or "").upper()
-            if kind == "TABLE" and isinstance(statement.this, exp.Schema) and statement.args.get("expression") is None:
-                catalog.add_table(table_from_ddl(statement, source))
-            elif kind == "VIEW":
-                if isinstance(statement.this, exp.Schema):
-                    raise error(UnsupportedPlanError, source, statement.this, "a view column list is not supported; alias in the query", "supported-statements")
-                catalog.add_view(ViewDef(statement.this.name, statement.expression, source))
+    def plan_file(source: SqlSource, is_init: bool) -> None:
+        for statement in parse_sql(source.text, source):
+            if isinstance(statement, exp.Create):
+                kind = (statement.args.get("kind") or "").upper()
+                if kind == "TABLE" and isinstance(statement.this, exp.Schema) and statement.args.get("expression") is None:
+                    catalog.add_table(table_from_ddl(statement, source))
+                elif kind == "VIEW":
+                    if isinstance(statement.this, exp.Schema):
+                        raise error(UnsupportedPlanError, source, statement.this, "a view column list is not supported; alias in the query", "supported-statements")
+                    catalog.add_view(ViewDef(statement.this.name, statement.expression, source))
+                else:
+                    raise error(UnsupportedPlanError, source, statement, f"CREATE {kind} is not supported", "supported-statements")
+            elif isinstance(statement, exp.Set):
+                _, value = _set(statement, source)
+                try:
+                    script.state_ttl_ms = parse_duration_ms(value)
+                except ValidationError as e:
+                    raise error(ValidationError, source, statement, str(e), "settings") from None
+            elif is_init:
+                raise error(
+                    UnsupportedPlanError, source, statement,
+                    "an initialization script may only hold CREATE and SET statements", "init-script",
+                )
+            elif isinstance(statement, Explain):
+                script.explains.append(plan_statement(statement.this, source).explain)
             else:
-                raise error(UnsupportedPlanError, source, statement, f"CREATE {kind} is not supported", "supported-statements")
-        elif isinstance(statement, exp.Set):
-            _, value = _set(statement, source)
-            try:
-                script.state_ttl_ms = parse_duration_ms(value)
-            except ValidationError as e:
-                raise error(ValidationError, source, statement, str(e), "settings") from None
-        elif isinstance(statement, Explain):
-            script.explains.append(plan_statement(statement.this).explain)
-        else:
-            script.statements.append(plan_statement(statement))
+                script.statements.append(plan_statement(statement, source))
+
+    for init_name, init_text in init:
+        plan_file(SqlSource(init_name, init_text), is_init=True)
+    plan_file(source, is_init=False)
     return script
 
 
-def load_script(path: str | Path) -> Script:
-    """:func:`plan_script` of the file at ``path`` (errors name the path)."""
+def catalog_scripts(path: str | Path) -> list[Path]:
+    """The initialization scripts of the pipeline at ``path`` by convention: ``catalog/*.sql`` next to it, in name order."""
+    return sorted((Path(path).parent / "catalog").glob("*.sql"))
+
+
+def load_script(path: str | Path, init: Sequence[str | Path] | None = None) -> Script:
+    """:func:`plan_script` of the file at ``path`` (errors name the path).
+
+    Args:
+        path: the SQL file.
+        init: initialization scripts planned first (Flink SQL client's ``-i``); ``None`` means
+            :func:`catalog_scripts` of ``path`` (the shared table declarations of ``sql/catalog/``).
+    """
     path = Path(path)
-    return plan_script(path.read_text(), str(path))
+    init_paths = catalog_scripts(path) if init is None else [Path(p) for p in init]
+    return plan_script(path.read_text(), str(path), [(str(p), p.read_text()) for p in init_paths])
