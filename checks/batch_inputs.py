@@ -6,15 +6,22 @@ batch query over exactly what the topics hold.
 """
 
 import datetime as dt
+from collections.abc import Callable
+
+import great_expectations as gx
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from assets.tpch_dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA
+from checks.expectations import expectation_check, table_difference
 from streamjoin.datagen.topics import LINEITEM, ORDER_EVENTS, ORDERS, RATES, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, parts
 
-__all__ = ["BatchInputs", "batch_inputs", "read_table"]
+__all__ = ["RESOURCES", "BatchInputs", "batch_inputs", "equals_batch_check", "read_table"]
+
+#: The resources a check over the lakehouse and the generated input needs.
+RESOURCES = {"spark", "lakehouse", "tpch"}
 
 
 def _frame(spark: SparkSession, rows, schema: StructType) -> DataFrame:
@@ -78,3 +85,17 @@ def read_table(context, name: str) -> DataFrame:
     """The lakehouse Delta table ``name``, read with a check's ``spark`` and ``lakehouse`` resources."""
     path = context.resources.lakehouse.lakehouse().table_path(name)
     return context.resources.spark.session().read.format("delta").load(path)
+
+
+def equals_batch_check(table: str, name: str, description: str, expected: Callable[[BatchInputs], DataFrame]):
+    """A blocking Dagster asset check: ``table`` equals ``expected(inputs)``, the batch query over the generated input.
+
+    Validated with Great Expectations on :func:`~checks.expectations.table_difference` (the rows only
+    in one of the two, both ways, as multisets): the expectation is a row count of 0.
+    """
+
+    def build(context):
+        difference = table_difference(read_table(context, table), expected(batch_inputs(context)))
+        return difference, [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+
+    return expectation_check(table, name=name, description=description, build=build, required_resource_keys=RESOURCES)

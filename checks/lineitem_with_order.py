@@ -3,8 +3,8 @@
 import great_expectations as gx
 from pyspark.sql import functions as F
 
-from checks.batch_inputs import batch_inputs, read_table
-from checks.expectations import expectation_check, table_difference
+from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
+from checks.expectations import expectation_check
 from streamjoin.datagen.topics import LINEITEM, ORDERS
 
 _ORDER_COLUMNS = ORDERS.schema.names
@@ -36,29 +36,22 @@ def _unique_key(context):
     ]
 
 
-def _equals_batch(context):
-    expected = expected_lineitem_with_order(batch_inputs(context))
-    return table_difference(read_table(context, "lineitem_with_order"), expected), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
-
-
-_RESOURCES = {"spark", "lakehouse", "tpch"}
-
 lineitem_with_order_checks = [
-    expectation_check(
+    equals_batch_check(
         "lineitem_with_order", name="lineitem_with_order_key_unique",
         description="(l_orderkey, l_linenumber) is not null and unique.",
-        build=_unique_key, required_resource_keys=_RESOURCES,
+        build=_unique_key, required_resource_keys=RESOURCES,
     ),
     expectation_check(
         "lineitem_with_order", name="lineitem_with_order_matches_current_orders",
         description="Every row's order columns are all null or equal to the order's row in orders_current "
         "(no inconsistent row: the DataFrame of violations has 0 rows).",
-        build=_key_and_orders, required_resource_keys=_RESOURCES, additional_deps=["orders_current"],
+        build=_key_and_orders, required_resource_keys=RESOURCES, additional_deps=["orders_current"],
     ),
     expectation_check(
         "lineitem_with_order", name="lineitem_with_order_equals_batch_join",
         description="The table equals the batch LEFT JOIN of the final lineitem and orders tables recomputed from "
         "the same generated changelogs (the difference, both ways, has 0 rows).",
-        build=_equals_batch, required_resource_keys=_RESOURCES,
+        expected=expected_lineitem_with_order,
     ),
 ]

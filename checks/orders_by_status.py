@@ -3,8 +3,8 @@
 import great_expectations as gx
 from pyspark.sql import functions as F
 
-from checks.batch_inputs import batch_inputs, read_table
-from checks.expectations import expectation_check, table_difference
+from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
+from checks.expectations import expectation_check
 
 
 def expected_orders_by_status(inputs):
@@ -15,11 +15,6 @@ def expected_orders_by_status(inputs):
     )
 
 
-def _equals_batch(context):
-    actual = read_table(context, "orders_by_status")
-    return table_difference(actual, expected_orders_by_status(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
-
-
 def _statuses(context):
     return read_table(context, "orders_by_status"), [
         gx.expectations.ExpectColumnValuesToBeUnique(column="o_orderstatus"),
@@ -28,18 +23,16 @@ def _statuses(context):
     ]
 
 
-_RESOURCES = {"spark", "lakehouse", "tpch"}
-
 orders_by_status_checks = [
-    expectation_check(
+    equals_batch_check(
         "orders_by_status", name="orders_by_status_equals_batch_aggregate",
         description="Per status, COUNT(DISTINCT o_orderkey) and SUM(o_totalprice) equal the batch aggregate of "
         "the final orders (after every update and cancellation) recomputed from the same generated changelog.",
-        build=_equals_batch, required_resource_keys=_RESOURCES,
+        expected=expected_orders_by_status,
     ),
     expectation_check(
         "orders_by_status", name="orders_by_status_groups",
         description="One row per TPC-H order status (O, P, F), none empty: a group whose last order left is deleted.",
-        build=_statuses, required_resource_keys=_RESOURCES,
+        build=_statuses, required_resource_keys=RESOURCES,
     ),
 ]

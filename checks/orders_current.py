@@ -2,18 +2,13 @@
 
 import great_expectations as gx
 
-from checks.batch_inputs import batch_inputs, read_table
-from checks.expectations import expectation_check, table_difference
+from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
+from checks.expectations import expectation_check
 
 
 def expected_orders_current(inputs):
     """The batch query: the orders table after every change of the ``orders`` changelog."""
     return inputs.final_orders()
-
-
-def _orders_current(context):
-    actual = read_table(context, "orders_current")
-    return table_difference(actual, expected_orders_current(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
 
 
 def _key(context):
@@ -23,18 +18,16 @@ def _key(context):
     ]
 
 
-_RESOURCES = {"spark", "lakehouse", "tpch"}
-
 orders_current_checks = [
-    expectation_check(
+    equals_batch_check(
         "orders_current", name="orders_current_matches_batch",
         description="The table equals the orders table recomputed in batch from the same generated TPC-H "
         "changelog, after every update and delete (the difference, both ways, has 0 rows).",
-        build=_orders_current, required_resource_keys=_RESOURCES,
+        expected=expected_orders_current,
     ),
     expectation_check(
         "orders_current", name="orders_current_key_unique",
         description="o_orderkey is not null and unique.",
-        build=_key, required_resource_keys=_RESOURCES,
+        build=_key, required_resource_keys=RESOURCES,
     ),
 ]

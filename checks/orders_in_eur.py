@@ -6,8 +6,8 @@ import great_expectations as gx
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from checks.batch_inputs import batch_inputs, read_table
-from checks.expectations import expectation_check, table_difference
+from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
+from checks.expectations import expectation_check
 
 _DAY = dt.timedelta(days=1)
 
@@ -33,11 +33,6 @@ def expected_orders_in_eur(inputs):
     )
 
 
-def _equals_batch(context):
-    actual = read_table(context, "orders_in_eur")
-    return table_difference(actual, expected_orders_in_eur(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
-
-
 def _keys_and_amounts(context):
     return read_table(context, "orders_in_eur"), [
         gx.expectations.ExpectColumnValuesToNotBeNull(column="o_orderkey"),
@@ -46,19 +41,17 @@ def _keys_and_amounts(context):
     ]
 
 
-_RESOURCES = {"spark", "lakehouse", "tpch"}
-
 orders_in_eur_checks = [
-    expectation_check(
+    equals_batch_check(
         "orders_in_eur", name="orders_in_eur_equals_batch_temporal_join",
         description="Every converted amount equals amount / rate of the ECB rate valid at the order's time (EUR: "
         "rate 1; no rate: null), recomputed in batch from the same generated input: the difference, both ways, "
         "between the table and the batch query over the placements the final watermark has passed has 0 rows.",
-        build=_equals_batch, required_resource_keys=_RESOURCES,
+        expected=expected_orders_in_eur,
     ),
     expectation_check(
         "orders_in_eur", name="orders_in_eur_key_unique",
         description="o_orderkey is not null and unique; every rate found is positive.",
-        build=_keys_and_amounts, required_resource_keys=_RESOURCES,
+        build=_keys_and_amounts, required_resource_keys=RESOURCES,
     ),
 ]

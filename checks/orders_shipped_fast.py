@@ -5,8 +5,8 @@ import datetime as dt
 import great_expectations as gx
 from pyspark.sql import functions as F
 
-from checks.batch_inputs import batch_inputs, read_table
-from checks.expectations import expectation_check, table_difference
+from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
+from checks.expectations import expectation_check
 
 _DAY = dt.timedelta(days=1)
 _WINDOW = dt.timedelta(days=30)
@@ -34,11 +34,6 @@ def expected_orders_shipped_fast(inputs):
     return matched.unionByName(unmatched)
 
 
-def _equals_batch(context):
-    actual = read_table(context, "orders_shipped_fast")
-    return table_difference(actual, expected_orders_shipped_fast(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
-
-
 def _within_bounds(context):
     rows = read_table(context, "orders_shipped_fast").withColumn(
         "days_to_ship", (F.unix_timestamp("l_shiptime") - F.unix_timestamp("o_ordertime")) / 86400.0
@@ -49,19 +44,17 @@ def _within_bounds(context):
     ]
 
 
-_RESOURCES = {"spark", "lakehouse", "tpch"}
-
 orders_shipped_fast_checks = [
-    expectation_check(
+    equals_batch_check(
         "orders_shipped_fast", name="orders_shipped_fast_equals_batch_interval_join",
         description="The table equals the batch LEFT interval join with the same bounds (line items shipped 0-30 "
         "days after the order; orders without one null-padded once the final watermark passed their window) "
         "over the same generated events: the difference, both ways, has 0 rows.",
-        build=_equals_batch, required_resource_keys=_RESOURCES,
+        expected=expected_orders_shipped_fast,
     ),
     expectation_check(
         "orders_shipped_fast", name="orders_shipped_fast_within_bounds",
         description="(o_orderkey, l_linenumber) is unique, and every matched line item shipped 0 to 30 days after its order.",
-        build=_within_bounds, required_resource_keys=_RESOURCES,
+        build=_within_bounds, required_resource_keys=RESOURCES,
     ),
 ]

@@ -6,8 +6,8 @@ import great_expectations as gx
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from checks.batch_inputs import batch_inputs, read_table
-from checks.expectations import expectation_check, table_difference
+from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
+from checks.expectations import expectation_check
 
 _DAY = dt.timedelta(days=1)
 
@@ -34,11 +34,6 @@ def expected_part_price_over(inputs):
     return by_rows.select(*columns).unionByName(by_days.select(*columns))
 
 
-def _equals_batch(context):
-    actual = read_table(context, "part_price_over")
-    return table_difference(actual, expected_part_price_over(batch_inputs(context))), [gx.expectations.ExpectTableRowCountToEqual(value=0)]
-
-
 def _max_not_below_price(context):
     rows = read_table(context, "part_price_over").withColumn("_not_below", F.col("max_price") >= F.col("p_retailprice"))
     return rows, [
@@ -48,19 +43,17 @@ def _max_not_below_price(context):
     ]
 
 
-_RESOURCES = {"spark", "lakehouse", "tpch"}
-
 part_price_over_checks = [
-    expectation_check(
+    equals_batch_check(
         "part_price_over", name="part_price_over_equals_batch_window",
         description="Both frames equal the batch window query (MAX(p_retailprice) OVER the 2 preceding line items "
         "of the part type, and over its last 7 days) over the line items the final watermark has passed: the "
         "difference, both ways, has 0 rows.",
-        build=_equals_batch, required_resource_keys=_RESOURCES,
+        expected=expected_part_price_over,
     ),
     expectation_check(
         "part_price_over", name="part_price_over_max_not_below_price",
         description="(line item, frame) is unique and each window's max is at least the line item's own price.",
-        build=_max_not_below_price, required_resource_keys=_RESOURCES,
+        build=_max_not_below_price, required_resource_keys=RESOURCES,
     ),
 ]
