@@ -37,7 +37,7 @@ def _unique_key(context):
 
 
 lineitem_with_order_checks = [
-    equals_batch_check(
+    expectation_check(
         "lineitem_with_order", name="lineitem_with_order_key_unique",
         description="(l_orderkey, l_linenumber) is not null and unique.",
         build=_unique_key, required_resource_keys=RESOURCES,
@@ -48,7 +48,7 @@ lineitem_with_order_checks = [
         "(no inconsistent row: the DataFrame of violations has 0 rows).",
         build=_key_and_orders, required_resource_keys=RESOURCES, additional_deps=["orders_current"],
     ),
-    expectation_check(
+    equals_batch_check(
         "lineitem_with_order", name="lineitem_with_order_equals_batch_join",
         description="The table equals the batch LEFT JOIN of the final lineitem and orders tables recomputed from "
         "the same generated changelogs (the difference, both ways, has 0 rows).",
