@@ -4,10 +4,12 @@
 2. runs the Dagster job ``load_tpch_topics_job``: TPC-H (tpchgen-cli) orders and
    line items as Debezium changelogs, ECB rates, into Kafka; then adds one
    malformed record to ``orders`` so that the dead-letter table has something to show,
-3. runs ``orders_current_job``: the streaming query (``availableNow``) upserts the
-   ``orders`` changelog into the Delta table ``orders_current`` and its Great
-   Expectations check compares it with the batch recomputation,
-4. prints a summary.
+3. runs ``lakehouse_job``: the dimension tables, then every SQL pipeline of
+   ``sql/`` as a streaming query (``availableNow``) into its Delta table through
+   the materializer, each followed by its Great Expectations checks (the table
+   against the batch query over the same input),
+4. prints a summary: records per topic, and per pipeline the records read, rows,
+   changes, dead letters and checks.
 
 Runs are recorded in ``.local/dagster`` (``make dagster-ui`` shows them). Each
 demo starts from empty topics and tables, so running it twice gives the same result.
@@ -47,27 +49,33 @@ def main() -> int:
         console.rule(f"Kafka at {bootstrap}")
         load = defs.get_job_def("load_tpch_topics_job").execute_in_process(instance=instance)
         produce(bootstrap, ORDERS.topic, [("bad", MALFORMED_RECORD)])
-        run = defs.get_job_def("orders_current_job").execute_in_process(instance=instance, raise_on_error=False)
+        run = defs.get_job_def("lakehouse_job").execute_in_process(instance=instance, raise_on_error=False)
         offsets = {t: sum(high - low for low, high in topic_offsets(bootstrap, t).values()) for t in (t.topic for t in TOPICS)}
         if not external:
             del os.environ[BOOTSTRAP_ENV]
 
-    table = Table(title="streamjoin demo: orders → orders_current")
-    table.add_column("what")
-    table.add_column("value", justify="right")
+    topics = Table(title="Kafka topics")
+    topics.add_column("topic")
+    topics.add_column("records", justify="right")
     for topic, count in offsets.items():
-        table.add_row(f"records in topic {topic}", str(count))
-    meta = next((m.metadata for m in run.asset_materializations_for_node("orders_current")
-                 if m.asset_key.to_user_string() == "orders_current"), {})
-    for key, label in (("records_read", "records read by the query"), ("micro_batches", "micro-batches"),
-                       ("rows", "rows in orders_current"), ("dead_letters", "dead letters"),
-                       ("path", "Delta table"), ("dead_letter_table", "dead-letter table")):
-        if key in meta:
-            table.add_row(label, str(meta[key].value))
+        topics.add_row(topic, f"{count:,}")
+    console.print(topics)
+
+    events = [e.event_specific_data.materialization for e in run.get_asset_materialization_events()]
+    materialized = {m.asset_key.to_user_string(): m.metadata for m in events}
     checks = run.get_asset_check_evaluations()
-    for check in checks:
-        table.add_row(f"check {check.check_name}", "passed" if check.passed else "FAILED")
-    console.print(table)
+    pipelines = Table(title="streamjoin demo: the SQL pipelines of sql/ (Delta tables in .local/lakehouse)")
+    for column in ("pipeline", "records read", "rows", "changes", "dead letters", "checks"):
+        pipelines.add_column(column, justify="left" if column in ("pipeline", "checks") else "right")
+    for name, meta in materialized.items():
+        if "micro_batches" not in meta:
+            continue  # a changelog or dimension table
+        records = sum(meta["records_read"].value.values())
+        changes = materialized.get(f"{name}_changelog", {}).get("changes")
+        verdicts = [f"{c.check_name}: {'passed' if c.passed else 'FAILED'}" for c in checks if c.asset_key.to_user_string() == name]
+        pipelines.add_row(name, f"{records:,}", f"{meta['rows'].value:,}", f"{changes.value:,}" if changes else "",
+                          str(meta["dead_letters"].value), "\n".join(verdicts))
+    console.print(pipelines)
     console.print(f"Dagster runs: {os.environ['DAGSTER_HOME']} (see them with `make dagster-ui`)")
     ok = load.success and run.success and checks and all(c.passed for c in checks)
     if not ok:

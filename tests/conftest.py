@@ -38,7 +38,7 @@ def tpch():
 
 @pytest.fixture(scope="session")
 def demo_topics(kafka_bootstrap, tpch):
-    """The demo topics (orders, lineitem, rates) loaded once into the test broker; records per topic."""
+    """The demo topics (orders, lineitem, order_events, shipments, rates) loaded once into the test broker; records per topic."""
     from streamjoin.datagen.topics import load_topics
 
     return load_topics(kafka_bootstrap, tpch)
