@@ -78,4 +78,17 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_state_server(spark)
     return spark
+
+
+#: Logs a WARN for every ValueState get() of a key without a value, i.e. for every new key of
+#: every operator (tens of thousands of lines per run), though an empty state is normal.
+_STATE_SERVER_LOGGER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
+
+
+def _quiet_state_server(spark: SparkSession) -> None:
+    # Set in the driver JVM, which hosts the state servers in local mode; on a cluster, set it in
+    # the executors' log4j2 configuration.
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(_STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR)
