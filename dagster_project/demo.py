@@ -66,16 +66,20 @@ def main() -> int:
     checks = run.get_asset_check_evaluations()
     pipelines = Table(title="streamjoin demo: the SQL pipelines of sql/ (Delta tables in .local/lakehouse)")
     for column in ("pipeline", "records read", "rows", "changes", "dead letters", "checks"):
-        pipelines.add_column(column, justify="left" if column in ("pipeline", "checks") else "right")
+        pipelines.add_column(column, justify="left" if column in ("pipeline", "checks") else "right", no_wrap=True)
     for name, meta in materialized.items():
         if "micro_batches" not in meta:
             continue  # a changelog or dimension table
         records = sum(meta["records_read"].value.values())
         changes = materialized.get(f"{name}_changelog", {}).get("changes")
-        verdicts = [f"{c.check_name}: {'passed' if c.passed else 'FAILED'}" for c in checks if c.asset_key.to_user_string() == name]
+        verdicts = [c for c in checks if c.asset_key.to_user_string() == name]
+        passed = sum(c.passed for c in verdicts)
         pipelines.add_row(name, f"{records:,}", f"{meta['rows'].value:,}", f"{changes.value:,}" if changes else "",
-                          str(meta["dead_letters"].value), "\n".join(verdicts))
+                          str(meta["dead_letters"].value), f"{passed} of {len(verdicts)} passed")
     console.print(pipelines)
+    for check in checks:
+        if not check.passed:
+            console.print(f"[red]check {check.check_name} on {check.asset_key.to_user_string()} FAILED[/red]")
     console.print(f"Dagster runs: {os.environ['DAGSTER_HOME']} (see them with `make dagster-ui`)")
     ok = load.success and run.success and checks and all(c.passed for c in checks)
     if not ok:
