@@ -87,13 +87,19 @@ def measure(
 
 
 def run_all(
-    queries: list[tuple[str, Callable[[], DataFrame]] | tuple[str, Callable[[], DataFrame], str]], workdir: Path
+    queries: list[tuple[str, Callable[[], DataFrame]] | tuple[str, Callable[[], DataFrame], str]], workdir: Path,
+    *, warmup: bool = True,
 ) -> list[Measurement]:
     """Measure each ``(name, build)`` in turn (``build`` returns a fresh streaming DataFrame) and print a table.
 
     A query given as ``(name, build, output_mode)`` is written in that output mode (default ``"append"``).
+    With ``warmup``, every query first runs once unmeasured (its own checkpoint), so that no query
+    pays the session's first-use costs (JIT, Python workers, Delta and Kafka classes) for the others.
     """
     results = []
+    if warmup:
+        for index, (name, build, *mode) in enumerate(queries):
+            measure(f"warm-up {name}", build(), workdir / f"warmup-{index}", output_mode=mode[0] if mode else "append")
     print(HEADER)
     for index, (name, build, *mode) in enumerate(queries):
         result = measure(name, build(), workdir / f"checkpoint-{index}", output_mode=mode[0] if mode else "append")

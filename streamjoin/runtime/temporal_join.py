@@ -32,6 +32,7 @@ deduplication ignores it.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -180,10 +181,11 @@ class TemporalRowTimeJoin:
 
     @staticmethod
     def _valid_version(state: TemporalJoinState, times: list[int], row_time: int) -> tuple | None:
-        candidates = [t for t in times if t <= row_time]
-        if not candidates:
+        # times is sorted: the valid version is the last one at or before row_time.
+        position = bisect.bisect_right(times, row_time)
+        if position == 0:
             return None
-        kind, row = state.versions[candidates[-1]]
+        kind, row = state.versions[times[position - 1]]
         return row if kind.is_accumulate else None
 
     def _register_smallest_timer(self, state: TemporalJoinState, timestamp: int, timers: TimerService) -> None:
