@@ -17,10 +17,10 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.interval_join import (
     IntervalBounds,
     IntervalJoinOperator,
-    LocalKeyedDriver,
     ProcTimeIntervalJoin,
     RowTimeIntervalJoin,
 )
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 
 MINUTE = 60_000
 EPOCH = dt.datetime(1970, 1, 1)

@@ -21,13 +21,8 @@ from flink_cases import Case, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.interval_join import (
-    STATE_NAME,
-    IntervalJoinOperator,
-    LocalKeyedDriver,
-    RowTimeIntervalJoin,
-    interval_join,
-)
+from streamjoin.runtime.interval_join import IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.keyed_two_input import STATE_NAME, LocalKeyedDriver
 from streamjoin.sink.collect import collect_changelog
 from test_interval_join import CASES, KEY, LEFT, LEFT_TIME, RIGHT, RIGHT_TIME, millis, typed
 

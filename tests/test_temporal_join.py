@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from flink_cases import case_names, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.interval_join import LocalKeyedDriver
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalProcessTimeJoin, TemporalRowTimeJoin
 
 EPOCH = dt.datetime(1970, 1, 1)

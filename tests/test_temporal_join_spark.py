@@ -17,10 +17,10 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.interval_join import (
     IntervalBounds,
     IntervalJoinOperator,
-    LocalKeyedDriver,
     RowTimeIntervalJoin,
     interval_join,
 )
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 from streamjoin.runtime.temporal_join import (
     TemporalJoinOperator,
     TemporalProcessTimeJoin,

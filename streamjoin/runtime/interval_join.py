@@ -24,38 +24,25 @@ State per key is the two caches (rows by rowtime) and two timer times, so it
 is bounded by rate × window length, not by stream length.
 
 Layers: :class:`TimeIntervalJoin` (plain Python, one key's state, unit
-testable); :class:`LocalKeyedDriver`, which feeds it as Flink feeds an operator
-(the reference execution of the tests); :func:`keyed_two_input`, which runs a
-keyed two-input logic on Spark with ``transformWithState`` and Flink's timer
-rules; and :func:`interval_join`, the public API.
+testable); :class:`IntervalJoinOperator`, which makes it a keyed two-input
+logic that :mod:`streamjoin.runtime.keyed_two_input` runs (in Python as Flink
+feeds an operator, or on Spark with ``transformWithState``); and
+:func:`interval_join`, the public API.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import heapq
-import itertools
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal
 
-from pyspark.sql import DataFrame, Row
-from pyspark.sql.streaming import StatefulProcessor
-from pyspark.sql.types import LongType, StructField, TimestampType
+from pyspark.sql import DataFrame
 
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.timers import MAX_TIME, MIN_TIME
-from streamjoin.runtime.timers import TimerService as KeyTimers
-from streamjoin.runtime.tws import (
-    BlobState,
-    output_schema,
-    require_columns,
-    sync_timer,
-    unshared_exchange,
-    without_watermark_columns,
-)
-from streamjoin.runtime.two_input import data_schema, ordered_changes, union_inputs
+from streamjoin.runtime.keyed_two_input import SIDES, TimerService, join_pairs, keyed_two_input
+from streamjoin.runtime.timers import MAX_TIME
+from streamjoin.runtime.two_input import data_schema
 
 __all__ = [
     "JoinHow",
@@ -65,11 +52,7 @@ __all__ = [
     "RowTimeIntervalJoin",
     "ProcTimeIntervalJoin",
     "IntervalJoinOperator",
-    "KeyedTwoInputLogic",
-    "TimerService",
-    "LocalKeyedDriver",
     "interval_join",
-    "keyed_two_input",
 ]
 
 JoinHow = Literal["inner", "left", "right", "full"]
@@ -124,13 +107,6 @@ class IntervalBounds:
         """How far after its own time a right row can still match (Flink's ``rightRelativeSize``)."""
         return -self.lower_ms
 
-
-class TimerService(Protocol):
-    """Where the logic registers clean-up timers for the current key (Flink's ``TimerService``)."""
-
-    def register(self, timestamp: int) -> None: ...
-
-    def delete(self, timestamp: int) -> None: ...
 
 
 @dataclass
@@ -335,22 +311,6 @@ class ProcTimeIntervalJoin(TimeIntervalJoin):
         return now_ms
 
 
-class KeyedTwoInputLogic(Protocol):
-    """A keyed two-input operator, as the drivers (:class:`LocalKeyedDriver`, Spark's processor) call it.
-
-    ``side`` is 0 for the left/probe input and 1 for the right/build input;
-    ``time`` is the operator's current time: the watermark (event time) or the
-    processing time. Both hooks return the ``(RowKind, row)`` changes to emit.
-    """
-
-    def new_state(self, key: tuple) -> Any: ...
-
-    def on_row(
-        self, state: Any, side: int, kind: RowKind, row: tuple, rowtime: int, time: int, timers: TimerService
-    ) -> list[tuple[RowKind, tuple]]: ...
-
-    def on_timer(self, state: Any, timestamp: int, time: int, timers: TimerService) -> list[tuple[RowKind, tuple]]: ...
-
 
 class IntervalJoinOperator:
     """:class:`TimeIntervalJoin` as a :class:`KeyedTwoInputLogic`: insert-only rows in, ``+I`` rows out.
@@ -369,7 +329,7 @@ class IntervalJoinOperator:
     def on_row(self, state, side, kind, row, rowtime, time, timers):
         if kind is not RowKind.INSERT:
             raise ChangelogError(
-                f"an interval join consumes insert-only input; got {kind.short}{list(row)} on the {_SIDES[side]} input"
+                f"an interval join consumes insert-only input; got {kind.short}{list(row)} on the {SIDES[side]} input"
             )
         process = self.join.process_left if side == 0 else self.join.process_right
         return [(RowKind.INSERT, r) for r in process(state, row, rowtime, self.join.operator_time(time), timers)]
@@ -378,323 +338,6 @@ class IntervalJoinOperator:
         return [(RowKind.INSERT, r) for r in self.join.on_timer(state, timestamp, self.join.operator_time(time), timers)]
 
 
-_SIDES = ("left", "right")
-
-
-class LocalKeyedDriver:
-    """Runs a :class:`KeyedTwoInputLogic` in plain Python, fed one row at a time as Flink feeds an operator.
-
-    Per-input watermarks follow Flink's per-table rule (after each row of input
-    *i*, ``wm(i) = max rowtime seen − delay_i``); the operator sees
-    ``min(wm(0), wm(1))`` (``-inf`` until both inputs have a watermark). When it
-    advances, due timers fire in timestamp order (per key, each timestamp once)
-    before the next row is processed. :meth:`finish` sends the +inf watermark
-    that ends the input. The tests use it as the reference execution; it gives
-    the exact Flink changelog of a small input.
-
-    (It belongs with the shared two-input mechanism; it lives here until that
-    module offers a local runner.)
-
-    Args:
-        logic: the operator.
-        watermark_delays_ms: the delay of each input's watermark (two non-negative ints).
-
-    Raises:
-        ValidationError: for bad delays.
-    """
-
-    def __init__(self, logic: KeyedTwoInputLogic, watermark_delays_ms: tuple[int, int]):
-        if len(watermark_delays_ms) != 2 or any(not isinstance(d, int) or d < 0 for d in watermark_delays_ms):
-            raise ValidationError(f"watermark_delays_ms must be two non-negative ints, got {watermark_delays_ms!r}")
-        self.logic = logic
-        self._delays = watermark_delays_ms
-        self._max_time: list[int | None] = [None, None]
-        self.watermark = MIN_TIME
-        self.states: dict[Hashable, Any] = {}
-        self._timers: list[tuple[int, int, Hashable]] = []
-        self._timer_set: set[tuple[Hashable, int]] = set()
-        self._order = itertools.count()
-        self._rows_seen = 0
-        #: Every change emitted, in order.
-        self.changelog: list[tuple[RowKind, tuple]] = []
-        #: For each change of :attr:`changelog`, when it was emitted: ``i`` while processing
-        #: input row ``i`` (0-based), ``i + 1`` when the watermark advance after row ``i`` fired
-        #: it (before row ``i + 1``), and ``rows + 1`` for the end-of-input watermark.
-        self.steps: list[int] = []
-
-    def process(self, side: int, key: tuple, kind: RowKind, row: tuple, rowtime: int) -> list[tuple[RowKind, tuple]]:
-        """Feed one row of input ``side`` (0 = left/probe, 1 = right/build); returns what it emitted,
-        including what the watermark advance after it fired."""
-        state = self._state(key)
-        emitted = list(self.logic.on_row(state, side, kind, row, rowtime, self.watermark, self._timer_service(key)))
-        self._drop_if_empty(key)
-        self._record(emitted, self._rows_seen)
-        self._rows_seen += 1
-        self._max_time[side] = rowtime if self._max_time[side] is None else max(self._max_time[side], rowtime)
-        if None not in self._max_time:
-            advanced = self.advance_watermark(min(t - d for t, d in zip(self._max_time, self._delays)))
-            self._record(advanced, self._rows_seen)
-            emitted += advanced
-        return emitted
-
-    def finish(self) -> list[tuple[RowKind, tuple]]:
-        """End of input: a +inf watermark fires every timer."""
-        emitted = self.advance_watermark(MAX_TIME)
-        self._record(emitted, self._rows_seen + 1)
-        return emitted
-
-    def _record(self, emitted: list[tuple[RowKind, tuple]], step: int) -> None:
-        self.changelog += emitted
-        self.steps += [step] * len(emitted)
-
-    def advance_watermark(self, watermark: int) -> list[tuple[RowKind, tuple]]:
-        """Raise the operator watermark (never lowers it) and fire the timers now due, in time order."""
-        if watermark <= self.watermark:
-            return []
-        self.watermark = watermark
-        emitted: list[tuple[RowKind, tuple]] = []
-        while self._timers and self._timers[0][0] <= watermark:
-            timestamp, _, key = heapq.heappop(self._timers)
-            if (key, timestamp) not in self._timer_set:
-                continue  # deleted
-            self._timer_set.discard((key, timestamp))
-            emitted += self.logic.on_timer(self._state(key), timestamp, watermark, self._timer_service(key))
-            self._drop_if_empty(key)
-        return emitted
-
-    @property
-    def state_row_count(self) -> int:
-        """Rows held in state over all keys (each state's ``row_count``)."""
-        return sum(s.row_count for s in self.states.values())
-
-    def _state(self, key):
-        if key not in self.states:
-            self.states[key] = self.logic.new_state(key)
-        return self.states[key]
-
-    def _drop_if_empty(self, key) -> None:
-        if self.states[key].is_empty:
-            del self.states[key]
-
-    def _timer_service(self, key) -> TimerService:
-        driver = self
-
-        class _Timers:
-            def register(self, timestamp: int) -> None:
-                if (key, timestamp) not in driver._timer_set:
-                    driver._timer_set.add((key, timestamp))
-                    heapq.heappush(driver._timers, (timestamp, next(driver._order), key))
-
-            def delete(self, timestamp: int) -> None:
-                driver._timer_set.discard((key, timestamp))
-
-        return _Timers()
-
-
-# --------------------------------------------------------------------------- Spark
-
-#: State variable holding a key's whole state (logic state and timers) as one pickled value.
-STATE_NAME = "keyedTwoInputState"
-#: Metadata key Spark puts on the column given to ``withWatermark``.
-_WATERMARK_METADATA = "spark.watermarkDelayMs"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-@dataclass
-class KeyState:
-    """What :func:`keyed_two_input` keeps per key: the logic's state, the key's timers, the Spark timer."""
-
-    logic: Any
-    timers: KeyTimers = field(default_factory=KeyTimers)
-    spark_timer: int | None = None
-
-
-def _millis(value: dt.datetime) -> int:
-    """A TIMESTAMP value as epoch milliseconds (floored, as Spark's ``unix_millis``)."""
-    if value.tzinfo is None:  # the session time zone is UTC
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return (value - _EPOCH) // dt.timedelta(milliseconds=1)
-
-
-@dataclass(frozen=True)
-class _Columns:
-    """Where, in each side's row tuple, the rowtime and the per-row watermark are (None: absent)."""
-
-    rowtime: tuple[int, int] | None
-    row_watermark: tuple[int, int] | None
-
-
-class _KeyedTwoInputProcessor(StatefulProcessor):
-    """Runs a :class:`KeyedTwoInputLogic` per join key; see :func:`keyed_two_input`."""
-
-    def __init__(self, logic: KeyedTwoInputLogic, output_names: list[str], columns: _Columns):
-        self.logic = logic
-        self.output_names = output_names
-        self.columns = columns
-
-    def init(self, handle) -> None:
-        self.handle = handle
-        self.state = BlobState(handle, STATE_NAME)
-        self.output_row = Row(*self.output_names)
-
-    def _now(self, timer_values) -> int:
-        if self.columns.rowtime is None:
-            return timer_values.getCurrentProcessingTimeInMs()
-        return timer_values.getCurrentWatermarkInMs()
-
-    def _fire(self, state: KeyState):
-        return lambda t: self.logic.on_timer(state.logic, t, state.timers.time, state.timers)
-
-    def handleInputRows(self, key, rows, timerValues):
-        key = tuple(key)
-        state = self.state.load(lambda: KeyState(self.logic.new_state(key)))
-        now = self._now(timerValues)
-        # Flink fires due timers when the watermark advances, before the next row.
-        out = state.timers.advance(now, self._fire(state))
-        for change in ordered_changes(rows):
-            row = change.row
-            if self.columns.row_watermark is not None:
-                at = self.columns.row_watermark[change.side]
-                if row[at] is not None:
-                    out += state.timers.advance(row[at], self._fire(state))
-                row = row[:at] + row[at + 1 :]
-            rowtime = now if self.columns.rowtime is None else _millis(row[self.columns.rowtime[change.side]])
-            out += self.logic.on_row(state.logic, change.side, change.kind, row, rowtime, state.timers.time, state.timers)
-        return self._finish(state, out)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        state = self.state.load(lambda: KeyState(self.logic.new_state(tuple(key))))
-        state.spark_timer = None  # Spark deletes the timer that just expired
-        out = state.timers.advance(self._now(timerValues), self._fire(state))
-        return self._finish(state, out)
-
-    def _finish(self, state: KeyState, out: list[tuple[RowKind, tuple]]):
-        state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
-        if state.logic.is_empty and state.spark_timer is None:
-            self.state.clear()
-        else:
-            self.state.save(state)
-        return iter([self.output_row(*values, kind.short, i) for i, (kind, values) in enumerate(out)])
-
-    def close(self) -> None:
-        pass
-
-
-def join_pairs(on: Sequence[str | tuple[str, str]], what: str) -> list[tuple[str, str]]:
-    """Normalise ``on=``: column names (same on both sides) or ``(left, right)`` pairs.
-
-    Raises:
-        ValidationError: for an empty or malformed ``on``.
-    """
-    if isinstance(on, str) or not on:
-        raise ValidationError(f"{what} on= must be a non-empty list of column names or (left, right) pairs, got {on!r}")
-    pairs = []
-    for item in on:
-        if isinstance(item, str):
-            pairs.append((item, item))
-        elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(c, str) for c in item):
-            pairs.append(tuple(item))
-        else:
-            raise ValidationError(f"{what} on= item {item!r} is neither a column name nor a (left, right) pair")
-    return pairs
-
-
-def _check_rowtime(df: DataFrame, column: str, what: str) -> None:
-    require_columns(df, [column], what)
-    field_ = df.schema[column]
-    if not isinstance(field_.dataType, TimestampType):
-        raise ValidationError(f"{what} {column!r} must be a TIMESTAMP rowtime; it is {field_.dataType.simpleString()}")
-    if _WATERMARK_METADATA not in field_.metadata:
-        raise ValidationError(f"{what} {column!r} has no watermark: call withWatermark({column!r}, ...) upstream")
-
-
-def keyed_two_input(
-    left: DataFrame,
-    right: DataFrame,
-    *,
-    on: Sequence[tuple[str, str]],
-    left_time: str | None,
-    right_time: str | None,
-    logic: KeyedTwoInputLogic,
-    row_watermark_column: str | None = None,
-) -> DataFrame:
-    """Run a :class:`KeyedTwoInputLogic` over two changelog streams on Spark (``transformWithState``).
-
-    The inputs go through the shared two-input mechanism
-    (:func:`~streamjoin.runtime.two_input.union_inputs`: tagged with their side,
-    unioned, grouped by join key; a key's rows of one micro-batch processed in
-    ``(_seq, side)`` order). A key's state (the logic's state and its timers,
-    with Flink's timer semantics, :mod:`streamjoin.runtime.timers`) is one
-    pickled value; one Spark timer per key wakes it up at its earliest timer. At
-    each visit the key first advances to the current time (firing due timers,
-    as a Flink watermark advance does before the next row), then takes its rows.
-    (Event-time timers and per-row watermarks on top of the shared mechanism;
-    they could move there.)
-
-    Args:
-        left / right: changelog DataFrames (data columns + ``_rowkind`` + ``_seq``);
-            no data column may be on both.
-        on: ``(left column, right column)`` join-key pairs, compared after widening.
-        left_time / right_time: TIMESTAMP rowtime columns carrying a watermark
-            (event time, ``timeMode="EventTime"``), or both ``None`` for
-            processing time (a row's time is its micro-batch's processing time).
-        logic: the operator.
-        row_watermark_column: optional LONG column on both inputs: the operator
-            watermark (epoch ms) in effect when the row arrived, as Flink's
-            per-record watermark, or NULL; the key advances to it before the row.
-
-    Returns:
-        A changelog DataFrame: the left data columns, the right data columns
-        (all nullable), ``_rowkind`` and ``_seq`` (the key's emission order within
-        the micro-batch). Rowtime columns carry no watermark: set one again
-        before another event-time operator.
-
-    Raises:
-        ValidationError: for missing columns, a rowtime without watermark, one
-            time column given without the other, or data columns on both inputs.
-    """
-    if (left_time is None) != (right_time is None):
-        raise ValidationError(
-            f"left_time={left_time!r}, right_time={right_time!r}: give both rowtimes (event time) "
-            "or neither (processing time)"
-        )
-    if left_time is not None:
-        _check_rowtime(left, left_time, "left rowtime")
-        _check_rowtime(right, right_time, "right rowtime")
-    if row_watermark_column is not None:
-        for df in (left, right):
-            require_columns(df, [row_watermark_column], "row_watermark_column")
-            if not isinstance(df.schema[row_watermark_column].dataType, LongType):
-                raise ValidationError(f"row_watermark_column {row_watermark_column!r} must be LONG epoch ms")
-        # One copy of the column is enough to know the row's watermark; the union needs distinct names.
-        right = right.withColumnRenamed(row_watermark_column, f"{row_watermark_column}$right")
-    both = union_inputs(
-        without_watermark_columns(left), without_watermark_columns(right), [lk for lk, _ in on], [rk for _, rk in on]
-    )
-    names = (both.left_schema.names, both.right_schema.names)
-    row_watermark = None
-    data = [list(names[0]), list(names[1])]
-    if row_watermark_column is not None:
-        row_watermark = (names[0].index(row_watermark_column), names[1].index(f"{row_watermark_column}$right"))
-        data[0].remove(row_watermark_column)
-        data[1].remove(f"{row_watermark_column}$right")
-    clash = sorted(set(data[0]) & set(data[1]))
-    if clash:
-        raise ValidationError(f"columns {clash} are on both inputs; rename them on one side before the join")
-    rowtime = None if left_time is None else (data[0].index(left_time), data[1].index(right_time))
-
-    fields = [StructField(c, both.left_schema[c].dataType, True) for c in data[0]]
-    fields += [StructField(c, both.right_schema[c].dataType, True) for c in data[1]]
-    schema = output_schema(fields)
-    processor = _KeyedTwoInputProcessor(logic, schema.names, _Columns(rowtime, row_watermark))
-    # A literal of its own keeps this operator's shuffle from being reused by another operator
-    # over the same inputs, which would lose its watermark (tws.unshared_exchange).
-    return unshared_exchange(both.frame).groupBy(*both.key_columns).transformWithState(
-        statefulProcessor=processor,
-        outputStructType=schema,
-        outputMode="Append",
-        timeMode="ProcessingTime" if left_time is None else "EventTime",
-    )
 
 
 def interval_join(

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar, Protocol
 
 from pyspark.sql.types import IntegerType, StructField, StructType

@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.interval_join import TimerService, join_pairs, keyed_two_input
+from streamjoin.runtime.keyed_two_input import TimerService, join_pairs, keyed_two_input
 from streamjoin.runtime.tws import require_columns
 from streamjoin.runtime.two_input import data_schema
 
