@@ -26,15 +26,13 @@ from streamjoin.runtime.join_state import (
     choose_layout,
 )
 from streamjoin.runtime.regular_join import (
-    JoinSpec,
-    JoinType,
-    LocalRegularJoin,
     _AssociateProcessor,
     _CandidateProcessor,
     _JoinProcessor,
     derive_output_keys,
     regular_join,
 )
+from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT, row_of
 from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_per_input
 

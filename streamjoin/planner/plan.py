@@ -28,7 +28,8 @@ from sqlglot import exp
 from streamjoin.changelog import ChangelogMode, RowKind
 from streamjoin.planner.catalog import TableDef
 from streamjoin.runtime.join_state import choose_layout
-from streamjoin.runtime.regular_join import JoinType, derive_output_keys
+from streamjoin.runtime.regular_join import derive_output_keys
+from streamjoin.runtime.streaming_join import JoinType
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.types import SqlType
 
