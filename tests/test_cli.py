@@ -91,3 +91,14 @@ def test_sql_pipelines_share_the_catalog_declarations():
         # Each pipeline file declares only its sink; its sources come from sql/catalog/.
         assert [s.sink_table.name for s in script.inserts] == [name.removesuffix(".sql")]
         assert "orders" in script.catalog.tables and "rates" in script.catalog.tables
+
+
+def test_run_refuses_a_missing_lookup_table_before_anything_starts(spark, tmp_path, capsys):
+    lake = tmp_path / "lake"
+    code = main(["run", str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"), "--available-now",
+                 "--bootstrap-servers", "127.0.0.1:9", "--lakehouse", str(lake)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: lookup join: no Delta table 'customer_currencies' at {lake}/customer_currencies (")
+    assert err.endswith("create it before the pipeline starts (the demo's Dagster asset 'customer_currencies' does)\n")
+    assert not (lake / "orders_in_eur").exists()  # nothing was created: no sink, no checkpoint

@@ -33,11 +33,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
-from streamjoin.errors import UnsupportedPlanError
+from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.changelog_modes import drops_update_before
 from streamjoin.planner.expressions import Typer, spark_sql
 from streamjoin.planner.catalog import TableDef
@@ -52,6 +53,10 @@ __all__ = ["Translator", "ROW_WATERMARK_COLUMN"]
 #: The combined row watermark handed to an event-time operator (LONG epoch ms).
 ROW_WATERMARK_COLUMN = "_row_watermark"
 _CHANGELOG = (ROWKIND_COLUMN, SEQ_COLUMN)
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0]
 
 
 def _operator(module: str, name: str, node: Node):
@@ -235,8 +240,20 @@ class Translator:
         if self.delta_path is None:
             raise UnsupportedPlanError(f"lookup join against '{node.right.table.name}' needs the Delta table's location")
         probe = self.translate(node.left).select(*[_col(f) for f in node.left.field_names], *_CHANGELOG)
-        spark = probe.sparkSession
-        table = spark.read.format("delta").load(self.delta_path(node.right.table))
+        name, path = node.right.table.name, self.delta_path(node.right.table)
+        try:
+            table = probe.sparkSession.read.format("delta").load(path)
+        except AnalysisException as e:
+            raise ValidationError(
+                f"lookup join: no Delta table '{name}' at {path} ({_first_line(e)}); create it before the pipeline "
+                f"starts (the demo's Dagster asset '{name}' does)"
+            ) from None
+        missing = [f for f in node.right.field_names if f not in table.columns]
+        if missing:
+            raise ValidationError(
+                f"lookup join: the Delta table '{name}' at {path} has no column {', '.join(missing)}; "
+                f"its columns: {', '.join(table.columns)}"
+            )
         table = table.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)])
         on = [(l, node.right_name(r)) for l, r in zip(node.left_keys, node.right_keys)]
         return lookup_join(probe, table, on=on, how=node.kind)
