@@ -22,11 +22,10 @@ from checks.orders_in_eur import orders_in_eur_checks
 from checks.orders_shipped_fast import orders_shipped_fast_checks
 from checks.part_price_over import part_price_over_checks
 from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
-from jobs import (
-    lakehouse_job, load_tpch_topics_job, orders_current_hourly, orders_current_job, orders_current_streaming_job,
-)
+from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 
 SQL_PIPELINES = load_sql_pipelines()
+PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
@@ -34,8 +33,8 @@ defs = Definitions(
         *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
         *orders_by_status_checks, *part_price_over_checks,
     ],
-    jobs=[orders_current_job, orders_current_streaming_job, lakehouse_job, load_tpch_topics_job],
-    schedules=[orders_current_hourly],
+    jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
+    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
     resources={
         "spark": SparkResource(master=os.environ.get("SPARK_MASTER", "local[2]")),
         "kafka": KafkaResource(bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS")),

@@ -1,4 +1,5 @@
-"""Dagster jobs: load the demo topics, and run pipelines as backfills (``availableNow``).
+"""Dagster jobs: load the demo topics; per SQL pipeline a backfill (``availableNow``) and a
+continuous streaming job; every pipeline at once (``lakehouse_job``).
 
 Jobs run in one process (``in_process_executor``) so that the asset and its
 checks share one Spark session instead of starting a JVM per step.
@@ -13,16 +14,7 @@ from streamjoin.datagen.topics import load_topics
 
 from assets.sql_pipelines import StreamingRunConfig
 
-__all__ = ["lakehouse_job", "orders_current_job", "orders_current_streaming_job", "orders_current_hourly", "load_tpch_topics_job"]
-
-_ORDERS_CURRENT = AssetSelection.assets("orders_current", "orders_current_changelog")
-
-orders_current_job = define_asset_job(
-    "orders_current_job",
-    selection=_ORDERS_CURRENT,
-    executor_def=in_process_executor,
-    description="Upsert the `orders` changelog into `orders_current` (availableNow) and run its checks.",
-)
+__all__ = ["lakehouse_job", "pipeline_jobs", "hourly_schedule", "load_tpch_topics_job"]
 
 lakehouse_job = define_asset_job(
     "lakehouse_job",
@@ -31,19 +23,35 @@ lakehouse_job = define_asset_job(
     description="Every pipeline of the lakehouse (availableNow), upstream first, with all checks.",
 )
 
-orders_current_streaming_job = define_asset_job(
-    "orders_current_streaming_job",
-    selection=_ORDERS_CURRENT,
-    executor_def=in_process_executor,
-    config=RunConfig(ops={"orders_current": StreamingRunConfig(available_now=False)}),
-    description="Continuous streaming run of `orders_current`; terminate the run to stop the query.",
-)
 
-orders_current_hourly = ScheduleDefinition(
-    job=orders_current_job,
-    cron_schedule="0 * * * *",
-    description="Every hour, catch `orders_current` up with the topic (availableNow) and check it.",
-)
+def pipeline_jobs(name: str) -> tuple:
+    """The two jobs of the SQL pipeline ``name`` (its assets ``name`` and ``name_changelog``, with checks).
+
+    ``<name>_job``: a backfill (``availableNow``): process what the topics hold, then stop.
+    ``<name>_streaming_job``: a continuous streaming run; terminate the Dagster run to stop the query.
+
+    Returns:
+        ``(backfill job, streaming job)``, as ``define_asset_job`` gives them.
+    """
+    selection = AssetSelection.assets(name, f"{name}_changelog")
+    backfill = define_asset_job(
+        f"{name}_job", selection=selection, executor_def=in_process_executor,
+        description=f"Catch `{name}` up with its topics (availableNow) and run its checks.",
+    )
+    streaming = define_asset_job(
+        f"{name}_streaming_job", selection=selection, executor_def=in_process_executor,
+        config=RunConfig(ops={name: StreamingRunConfig(available_now=False)}),
+        description=f"Continuous streaming run of `{name}`; terminate the run to stop the query.",
+    )
+    return backfill, streaming
+
+
+def hourly_schedule(job) -> ScheduleDefinition:
+    """Run a pipeline's backfill job (from :func:`pipeline_jobs`) every hour: catch up with the topics, then check."""
+    return ScheduleDefinition(
+        name=f"{job.name.removesuffix('_job')}_hourly", job=job, cron_schedule="0 * * * *",
+        description=f"Every hour, run `{job.name}`: catch the table up with its topics (availableNow) and check it.",
+    )
 
 
 @op(description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.")

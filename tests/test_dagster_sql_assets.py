@@ -55,3 +55,14 @@ def test_the_code_location_has_an_asset_per_sql_pipeline():
     assert {"kafka/orders", "kafka/lineitem", "kafka/order_events", "kafka/shipments", "kafka/rates"} <= keys
     upstream = {k.to_user_string() for k in graph.get(AssetKey("part_price_over")).parent_keys}
     assert upstream == {"kafka/shipments", "part"}
+
+
+def test_every_sql_pipeline_has_a_backfill_and_a_streaming_job():
+    from dagster_project.definitions import defs
+
+    for name in {p.pipeline.name for p in load_sql_pipelines()}:
+        backfill, streaming = defs.resolve_job_def(f"{name}_job"), defs.resolve_job_def(f"{name}_streaming_job")
+        for job in (backfill, streaming):
+            assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {name, f"{name}_changelog"}
+        assert streaming.run_config["ops"] == {name: {"config": {"available_now": False}}}
+        assert not backfill.run_config  # the asset's default: available_now=True
