@@ -22,7 +22,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.runtime.regular_join import JoinSpec, JoinType, LocalRegularJoin, regular_join
+from streamjoin.runtime.regular_join import regular_join
+from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 
 
