@@ -23,6 +23,7 @@ from checks.orders_shipped_fast import orders_shipped_fast_checks
 from checks.part_price_over import part_price_over_checks
 from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
+from jobs.sensors import new_records_sensor
 
 SQL_PIPELINES = load_sql_pipelines()
 PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
@@ -35,6 +36,10 @@ defs = Definitions(
     ],
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
     schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
+    sensors=[
+        new_records_sensor(p.pipeline.name, [s.topic for s in p.pipeline.sources], PIPELINE_JOBS[f"{p.pipeline.name}_job"])
+        for p in SQL_PIPELINES
+    ],
     resources={
         "spark": SparkResource(master=os.environ.get("SPARK_MASTER", "local[2]")),
         "kafka": KafkaResource(bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS")),
