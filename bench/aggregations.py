@@ -26,19 +26,15 @@ the ``noop`` sink; figures are Spark's own progress reports.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from bench.harness import run_all
+from bench.harness import bench_setup, run_all
 from bench.tpch_streams import tpch_changelog, tpch_streams
-from streamjoin.config import local_dir
 from streamjoin.datagen.tpch import parts
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.over_aggregate import over_aggregate
-from streamjoin.session import spark_session
 
 _DAY_MS = 86_400_000
 #: Line item columns the OVER queries keep (plus the part's type).
@@ -47,15 +43,7 @@ GROUP_BY = ["l_returnflag", "l_linestatus"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale-factor", type=float, default=0.05)
-    parser.add_argument("--batches", type=int, default=10)
-    args = parser.parse_args()
-    workdir = local_dir("bench", "aggregations")
-    shutil.rmtree(workdir)
-    spark = spark_session("bench-aggregations", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
-    # Spark's state server warns at every read of a state variable a new key has not set yet.
-    spark.sparkContext.setLogLevel("ERROR")
+    args, spark, workdir = bench_setup("aggregations", __doc__.splitlines()[0])
     tpch = tpch_changelog(args.scale_factor)
     streams = tpch_streams(spark, args.scale_factor, args.batches, workdir / "input", tpch=tpch)
     part_types = spark.createDataFrame([(p["p_partkey"], p["p_type"]) for p in parts(tpch.data_dir)],
@@ -84,8 +72,6 @@ def main() -> None:
     def ours_group():
         return group_aggregate(streams["lineitem"](), group_by=GROUP_BY, aggregates=aggregates, insert_only_input=True)
 
-    print(f"TPC-H sf {args.scale_factor:g}, {args.batches} micro-batches, Spark {spark.version}, shuffle partitions "
-          f"{spark.conf.get('spark.sql.shuffle.partitions')}")
     print("\nOVER: MAX(l_extendedprice) OVER (PARTITION BY p_type ORDER BY l_shiptime ...), line items ⋈ part (static).")
     print("Spark has no streaming OVER aggregation: no native reference.\n")
     run_all(

@@ -9,13 +9,18 @@ operators after the last batch.
 
 from __future__ import annotations
 
+import argparse
+import shutil
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+
+from streamjoin.config import local_dir
+from streamjoin.session import spark_session
 
 
 @dataclass
@@ -106,3 +111,22 @@ def run_all(
         print(result.row(), flush=True)
         results.append(result)
     return results
+
+
+def bench_setup(name: str, description: str) -> tuple[argparse.Namespace, SparkSession, Path]:
+    """The common start of a benchmark script: ``--scale-factor`` / ``--batches`` arguments, a wiped
+    work folder ``.local/bench/<name>``, and a Spark session that keeps every progress report.
+
+    Returns:
+        ``(arguments, session, work folder)``.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--scale-factor", type=float, default=0.05)
+    parser.add_argument("--batches", type=int, default=10)
+    args = parser.parse_args()
+    workdir = local_dir("bench", name)
+    shutil.rmtree(workdir)
+    spark = spark_session(f"bench-{name}", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+    print(f"TPC-H sf {args.scale_factor:g}, {args.batches} micro-batches, Spark {spark.version}, shuffle partitions "
+          f"{spark.conf.get('spark.sql.shuffle.partitions')}")
+    return args, spark, workdir

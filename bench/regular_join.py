@@ -10,25 +10,15 @@ other, on the same Parquet micro-batches (``bench/tpch_streams.py``), into the
 
 from __future__ import annotations
 
-import argparse
-import shutil
 
-from bench.harness import run_all
+from bench.harness import bench_setup, run_all
 from bench.tpch_streams import tpch_streams
-from streamjoin.config import local_dir
 from streamjoin.datagen.topics import LINEITEM, ORDERS
 from streamjoin.runtime.regular_join import regular_join
-from streamjoin.session import spark_session
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale-factor", type=float, default=0.05)
-    parser.add_argument("--batches", type=int, default=10)
-    args = parser.parse_args()
-    workdir = local_dir("bench", "regular_join")
-    shutil.rmtree(workdir)
-    spark = spark_session("bench-regular-join", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+    args, spark, workdir = bench_setup("regular_join", __doc__.splitlines()[0])
     streams = tpch_streams(spark, args.scale_factor, args.batches, workdir / "input")
 
     def native_inner():
@@ -42,8 +32,6 @@ def main() -> None:
             left_unique_key=LINEITEM.primary_key, right_unique_key=ORDERS.primary_key,
         ).changelog
 
-    print(f"TPC-H sf {args.scale_factor:g}, {args.batches} micro-batches, Spark {spark.version}, shuffle partitions "
-          f"{spark.conf.get('spark.sql.shuffle.partitions')}")
     results = run_all(
         [("spark native inner join", native_inner), ("streamjoin inner join", ours("inner")), ("streamjoin left join", ours("left"))],
         workdir / "checkpoints",

@@ -23,22 +23,18 @@ the ``noop`` sink; figures are Spark's own progress reports.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from bench.harness import Measurement, run_all
+from bench.harness import Measurement, bench_setup, run_all
 from bench.tpch_streams import equal_slices, slice_stream, tpch_changelog, tpch_streams
-from streamjoin.config import local_dir
 from streamjoin.datagen.topics import ORDERS, RATES, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies
 from streamjoin.runtime.interval_join import interval_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
-from streamjoin.session import spark_session
 
 _DAY_MS = 86_400_000
 #: ``l_shiptime BETWEEN o_ordertime + LOWER AND o_ordertime + UPPER``.
@@ -146,21 +142,11 @@ def ratio(ours: Measurement, reference: Measurement, per: float | None = None) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale-factor", type=float, default=0.05)
-    parser.add_argument("--batches", type=int, default=10)
-    args = parser.parse_args()
-    workdir = local_dir("bench", "time_joins")
-    shutil.rmtree(workdir)
-    spark = spark_session("bench-time-joins", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
-    # Spark's state server warns at every read of a state variable a new key has not set yet.
-    spark.sparkContext.setLogLevel("ERROR")
+    args, spark, workdir = bench_setup("time_joins", __doc__.splitlines()[0])
     tpch = tpch_changelog(args.scale_factor)
     streams = tpch_streams(spark, args.scale_factor, args.batches, workdir / "input", tpch=tpch)
     rates, n_orders = rates_streams(spark, tpch, args.batches, workdir / "input")
 
-    print(f"TPC-H sf {args.scale_factor:g}, {args.batches} micro-batches, Spark {spark.version}, shuffle partitions "
-          f"{spark.conf.get('spark.sql.shuffle.partitions')}")
     print("\nInterval join: orders ⋈ lineitem, l_shiptime BETWEEN o_ordertime AND o_ordertime + 30 days\n")
     interval = run_all(interval_queries(streams), workdir / "checkpoints" / "interval")
     print()
