@@ -28,7 +28,6 @@ from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.pipeline import run_pipeline
 from streamjoin.planner import SqlPipeline, load_script, sql_pipelines
-from streamjoin.planner.plan import LookupJoin, walk
 
 __all__ = ["SQL_DIR", "SqlPipelineDef", "StreamingRunConfig", "load_sql_pipelines", "pipeline_assets", "topic_key", "topic_specs"]
 
@@ -53,12 +52,6 @@ class SqlPipelineDef:
     path: Path
     pipeline: SqlPipeline
     description: str
-
-    @property
-    def lookup_tables(self) -> list[str]:
-        """Names of the Delta tables the plan looks up (lookup joins), in plan order."""
-        names = [n.right.table.name for n in walk(self.pipeline.statement.sink) if isinstance(n, LookupJoin)]
-        return list(dict.fromkeys(names))
 
 
 def _header(text: str) -> str:
@@ -115,7 +108,7 @@ def topic_specs(defs: list[SqlPipelineDef]) -> list[AssetSpec]:
 def pipeline_assets(definition: SqlPipelineDef):
     """The multi-asset ``<sink>`` + ``<sink>_changelog`` of one SQL pipeline, downstream of its topics and lookup tables."""
     pipeline = definition.pipeline
-    deps = [topic_key(s) for s in pipeline.sources] + [AssetKey(t) for t in definition.lookup_tables]
+    deps = [topic_key(s) for s in pipeline.sources] + [AssetKey(t) for t in pipeline.lookup_tables]
     source_file = str(definition.path.relative_to(PROJECT_ROOT)) if definition.path.is_relative_to(PROJECT_ROOT) else str(definition.path)
     specs = [
         AssetSpec(

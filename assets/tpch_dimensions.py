@@ -7,14 +7,17 @@ BIGINT, ``p_name``, ``p_brand``, ``p_type`` STRING, ``p_size`` INT,
 every materialisation (Delta keeps the earlier versions).
 """
 
+from collections.abc import Iterable
+
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
 from dagster_project.resources import LakehouseResource, SparkResource, TpchResource
 from streamjoin.datagen.tpch import customer_currencies as customer_currency_rows
 from streamjoin.datagen.tpch import parts
 
-__all__ = ["customer_currencies", "part", "CUSTOMER_CURRENCIES_SCHEMA", "PART_SCHEMA"]
+__all__ = ["customer_currencies", "part", "rows_frame", "CUSTOMER_CURRENCIES_SCHEMA", "PART_SCHEMA"]
 
 CUSTOMER_CURRENCIES_SCHEMA = StructType([
     StructField("c_custkey", LongType(), False),
@@ -32,9 +35,14 @@ PART_SCHEMA = StructType([
 ])
 
 
+def rows_frame(spark: SparkSession, rows: Iterable[dict], schema: StructType) -> DataFrame:
+    """A batch DataFrame of ``schema`` from dict rows (column name → value)."""
+    return spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+
+
 def _write(spark: SparkResource, lakehouse: LakehouseResource, name: str, rows: list[dict], schema: StructType) -> MaterializeResult:
     path = lakehouse.lakehouse().table_path(name)
-    df = spark.session().createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+    df = rows_frame(spark.session(), rows, schema)
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
     return MaterializeResult(metadata={"path": MetadataValue.path(path), "rows": len(rows)})
 

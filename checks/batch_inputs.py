@@ -11,9 +11,8 @@ from collections.abc import Callable
 import great_expectations as gx
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
 
-from assets.tpch_dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA
+from assets.tpch_dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA, rows_frame
 from checks.expectations import expectation_check, table_difference
 from streamjoin.datagen.topics import LINEITEM, ORDER_EVENTS, ORDERS, RATES, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, parts
@@ -22,10 +21,6 @@ __all__ = ["RESOURCES", "BatchInputs", "batch_inputs", "equals_batch_check", "re
 
 #: The resources a check over the lakehouse and the generated input needs.
 RESOURCES = {"spark", "lakehouse", "tpch"}
-
-
-def _frame(spark: SparkSession, rows, schema: StructType) -> DataFrame:
-    return spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
 
 
 class BatchInputs:
@@ -37,29 +32,29 @@ class BatchInputs:
 
     def final_orders(self) -> DataFrame:
         """The orders table after every change."""
-        return _frame(self.spark, self.changelog.final_orders().values(), ORDERS.schema)
+        return rows_frame(self.spark, self.changelog.final_orders().values(), ORDERS.schema)
 
     def final_lineitems(self) -> DataFrame:
         """The lineitem table after every change."""
-        return _frame(self.spark, self.changelog.final_lineitems().values(), LINEITEM.schema)
+        return rows_frame(self.spark, self.changelog.final_lineitems().values(), LINEITEM.schema)
 
     def order_events(self) -> DataFrame:
         """The ``order_events`` topic: order columns + ``op`` + ``event_time``."""
-        return _frame(self.spark, self.changelog.order_events(), ORDER_EVENTS.schema)
+        return rows_frame(self.spark, self.changelog.order_events, ORDER_EVENTS.schema)
 
     def shipments(self) -> DataFrame:
         """The ``shipments`` topic: every line item as inserted."""
-        return _frame(self.spark, self.changelog.lineitems, LINEITEM.schema)
+        return rows_frame(self.spark, self.changelog.lineitems, LINEITEM.schema)
 
     def rates(self) -> DataFrame:
         """The ``rates`` topic."""
-        return _frame(self.spark, rate_rows(), RATES.schema)
+        return rows_frame(self.spark, rate_rows(), RATES.schema)
 
     def customer_currencies(self) -> DataFrame:
-        return _frame(self.spark, customer_currencies(self.changelog.data_dir), CUSTOMER_CURRENCIES_SCHEMA)
+        return rows_frame(self.spark, customer_currencies(self.changelog.data_dir), CUSTOMER_CURRENCIES_SCHEMA)
 
     def part(self) -> DataFrame:
-        return _frame(self.spark, parts(self.changelog.data_dir), PART_SCHEMA)
+        return rows_frame(self.spark, parts(self.changelog.data_dir), PART_SCHEMA)
 
     # The watermark a query reaches once its input is exhausted is, per watermarked input, its
     # max rowtime - delay, and over several inputs the smallest (Spark's 'min' watermark policy).
@@ -70,7 +65,7 @@ class BatchInputs:
         return max(r["rate_time"] for r in rate_rows())
 
     def placements_max_time(self) -> dt.datetime:
-        return max(e["event_time"] for e in self.changelog.order_events() if e["op"] == "c")
+        return max(e["event_time"] for e in self.changelog.order_events if e["op"] == "c")
 
     def shipments_max_time(self) -> dt.datetime:
         return max(i["l_shiptime"] for i in self.changelog.lineitems)

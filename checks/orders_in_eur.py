@@ -33,7 +33,7 @@ def expected_orders_in_eur(inputs):
     )
 
 
-def _keys_and_amounts(context):
+def _key_and_rate(context):
     return read_table(context, "orders_in_eur"), [
         gx.expectations.ExpectColumnValuesToNotBeNull(column="o_orderkey"),
         gx.expectations.ExpectColumnValuesToBeUnique(column="o_orderkey"),
@@ -52,6 +52,6 @@ orders_in_eur_checks = [
     expectation_check(
         "orders_in_eur", name="orders_in_eur_key_unique",
         description="o_orderkey is not null and unique; every rate found is positive.",
-        build=_keys_and_amounts, required_resource_keys=RESOURCES,
+        build=_key_and_rate, required_resource_keys=RESOURCES,
     ),
 ]

@@ -2,7 +2,8 @@
 
 1. starts a fresh embedded Kafka broker (or uses ``$KAFKA_BOOTSTRAP_SERVERS``),
 2. runs the Dagster job ``load_tpch_topics_job``: TPC-H (tpchgen-cli) orders and
-   line items as Debezium changelogs, ECB rates, into Kafka; then adds one
+   line items as Debezium changelogs and as the event streams ``order_events`` and
+   ``shipments``, ECB rates, into Kafka; then adds one
    malformed record to ``orders`` so that the dead-letter table has something to show,
 3. runs ``lakehouse_job``: the dimension tables, then every SQL pipeline of
    ``sql/`` as a streaming query (``availableNow``) into its Delta table through

@@ -21,6 +21,7 @@ key's changes stay in one partition and in order.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from decimal import Decimal
 
@@ -154,9 +155,11 @@ def debezium_record(change: Change) -> str:
     return _encode(event)
 
 
+@functools.lru_cache(maxsize=1)
 def rate_rows() -> list[dict]:
     """The ECB rates the ``rates`` topic gets: the shifted TPC-H period (2001-12-01 … 2009-01-31),
-    ``currency`` / ``rate`` (Decimal) / ``rate_time`` (datetime, UTC) rows in time order."""
+    ``currency`` / ``rate`` (Decimal) / ``rate_time`` (datetime, UTC) rows in time order; read once
+    per process (callers must not modify them)."""
     first = dt.date(1992, 1, 1) + dt.timedelta(days=DATE_SHIFT_DAYS)
     return list(ecb_rates(first - dt.timedelta(days=31), dt.date(2009, 1, 31)))
 
@@ -180,7 +183,7 @@ def load_topics(bootstrap_servers: str, changelog: TpchChangelog, *, partitions:
         ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
     )
     counts[ORDER_EVENTS.topic] = produce(
-        bootstrap_servers, ORDER_EVENTS.topic, ((str(e["o_orderkey"]), _encode(e)) for e in changelog.order_events()),
+        bootstrap_servers, ORDER_EVENTS.topic, ((str(e["o_orderkey"]), _encode(e)) for e in changelog.order_events),
     )
     counts[SHIPMENTS.topic] = produce(
         bootstrap_servers, SHIPMENTS.topic, ((str(i["l_orderkey"]), _encode(i)) for i in changelog.lineitems),

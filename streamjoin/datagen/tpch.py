@@ -28,6 +28,7 @@ All dates and times are UTC.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 import subprocess
 import sys
@@ -155,9 +156,10 @@ class TpchChangelog:
             if item["l_orderkey"] in self.deleted_keys:
                 yield Change(RowKind.DELETE, item)
 
+    @functools.cached_property
     def order_events(self) -> list[dict]:
         """The orders' history as events: the order's columns + ``op`` (STRING ``c``/``u``/``d``) +
-        ``event_time`` (datetime, UTC), sorted by ``(event_time, o_orderkey)``."""
+        ``event_time`` (datetime, UTC), sorted by ``(event_time, o_orderkey)``; computed once."""
         events = []
         for change in self.orders_changes():
             op = {RowKind.INSERT: "c", RowKind.UPDATE_AFTER: "u", RowKind.DELETE: "d"}[change.kind]

@@ -47,6 +47,12 @@ class SqlPipeline(Pipeline):
         return DeltaSink(self.name, path or lakehouse.table_path(self.name), self.primary_key)
 
     @property
+    def lookup_tables(self) -> list[str]:
+        """Names of the Delta tables the plan looks up (lookup joins), in plan order."""
+        names = [n.right.table.name for n in walk(self.statement.sink) if isinstance(n, LookupJoin)]
+        return list(dict.fromkeys(names))
+
+    @property
     def explain(self) -> str:
         """The statement's EXPLAIN CHANGELOG_MODE text."""
         return self.statement.explain
