@@ -16,17 +16,19 @@ def expected_orders_in_eur(inputs):
     """The batch query: each placement with its customer's currency and the ECB rate valid at its time
     (the latest rate at or before it), for placements the final watermark has passed (a temporal join
     emits a probe row when the watermark reaches its time)."""
-    rates = inputs.rates()
     watermark = min(inputs.placements_max_time() - _DAY, inputs.rates_max_time())
     placed = (
-        inputs.order_events().where("op = 'c' AND event_time <= to_timestamp('%s')" % watermark.isoformat(sep=" "))
+        inputs.order_events().where(F.col("op") == "c").where(F.col("event_time") <= F.lit(watermark))
         .join(inputs.customer_currencies(), F.col("o_custkey") == F.col("c_custkey"))
     )
-    candidates = placed.alias("o").join(
-        rates.alias("r"), (F.col("o.currency") == F.col("r.currency")) & (F.col("r.rate_time") <= F.col("o.event_time")), "left",
+    # Each rate is valid from its time until the currency's next rate: one interval per order matches.
+    rates = inputs.rates().withColumn("valid_to", F.lead("rate_time").over(Window.partitionBy("currency").orderBy("rate_time")))
+    valid = placed.alias("o").join(
+        rates.alias("r"),
+        (F.col("o.currency") == F.col("r.currency")) & (F.col("r.rate_time") <= F.col("o.event_time"))
+        & (F.col("r.valid_to").isNull() | (F.col("o.event_time") < F.col("r.valid_to"))),
+        "left",
     )
-    latest = Window.partitionBy("o.o_orderkey").orderBy(F.col("r.rate_time").desc_nulls_last())
-    valid = candidates.withColumn("_n", F.row_number().over(latest)).where("_n = 1")
     return valid.select(
         "o.o_orderkey", "o.o_custkey", "o.o_ordertime", "o.o_totalprice", "o.n_name", "o.currency", "r.rate",
         F.expr("CAST(CASE WHEN o.currency = 'EUR' THEN o.o_totalprice ELSE o.o_totalprice / r.rate END AS DECIMAL(17, 2))").alias("amount_eur"),
