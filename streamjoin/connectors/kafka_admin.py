@@ -18,6 +18,7 @@ from streamjoin.errors import ValidationError
 __all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets"]
 
 _POLL_INTERVAL_S = 0.1
+_LEADERSHIP_ERRORS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -214,11 +215,22 @@ def topic_offsets(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> dic
     """
     admin = _admin(bootstrap)
     partitions = sorted(_topic_metadata(admin, topic, timeout_s).partitions)
+    deadline = time.monotonic() + timeout_s
 
     def offsets(spec: OffsetSpec) -> dict[int, int]:
         request = {TopicPartition(topic, p): spec for p in partitions}
-        futures = admin.list_offsets(request, request_timeout=timeout_s)
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
+        while True:
+            try:
+                futures = admin.list_offsets(request, request_timeout=timeout_s)
+                return {tp.partition: future.result().offset for tp, future in futures.items()}
+            except KafkaException as exc:
+                # Just after a topic is created (or a leader moves) a broker may answer "not leader"
+                # for a moment, though the metadata already names it: retry until the deadline.
+                error = exc.args[0]
+                transient = error.retriable() or error.code() in _LEADERSHIP_ERRORS
+                if not transient or time.monotonic() > deadline:
+                    raise
+                time.sleep(_POLL_INTERVAL_S)
 
     low, high = offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest())
     return {p: (low[p], high[p]) for p in partitions}
