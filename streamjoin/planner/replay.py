@@ -46,7 +46,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType, Ti
 
 from streamjoin.changelog import ChangelogError, materialize
 from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
-from streamjoin.errors import StreamJoinError
+from streamjoin.errors import StreamJoinError, ValidationError
 from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.script import PlannedStatement, Script, plan_script
 from streamjoin.planner.translate import Translator
@@ -88,18 +88,18 @@ def load_case_file(path: str | Path) -> Case:
     """Read a case file; without ``arrival``, tables arrive one after the other in declaration order.
 
     Raises:
-        ValueError: for a file that is not a case (missing ``tables`` or ``query``, arrival naming unknown tables
+        ValidationError: for a file that is not a case (missing ``tables`` or ``query``, arrival naming unknown tables
             or more rows than a table has).
     """
     path = Path(path)
     data = json.loads(path.read_text())
     if "tables" not in data or "query" not in data:
-        raise ValueError(f"{path}: a case needs 'tables' and 'query'")
+        raise ValidationError(f"{path}: a case needs 'tables' and 'query'")
     arrival = data.get("arrival") or [t["name"] for t in data["tables"] for _ in t["rows"]]
     counts = {t["name"]: len(t["rows"]) for t in data["tables"]}
     for name in set(arrival):
         if name not in counts or arrival.count(name) > counts[name]:
-            raise ValueError(f"{path}: arrival names {name!r} {arrival.count(name)} times; tables: {counts}")
+            raise ValidationError(f"{path}: arrival names {name!r} {arrival.count(name)} times; tables: {counts}")
     return Case(data.get("name", path.stem), data["tables"], arrival, data.get("setup", []), data["query"])
 
 
@@ -253,7 +253,7 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
         pyspark.errors.StreamingQueryException: when the query fails at run time.
     """
     if micro_batch_rows < 1:
-        raise ValueError(f"micro_batch_rows must be >= 1, got {micro_batch_rows}")
+        raise ValidationError(f"micro_batch_rows must be >= 1, got {micro_batch_rows}")
     try:
         script: Script = plan_script(case_script(case), f"<case {case.name}>")
         statement: PlannedStatement = script.statements[-1]
