@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+from streamjoin.errors import ChangelogError, ValidationError
+
 __all__ = [
     "ROWKIND_COLUMN",
     "SEQ_COLUMN",
@@ -61,12 +63,12 @@ class RowKind(enum.Enum):
         """Parse ``"+I"``/``"-U"``/``"+U"``/``"-D"``.
 
         Raises:
-            ValueError: naming the bad value and the allowed ones.
+            ChangelogError: naming the bad value and the allowed ones.
         """
         try:
             return _BY_SHORT[short]
         except KeyError:
-            raise ValueError(
+            raise ChangelogError(
                 f"unknown RowKind {short!r}; expected one of {sorted(_BY_SHORT)}"
             ) from None
 
@@ -91,8 +93,9 @@ class ChangelogMode:
 
     @classmethod
     def upsert(cls, keys: Sequence[str]) -> "ChangelogMode":
+        """Flink's upsert mode ``[I,UA,D]`` keyed by ``keys``. Raises ValidationError for an empty key."""
         if not keys:
-            raise ValueError("an upsert changelog needs a non-empty upsert key")
+            raise ValidationError("an upsert changelog needs a non-empty upsert key")
         return cls(frozenset({RowKind.INSERT, RowKind.UPDATE_AFTER, RowKind.DELETE}), tuple(keys))
 
     @classmethod
@@ -114,10 +117,6 @@ class ChangelogMode:
     def __str__(self) -> str:
         names = {RowKind.INSERT: "I", RowKind.UPDATE_BEFORE: "UB", RowKind.UPDATE_AFTER: "UA", RowKind.DELETE: "D"}
         return "[" + ",".join(names[k] for k in RowKind if k in self.kinds) + "]"
-
-
-class ChangelogError(ValueError):
-    """A changelog that cannot be materialised, e.g. it retracts a row never added."""
 
 
 def materialize(changes: Iterable[tuple[RowKind, tuple]]) -> Counter:

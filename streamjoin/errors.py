@@ -1,20 +1,46 @@
-"""The project's exception hierarchy: one base, a few subclasses a caller can catch."""
+"""The project's exception hierarchy: one base, one subclass per kind of failure a caller can catch.
+
+::
+
+    StreamJoinError
+    ├── ValidationError (also ValueError)    invalid SQL or invalid arguments, found before anything runs
+    ├── UnsupportedPlanError                 valid SQL the engine cannot run with Flink's semantics
+    ├── ChangelogError (also ValueError)     a malformed changelog (a retraction of a row never added, a bad RowKind)
+    ├── StateError                           operator state inconsistent with its input
+    ├── SinkError                            a sink that cannot take the changes it is given (plan or Delta write)
+    └── ConnectorError                       an external system a connector talks to failed
+        ├── EmbeddedKafkaError               the embedded broker cannot be set up, did not start, or died
+        └── ConnectorTimeoutError (also TimeoutError)  a wait on a Kafka cluster ran out
+
+The classes that replace a builtin (``ValueError``, ``TimeoutError``) also subclass it, so
+code that catches the builtin keeps working. The ``streamjoin`` command maps each class to
+an exit status (:mod:`streamjoin.cli`, ``docs/cli.md``).
+"""
 
 from __future__ import annotations
 
-__all__ = ["StreamJoinError", "ValidationError", "UnsupportedPlanError", "StateError", "SinkError"]
+__all__ = [
+    "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "SinkError",
+    "ConnectorError", "EmbeddedKafkaError", "ConnectorTimeoutError",
+]
 
 
 class StreamJoinError(Exception):
     """Base of every error the engine raises on purpose."""
 
 
-class ValidationError(StreamJoinError):
-    """Invalid SQL or invalid operator arguments, found before anything runs."""
+class ValidationError(StreamJoinError, ValueError):
+    """Invalid SQL (the message names ``file:line:col`` and the rule) or invalid arguments of an
+    operator, connector or generator, found before anything runs."""
 
 
 class UnsupportedPlanError(StreamJoinError):
     """Valid SQL whose plan the engine cannot run with Flink's semantics."""
+
+
+class ChangelogError(StreamJoinError, ValueError):
+    """A changelog that cannot be materialised or encoded, e.g. it retracts a row never added,
+    carries an unknown RowKind, or feeds updates to an operator that takes insert-only input."""
 
 
 class StateError(StreamJoinError):
@@ -22,4 +48,16 @@ class StateError(StreamJoinError):
 
 
 class SinkError(StreamJoinError):
-    """The sink cannot take the changes it is given."""
+    """The sink cannot take the changes it is given (refused when planning, or by the Delta writer)."""
+
+
+class ConnectorError(StreamJoinError):
+    """An external system a connector talks to (a Kafka cluster, the embedded broker) failed."""
+
+
+class EmbeddedKafkaError(ConnectorError):
+    """The embedded broker cannot be set up, did not start, or died."""
+
+
+class ConnectorTimeoutError(ConnectorError, TimeoutError):
+    """A wait on a Kafka cluster (topic leaders, deletion, produce acknowledgements) ran out."""

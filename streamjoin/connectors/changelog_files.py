@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.errors import ValidationError
 
 __all__ = ["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"]
 
@@ -48,11 +49,12 @@ def write_changelog_batches(
         first_seq: ``_seq`` of the first change; later changes count up across batches.
 
     Raises:
-        ValueError: when ``directory`` already holds files, or a row does not fit ``schema``.
+        ValidationError: when ``directory`` already holds files, or a row does not fit ``schema``.
+        ChangelogError: for an unknown RowKind short string.
     """
     directory.mkdir(parents=True, exist_ok=True)
     if any(directory.iterdir()):
-        raise ValueError(f"{directory} is not empty; a changelog file stream needs a folder of its own")
+        raise ValidationError(f"{directory} is not empty; a changelog file stream needs a folder of its own")
     full = changelog_schema(schema)
     # Naive datetimes are UTC, the session time zone (streamjoin.session).
     arrow_schema = to_arrow_schema(full, timezone="UTC")
@@ -62,7 +64,7 @@ def write_changelog_batches(
         for kind, values in batch:
             short = kind.short if isinstance(kind, RowKind) else RowKind.from_short(kind).short
             if len(values) != len(schema.fields):
-                raise ValueError(f"row {values!r} has {len(values)} values; schema has {len(schema.fields)} columns")
+                raise ValidationError(f"row {values!r} has {len(values)} values; schema has {len(schema.fields)} columns")
             records.append(dict(zip(full.names, (*values, short, seq))))
             seq += 1
         path = directory / f"batch-{index:06d}.parquet"

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from streamjoin.config import local_dir
-from streamjoin.errors import StreamJoinError, ValidationError
+from streamjoin.errors import EmbeddedKafkaError, ValidationError
 
 __all__ = ["EmbeddedKafka", "EmbeddedKafkaError", "kafka_cluster", "BOOTSTRAP_ENV"]
 
@@ -79,10 +79,6 @@ logger.config.level = WARN
 # (PR_SET_PDEATHSIG covers the other ways the parent can die, see _preexec).
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
-
-
-class EmbeddedKafkaError(StreamJoinError):
-    """The embedded broker cannot be set up, did not start, or died."""
 
 
 def _kill_live_brokers() -> None:

@@ -2,7 +2,8 @@
 
 Used by set-up code, demos and tests (the streaming queries themselves read
 through Spark's Kafka source). Errors the cluster reports come through as
-``confluent_kafka.KafkaException``; waits that run out raise ``TimeoutError``.
+``confluent_kafka.KafkaException``; waits that run out raise
+:class:`~streamjoin.errors.ConnectorTimeoutError` (a ``TimeoutError``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from streamjoin.errors import ValidationError
+from streamjoin.errors import ConnectorTimeoutError, ValidationError
 
 __all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets"]
 
@@ -45,7 +46,7 @@ def _wait_until(predicate, *, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} within {timeout_s:g} s")
+            raise ConnectorTimeoutError(f"{what} within {timeout_s:g} s")
         time.sleep(_POLL_INTERVAL_S)
 
 
@@ -63,7 +64,7 @@ def ensure_topics(bootstrap: str, topics: dict[str, int], *, timeout_s: float = 
     Raises:
         ValidationError: a partition count below 1.
         KafkaException: the cluster refused a creation (other than "already exists").
-        TimeoutError: the topics had no leaders within ``timeout_s``.
+        ConnectorTimeoutError: the topics had no leaders within ``timeout_s``.
 
     Example:
         >>> ensure_topics("127.0.0.1:9092", {"orders": 1, "lineitem": 2})   # doctest: +SKIP
@@ -106,7 +107,7 @@ def delete_topics(bootstrap: str, names: Iterable[str], *, timeout_s: float = 30
 
     Raises:
         KafkaException: the cluster refused a deletion.
-        TimeoutError: a topic was still listed after ``timeout_s``.
+        ConnectorTimeoutError: a topic was still listed after ``timeout_s``.
     """
     names = set(names)
     admin = _admin(bootstrap)
@@ -151,7 +152,7 @@ def produce(
     Raises:
         KafkaException: the topic does not exist, or a record was not delivered
             (the first delivery error).
-        TimeoutError: records were still unacknowledged after ``timeout_s``.
+        ConnectorTimeoutError: records were still unacknowledged after ``timeout_s``.
 
     Example:
         >>> produce("127.0.0.1:9092", "orders", [("1", '{"id": 1}'), ("2", '{"id": 2}')])   # doctest: +SKIP
@@ -191,7 +192,7 @@ def produce(
     if errors:
         raise KafkaException(errors[0])
     if remaining:
-        raise TimeoutError(f"{remaining} of {count} records to topic {topic!r} were not acknowledged within {timeout_s:g} s")
+        raise ConnectorTimeoutError(f"{remaining} of {count} records to topic {topic!r} were not acknowledged within {timeout_s:g} s")
     return count
 
 

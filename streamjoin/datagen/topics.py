@@ -29,7 +29,7 @@ from pyspark.sql.types import (
     DateType, DecimalType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
 )
 
-from streamjoin.changelog import RowKind
+from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.ecb_rates import ecb_rates
@@ -131,6 +131,7 @@ TOPICS = (ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS)
 
 
 def _json_value(value):
+    # json.dumps' default= hook: TypeError is its protocol for "not serialisable".
     if isinstance(value, dt.datetime):
         return value.isoformat(sep=" ")
     if isinstance(value, (dt.date, Decimal)):
@@ -143,7 +144,11 @@ def _encode(document: dict) -> str:
 
 
 def debezium_record(change: Change) -> str:
-    """A Debezium change event (``op`` c/u/d with ``before``/``after``) for one change, as JSON text."""
+    """A Debezium change event (``op`` c/u/d with ``before``/``after``) for one change, as JSON text.
+
+    Raises:
+        ChangelogError: for a ``-U`` (Debezium carries an update as one ``u`` event, from the ``+U``).
+    """
     if change.kind is RowKind.INSERT:
         event = {"before": None, "after": change.row, "op": "c"}
     elif change.kind is RowKind.UPDATE_AFTER:
@@ -151,7 +156,7 @@ def debezium_record(change: Change) -> str:
     elif change.kind is RowKind.DELETE:
         event = {"before": change.row, "after": None, "op": "d"}
     else:
-        raise ValueError(f"Debezium has no event for a lone {change.kind.short}")
+        raise ChangelogError(f"Debezium has no event for a lone {change.kind.short}")
     return _encode(event)
 
 

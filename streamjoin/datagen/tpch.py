@@ -40,6 +40,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamjoin.changelog import RowKind
+from streamjoin.errors import ValidationError
 
 __all__ = [
     "DATE_SHIFT_DAYS", "NATION_CURRENCY", "TpchChangelog", "change_delay", "customer_currencies", "generate_tpch", "parts",
@@ -101,15 +102,15 @@ class TpchChangelog:
         delete_fraction: share of orders cancelled (deleted with their line items) (0..1).
 
     Raises:
-        ValueError: when a fraction is outside [0, 1] or their sum exceeds 1.
+        ValidationError: when a fraction is outside [0, 1] or their sum exceeds 1.
     """
 
     def __init__(self, data_dir: Path, *, seed: int = 42, update_fraction: float = 0.10, delete_fraction: float = 0.02) -> None:
         for name, value in (("update_fraction", update_fraction), ("delete_fraction", delete_fraction)):
             if not 0 <= value <= 1:
-                raise ValueError(f"{name} must be within [0, 1], got {value}")
+                raise ValidationError(f"{name} must be within [0, 1], got {value}")
         if update_fraction + delete_fraction > 1:
-            raise ValueError(f"update_fraction + delete_fraction must be <= 1, got {update_fraction + delete_fraction}")
+            raise ValidationError(f"update_fraction + delete_fraction must be <= 1, got {update_fraction + delete_fraction}")
         self.data_dir = data_dir
         self.orders = pq.read_table(data_dir / "orders.parquet").to_pylist()
         self.lineitems = pq.read_table(data_dir / "lineitem.parquet").to_pylist()
