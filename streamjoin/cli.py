@@ -16,8 +16,23 @@ changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
 consumed (``--available-now``) or it is stopped. ``replay`` runs test cases in
 the ``flink-cases`` format in one Spark session and writes ``DIR/NAME.json``.
 
-Exit status: 0 on success, 1 when the SQL is invalid or unsupported (the
-message names file, line, column and rule) or a replayed case failed to run.
+An error the user can fix prints one line, ``streamjoin: error: <message>``, to
+stderr and no traceback; ``--debug`` (or ``STREAMJOIN_DEBUG=1``) adds the
+traceback. Exit status (the table is also in ``docs/cli.md``):
+
+====  ==========================================================================
+code  meaning
+====  ==========================================================================
+0     success
+1     run-time failure: an unexpected error (a bug, or Spark failing the query), or a replayed case that failed
+2     usage: a bad command line, or an input file that does not exist or cannot be read
+3     invalid SQL or arguments (``ValidationError``; the message names file, line, column and rule)
+4     valid SQL the engine cannot run with Flink's semantics (``UnsupportedPlanError``)
+5     a sink that cannot take the changes (``SinkError``)
+6     a malformed changelog or inconsistent operator state (``ChangelogError``, ``StateError``)
+7     an external system failed: Kafka cluster, embedded broker (``ConnectorError``)
+130   interrupted (Ctrl-C), as shells report SIGINT
+====  ==========================================================================
 """
 
 from __future__ import annotations
@@ -25,30 +40,91 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
 
-from streamjoin.errors import StreamJoinError
+from streamjoin.errors import (
+    ChangelogError, ConnectorError, SinkError, StateError, StreamJoinError, UnsupportedPlanError, ValidationError,
+)
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_CODES", "exit_code"]
+
+#: Exit status per error class, most specific first (a class maps to the first entry it is an instance of).
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (ValidationError, 3),
+    (UnsupportedPlanError, 4),
+    (SinkError, 5),
+    (ChangelogError, 6),
+    (StateError, 6),
+    (ConnectorError, 7),
+    (KeyboardInterrupt, 130),
+)
+_USAGE = 2
+_FAILURE = 1
+
+_EPILOG = """exit status:
+  0    success
+  1    run-time failure: an unexpected error, or a replayed case that failed
+  2    usage: bad command line, or an input file that does not exist or cannot be read
+  3    invalid SQL or arguments (ValidationError)
+  4    SQL the engine cannot run with Flink's semantics (UnsupportedPlanError)
+  5    a sink that cannot take the changes (SinkError)
+  6    a malformed changelog or inconsistent operator state (ChangelogError, StateError)
+  7    Kafka cluster or embedded broker failure (ConnectorError)
+  130  interrupted
+errors print one line, 'streamjoin: error: <message>'; --debug or STREAMJOIN_DEBUG=1 adds the traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error: ``streamjoin: error: <message>``, exit status 2."""
+
+    def error(self, message: str):
+        self.exit(_USAGE, f"streamjoin: error: {message} (see streamjoin --help)\n")
+
+
+def _input_file(text: str) -> Path:
+    # Checked while parsing, so a missing file is a usage error naming the file, not a traceback.
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: {'is a directory' if path.is_dir() else 'no such file'}")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text}: permission denied")
+    return path
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamjoin", description="Flink SQL pipelines on Spark Structured Streaming.")
+    debug = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: a subcommand without --debug must not reset a --debug given before it.
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="print the traceback of an error (also: STREAMJOIN_DEBUG=1)")
+    parser = _Parser(prog="streamjoin", description="Flink SQL pipelines on Spark Structured Streaming.",
+                     epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[debug])
     commands = parser.add_subparsers(dest="command", required=True)
-    explain = commands.add_parser("explain", help="print the plan of every statement of a SQL file")
-    explain.add_argument("file", type=Path)
-    explain.add_argument("-i", "--init", type=Path, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
-    run = commands.add_parser("run", help="run the INSERT INTO statements of a SQL file against Kafka and Delta")
-    run.add_argument("file", type=Path)
-    run.add_argument("-i", "--init", type=Path, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
+    sub = {"parents": [debug], "epilog": _EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    explain = commands.add_parser("explain", help="print the plan of every statement of a SQL file", **sub)
+    explain.add_argument("file", type=_input_file)
+    explain.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
+    run = commands.add_parser("run", help="run the INSERT INTO statements of a SQL file against Kafka and Delta", **sub)
+    run.add_argument("file", type=_input_file)
+    run.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
     run.add_argument("--available-now", action="store_true", help="process what the topics hold, then stop")
     run.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
-    replay = commands.add_parser("replay", help="replay flink-cases test cases")
-    replay.add_argument("cases", type=Path, nargs="+")
+    replay = commands.add_parser("replay", help="replay flink-cases test cases", **sub)
+    replay.add_argument("cases", type=_input_file, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
-    replay.add_argument("--micro-batch-rows", type=int, default=1)
-    replay.add_argument("--parallelism", type=int, default=2, help="cases running at the same time")
+    replay.add_argument("--micro-batch-rows", type=_positive_int, default=1)
+    replay.add_argument("--parallelism", type=_positive_int, default=2, help="cases running at the same time")
     return parser
 
 
@@ -81,8 +157,7 @@ def _run(args) -> int:
     lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
     pipelines = sql_pipelines(script, lakehouse)
     if not pipelines:
-        print(f"{args.file}: no INSERT INTO statement to run", file=sys.stderr)
-        return 1
+        raise ValidationError(f"{args.file}: no INSERT INTO statement to run")
     servers = bootstrap_servers(pipelines, args.bootstrap_servers)
     spark = _spark()
     if script.state_ttl_ms is not None and args.available_now:
@@ -99,9 +174,6 @@ def _run(args) -> int:
 def _replay(args) -> int:
     from streamjoin.planner import replay_cases
 
-    if args.micro_batch_rows < 1:
-        print("--micro-batch-rows must be >= 1", file=sys.stderr)
-        return 2
     results = replay_cases(_spark(), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows,
                            parallelism=args.parallelism)
     failed = 0
@@ -112,14 +184,33 @@ def _replay(args) -> int:
     return 1 if failed else 0
 
 
+def exit_code(error: BaseException) -> int:
+    """The exit status of ``error`` (:data:`EXIT_CODES`; 1 for any other exception)."""
+    return next((code for kind, code in EXIT_CODES if isinstance(error, kind)), _FAILURE)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``streamjoin`` console script; returns the exit status."""
+    """Entry point of the ``streamjoin`` console script; returns the exit status (see the module docstring).
+
+    Usage errors exit through argparse (``SystemExit(2)``); every other error becomes one line on stderr.
+    """
     args = _parser().parse_args(argv)
+    debug = getattr(args, "debug", False) or os.environ.get("STREAMJOIN_DEBUG", "") not in ("", "0")
     try:
         return {"explain": _explain, "run": _run, "replay": _replay}[args.command](args)
-    except StreamJoinError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (Exception, KeyboardInterrupt) as e:
+        if debug:
+            traceback.print_exc()
+        if isinstance(e, KeyboardInterrupt):
+            message = "interrupted"
+        elif isinstance(e, StreamJoinError):
+            message = str(e)
+        else:
+            # Not one of ours: a bug or Spark failing the query. Its first line says what; --debug says where.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            message = f"unexpected {type(e).__name__}: {first}" + ("" if debug else " (--debug shows the traceback)")
+        print(f"streamjoin: error: {message}", file=sys.stderr)
+        return exit_code(e)
 
 
 if __name__ == "__main__":

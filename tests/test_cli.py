@@ -1,13 +1,19 @@
-"""The ``streamjoin`` command: explain (no Spark), replay (one case), run (real Kafka and Delta)."""
+"""The ``streamjoin`` command: explain (no Spark), replay (one case), run (real Kafka and Delta), exit statuses."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from flink_cases import CASES_DIR
+from streamjoin import cli
 from streamjoin.cli import main
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.datagen.topics import ORDERS
+from streamjoin.errors import ChangelogError, ConnectorTimeoutError, EmbeddedKafkaError, StateError, StreamJoinError
 from streamjoin.planner import load_script, sql_pipelines
 
 ORDERS_CURRENT_SQL = PROJECT_ROOT / "sql" / "orders_current.sql"
@@ -24,8 +30,8 @@ def test_explain_prints_each_statements_plan(capsys):
 def test_explain_of_invalid_sql_fails_with_the_location(tmp_path, capsys):
     bad = tmp_path / "bad.sql"
     bad.write_text("CREATE TABLE t (a INT) WITH ('connector' = 'values');\nSELECT b FROM t;\n")
-    assert main(["explain", str(bad)]) == 1
-    assert capsys.readouterr().err == f"error: {bad}:2:8: unknown column 'b' in the FROM clause; columns: a [rule: column-exists]\n"
+    assert main(["explain", str(bad)]) == 3
+    assert capsys.readouterr().err == f"streamjoin: error: {bad}:2:8: unknown column 'b' in the FROM clause; columns: a [rule: column-exists]\n"
 
 
 def test_orders_current_sql_compiles_to_todays_pipeline():
@@ -69,8 +75,8 @@ def test_initialization_scripts_declare_the_tables_a_pipeline_reads(tmp_path, ca
     assert main(["explain", "-i", str(init), str(job)]) == 0
     assert "TableSourceScan(table=[[default_catalog, default_database, t]], fields=[a, b]" in capsys.readouterr().out
     # Without -i, catalog/*.sql next to the pipeline is the default; here there is none.
-    assert main(["explain", str(job)]) == 1
-    assert capsys.readouterr().err == f"error: {job}:1:15: unknown table or view 't'; declared: none [rule: table-exists]\n"
+    assert main(["explain", str(job)]) == 3
+    assert capsys.readouterr().err == f"streamjoin: error: {job}:1:15: unknown table or view 't'; declared: none [rule: table-exists]\n"
 
 
 def test_an_initialization_script_may_not_run_queries(tmp_path, capsys):
@@ -78,9 +84,9 @@ def test_an_initialization_script_may_not_run_queries(tmp_path, capsys):
     init.write_text("CREATE TABLE t (a INT) WITH ('connector' = 'values');\nSELECT a FROM t;\n")
     job = tmp_path / "job.sql"
     job.write_text("SELECT a FROM t;\n")
-    assert main(["explain", "-i", str(init), str(job)]) == 1
+    assert main(["explain", "-i", str(init), str(job)]) == 4
     assert capsys.readouterr().err == (
-        f"error: {init}:2:8: an initialization script may only hold CREATE and SET statements [rule: init-script]\n"
+        f"streamjoin: error: {init}:2:8: an initialization script may only hold CREATE and SET statements [rule: init-script]\n"
     )
 
 
@@ -97,8 +103,95 @@ def test_run_refuses_a_missing_lookup_table_before_anything_starts(spark, tmp_pa
     lake = tmp_path / "lake"
     code = main(["run", str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"), "--available-now",
                  "--bootstrap-servers", "127.0.0.1:9", "--lakehouse", str(lake)])
-    assert code == 1
+    assert code == 3
     err = capsys.readouterr().err
-    assert err.startswith(f"error: lookup join: no Delta table 'customer_currencies' at {lake}/customer_currencies (")
+    assert err.startswith(f"streamjoin: error: lookup join: no Delta table 'customer_currencies' at {lake}/customer_currencies (")
     assert err.endswith("create it before the pipeline starts (the demo's Dagster asset 'customer_currencies' does)\n")
     assert not (lake / "orders_in_eur").exists()  # nothing was created: no sink, no checkpoint
+
+
+STREAMJOIN = Path(sys.executable).with_name("streamjoin")  # the console script, as a user runs it
+TABLES = "CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'values');\n"
+
+
+def streamjoin(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "STREAMJOIN_DEBUG"}
+    return subprocess.run([str(STREAMJOIN), *args], capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
+                          env={**base, **(env or {})})
+
+
+@pytest.mark.parametrize("sql, code, message", [
+    (TABLES + "SELECT c FROM t;\n", 3, "{file}:2:8: unknown column 'c' in the FROM clause; columns: a, b [rule: column-exists]"),
+    (TABLES + "SELECT a FROM t ORDER BY a;\n", 4, "{file}:2:26: ORDER BY is not supported in a streaming query: a streaming query has no order; sort when reading the sink table [rule: supported-clauses]"),
+    (TABLES + "CREATE TABLE s (b STRING, n BIGINT) WITH ('connector' = 'delta');\nINSERT INTO s SELECT b, COUNT(*) FROM t GROUP BY b;\n",
+     5, "{file}:3:13: table sink 's' doesn't support consuming update changes which are produced by node GroupAggregate("),
+], ids=["invalid-sql", "unsupported", "sink"])
+def test_a_sql_error_is_one_line_with_its_exit_status(tmp_path, sql, code, message):
+    file = tmp_path / "job.sql"
+    file.write_text(sql)
+    result = streamjoin("explain", str(file))
+    assert result.returncode == code, result.stderr
+    assert result.stderr.startswith("streamjoin: error: " + message.format(file=file)), result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["explain", "sql/no_such_pipeline.sql"], "argument file: sql/no_such_pipeline.sql: no such file"),
+    (["explain", "sql"], "argument file: sql: is a directory"),
+    (["replay", "tests/data/flink-cases/cases/join_left.json", "--out-dir", "out", "--micro-batch-rows", "0"], "argument --micro-batch-rows: must be an integer >= 1, got '0'"),
+    (["plan", "x.sql"], "argument command: invalid choice: 'plan'"),
+    ([], "the following arguments are required: command"),
+], ids=["missing-file", "directory", "bad-option", "unknown-command", "no-command"])
+def test_a_usage_error_names_what_is_wrong_in_one_line_with_status_2(args, message):
+    result = streamjoin(*args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("streamjoin: error: " + message), result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("debug", [["--debug", "explain"], ["explain", "--debug"]], ids=["before", "after"])
+def test_debug_adds_the_traceback(tmp_path, debug):
+    file = tmp_path / "job.sql"
+    file.write_text(TABLES + "SELECT c FROM t;\n")
+    for result in (streamjoin(*debug, str(file)), streamjoin("explain", str(file), env={"STREAMJOIN_DEBUG": "1"})):
+        assert result.returncode == 3
+        assert result.stderr.startswith("Traceback (most recent call last):\n")
+        assert "streamjoin.errors.ValidationError: " in result.stderr
+        assert result.stderr.endswith("streamjoin: error: " + f"{file}:2:8: unknown column 'c' in the FROM clause; columns: a, b [rule: column-exists]\n")
+
+
+def test_the_help_documents_the_exit_statuses():
+    result = streamjoin("--help")
+    assert result.returncode == 0
+    for code, _ in {(0, ""), *((c, k) for k, c in cli.EXIT_CODES)}:
+        assert f"\n  {code} " in result.stdout
+
+
+@pytest.mark.parametrize("error, code", [
+    (ChangelogError("change #3 -D[1] retracts a row that is not present"), 6),
+    (StateError("cannot retract"), 6),
+    (EmbeddedKafkaError("the embedded Kafka broker died"), 7),
+    (ConnectorTimeoutError("topic leaders within 30 s"), 7),
+    (StreamJoinError("an error of no narrower class"), 1),
+    (KeyboardInterrupt(), 130),
+], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v))
+def test_errors_the_subcommands_raise_at_run_time_map_to_their_status(monkeypatch, capsys, error, code):
+    # Changelog, state and connector errors come from a running query: raised here in place of one.
+    def fails(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_explain", fails)
+    assert main(["explain", str(ORDERS_CURRENT_SQL)]) == code
+    assert capsys.readouterr().err == f"streamjoin: error: {error or 'interrupted'}\n"
+
+
+def test_an_unexpected_error_names_its_type_and_hints_at_debug(monkeypatch, capsys):
+    def fails(args):
+        raise RuntimeError("Query terminated with exception\n  at org.apache.spark...")
+
+    monkeypatch.setattr(cli, "_explain", fails)
+    assert main(["explain", str(ORDERS_CURRENT_SQL)]) == 1
+    assert capsys.readouterr().err == (
+        "streamjoin: error: unexpected RuntimeError: Query terminated with exception (--debug shows the traceback)\n"
+    )
