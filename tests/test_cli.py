@@ -183,7 +183,7 @@ def test_errors_the_subcommands_raise_at_run_time_map_to_their_status(monkeypatc
 
     monkeypatch.setattr(cli, "_explain", fails)
     assert main(["explain", str(ORDERS_CURRENT_SQL)]) == code
-    assert capsys.readouterr().err == f"streamjoin: error: {error or 'interrupted'}\n"
+    assert capsys.readouterr().err == f"streamjoin: error: {str(error) or 'interrupted'}\n"
 
 
 def test_an_unexpected_error_names_its_type_and_hints_at_debug(monkeypatch, capsys):

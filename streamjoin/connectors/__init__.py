@@ -1,0 +1,28 @@
+"""Connectors: Kafka in (decode ``json`` / ``debezium-json`` into changelog rows, dead letters),
+Kafka cluster chores, the embedded broker, and changelog files for tests and case replay.
+
+Public API (each name is imported from its module on first use):
+
+- :class:`KafkaSource`, :func:`read_kafka`, :func:`decode`, :func:`changelog_rows`, :func:`dead_letters`,
+  :data:`DEAD_LETTER_COLUMNS` (:mod:`~streamjoin.connectors.kafka`);
+- :func:`ensure_topics`, :func:`delete_topics`, :func:`produce`, :func:`topic_offsets`
+  (:mod:`~streamjoin.connectors.kafka_admin`);
+- :class:`EmbeddedKafka`, :func:`kafka_cluster`, :data:`BOOTSTRAP_ENV` (:mod:`~streamjoin.connectors.embedded_kafka`);
+- :func:`changelog_file_stream`, :func:`changelog_schema`, :func:`write_changelog_batches`,
+  :func:`read_changelog_files` (:mod:`~streamjoin.connectors.changelog_files`).
+
+Their errors are in :mod:`streamjoin.errors` (``ConnectorError`` and its subclasses).
+"""
+
+from streamjoin._lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"],
+                    "streamjoin.connectors.kafka"),
+    **dict.fromkeys(["ensure_topics", "delete_topics", "produce", "topic_offsets"], "streamjoin.connectors.kafka_admin"),
+    **dict.fromkeys(["EmbeddedKafka", "kafka_cluster", "BOOTSTRAP_ENV"], "streamjoin.connectors.embedded_kafka"),
+    **dict.fromkeys(["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"],
+                    "streamjoin.connectors.changelog_files"),
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,22 @@
+"""The demo's input: TPC-H as changelogs, the ECB reference rates, and the Kafka topics they fill.
+
+Public API (each name is imported from its module on first use):
+
+- :class:`TpchChangelog`, :func:`generate_tpch`, :func:`customer_currencies`, :func:`parts`,
+  :func:`change_delay`, :data:`DATE_SHIFT_DAYS`, :data:`NATION_CURRENCY` (:mod:`~streamjoin.datagen.tpch`);
+- :func:`ecb_rates`, :data:`ECB_HISTORY` (:mod:`~streamjoin.datagen.ecb_rates`);
+- :data:`ORDERS`, :data:`LINEITEM`, :data:`RATES`, :data:`ORDER_EVENTS`, :data:`SHIPMENTS`, :data:`TOPICS`,
+  :func:`load_topics`, :func:`rate_rows`, :func:`debezium_record` (:mod:`~streamjoin.datagen.topics`).
+"""
+
+from streamjoin._lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(["TpchChangelog", "generate_tpch", "customer_currencies", "parts", "change_delay", "DATE_SHIFT_DAYS",
+                     "NATION_CURRENCY"], "streamjoin.datagen.tpch"),
+    **dict.fromkeys(["ecb_rates", "ECB_HISTORY"], "streamjoin.datagen.ecb_rates"),
+    **dict.fromkeys(["ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "load_topics", "rate_rows",
+                     "debezium_record"], "streamjoin.datagen.topics"),
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
