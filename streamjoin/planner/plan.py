@@ -11,7 +11,7 @@ Every node knows, from its inputs, at construction:
 - ``fields``: its output columns (:class:`Field`: name, :class:`~streamjoin.planner.types.SqlType`);
   names are unique within a node and are the DataFrame column names at run time;
 - ``modify_kinds``: Flink's ModifyKindSet, a subset of ``{"I", "U", "D"}`` (SEMANTICS.md §1);
-- ``unique_keys`` and ``upsert_keys``: tuples of field names (FlinkRelMdUniqueKeys / UpsertKeys, simplified).
+- ``unique_keys`` and ``upsert_keys``: tuples of field names, from the rules of :mod:`streamjoin.planner.metadata`.
 
 The changelog pass (:mod:`streamjoin.planner.changelog_modes`) then sets
 ``update_kind`` (``NONE``, ``ONLY_UPDATE_AFTER``, ``BEFORE_AND_AFTER``), hence
@@ -26,11 +26,10 @@ from typing import Literal
 from sqlglot import exp
 
 from streamjoin.changelog import ChangelogMode, RowKind
+from streamjoin.planner import metadata
 from streamjoin.planner.catalog import TableDef
-from streamjoin.runtime.join_state import choose_layout
-from streamjoin.runtime.regular_join import derive_output_keys
-from streamjoin.runtime.streaming_join import JoinType
 from streamjoin.planner.dialect import Flink
+from streamjoin.planner.metadata import Keys
 from streamjoin.planner.types import SqlType
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
 
 JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
 UpdateKind = Literal["NONE", "ONLY_UPDATE_AFTER", "BEFORE_AND_AFTER"]
-Keys = tuple[tuple[str, ...], ...]
 
 _JOIN_TYPE_NAMES = {
     "inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin", "full": "FullOuterJoin",
@@ -98,16 +96,6 @@ def uniquify(names: list[str], taken: set[str]) -> list[str]:
         used.add(new)
         out.append(new)
     return out
-
-
-def _minimal(keys) -> Keys:
-    """Distinct keys, each as a sorted tuple, dropping supersets of other keys."""
-    sets = sorted({frozenset(k) for k in keys}, key=lambda s: (len(s), sorted(s)))
-    kept: list[frozenset] = []
-    for s in sets:
-        if not any(k <= s for k in kept):
-            kept.append(s)
-    return tuple(tuple(sorted(k)) for k in kept)
 
 
 class Node:
@@ -204,7 +192,7 @@ class TableScan(Node):
             {"I"} | ({"U"} if {RowKind.UPDATE_AFTER, RowKind.UPDATE_BEFORE} & table.source_kinds else set())
             | ({"D"} if RowKind.DELETE in table.source_kinds else set())
         )
-        self.unique_keys = self.upsert_keys = (tuple(table.primary_key),) if table.primary_key else ()
+        self.unique_keys, self.upsert_keys = metadata.scan_keys(table.primary_key)
 
     def source_tables(self) -> set[str]:
         return {self.table.name}
@@ -225,15 +213,7 @@ class Calc(Node):
         self.condition = condition
         self.fields = [f for f, _ in projections]
         self.modify_kinds = input.modify_kinds
-        self.unique_keys = self._map_keys(input.unique_keys)
-        self.upsert_keys = self._map_keys(input.upsert_keys)
-
-    def _map_keys(self, keys: Keys) -> Keys:
-        renamed: dict[str, str] = {}
-        for f, e in self.projections:
-            if isinstance(e, exp.Column) and e.name not in renamed:
-                renamed[e.name] = f.name
-        return _minimal(tuple(renamed[c] for c in k) for k in keys if all(c in renamed for c in k))
+        self.unique_keys, self.upsert_keys = metadata.calc_keys(input, projections)
 
     @property
     def is_identity(self) -> bool:
@@ -288,22 +268,13 @@ class _Join(Node):
         """The output name of right field ``name``."""
         return self.right_names[self.right.field_names.index(name)]
 
+    @property
+    def equi_pairs(self) -> list[tuple[str, str]]:
+        """The equi-join pairs ``(left field, right output field)``."""
+        return [(l, self.right_name(r)) for l, r in zip(self.left_keys, self.right_keys)]
+
     def _where(self) -> str:
-        right = [self.right_name(k) for k in self.right_keys]
-        return " AND ".join(f"{l} = {r}" for l, r in zip(self.left_keys, right))
-
-
-def _positions(key: tuple[str, ...] | None, join_keys: list[str]) -> list[int] | None:
-    """``key`` as positions relative to the join key columns; columns outside it get positions past them."""
-    if not key:
-        return None
-    return [join_keys.index(c) if c in join_keys else len(join_keys) + i for i, c in enumerate(key)]
-
-
-def _side_unique_key(join_keys: list[str], upsert_keys: Keys) -> tuple[str, ...] | None:
-    """The unique key a regular join's input side declares: one inside the join key if any, else the first."""
-    inside = [k for k in upsert_keys if set(k) <= set(join_keys)]
-    return (inside or list(upsert_keys) or [None])[0]
+        return " AND ".join(f"{l} = {r}" for l, r in self.equi_pairs)
 
 
 class RegularJoin(_Join):
@@ -325,18 +296,18 @@ class RegularJoin(_Join):
             self.modify_kinds = left.modify_kinds | right.modify_kinds
         else:
             self.modify_kinds = ALL_KINDS
-        # The runtime's own rules pick the state layout and the output keys (Flink's JoinInputSideSpec,
-        # FlinkRelMdUniqueKeys / UpsertKeys), so the plan and the operator agree.
-        self.left_unique_key = _side_unique_key(self.left_keys, left.upsert_keys)
-        self.right_unique_key = _side_unique_key(self.right_keys, right.upsert_keys)
-        right_key = tuple(self.right_name(c) for c in self.right_unique_key) if self.right_unique_key else None
-        self.unique_keys, self.upsert_keys = derive_output_keys(
-            JoinType.parse(kind), left.field_names, self.right_names,
-            [(l, self.right_name(r)) for l, r in zip(self.left_keys, self.right_keys)],
-            self.left_unique_key, right_key,
+        # The state layouts and output keys are handed to the operator, which derives none itself.
+        self.left_unique_key, self.left_layout = metadata.join_input_spec(self.left_keys, left.upsert_keys)
+        self.right_unique_key, self.right_layout = metadata.join_input_spec(self.right_keys, right.upsert_keys)
+        self.unique_keys, self.upsert_keys = metadata.regular_join_keys(
+            kind, left.field_names, self.right_names, self.equi_pairs,
+            self.left_unique_key, self.right_output_unique_key,
         )
-        self.left_layout = choose_layout(range(len(self.left_keys)), _positions(self.left_unique_key, self.left_keys))
-        self.right_layout = choose_layout(range(len(self.right_keys)), _positions(self.right_unique_key, self.right_keys))
+
+    @property
+    def right_output_unique_key(self) -> tuple[str, ...] | None:
+        """The right input's unique key in output field names, or ``None``."""
+        return tuple(self.right_name(c) for c in self.right_unique_key) if self.right_unique_key else None
 
     def attributes(self):
         where = self._where()
@@ -368,7 +339,7 @@ class IntervalJoin(_Join):
         self.rowtime = rowtime
         self.post_filter = post_filter
         self.modify_kinds = frozenset("I")
-        self.unique_keys = self.upsert_keys = ()
+        self.unique_keys, self.upsert_keys = metadata.NO_KEYS
 
     def attributes(self):
         bounds = (f"isRowTime={'true' if self.rowtime else 'false'}, leftLowerBound={-self.upper_ms}, "
@@ -397,8 +368,7 @@ class TemporalJoin(_Join):
         self.primary_key = primary_key
         self.append_only_versions = append_only_versions
         self.modify_kinds = left.modify_kinds
-        self.unique_keys = left.unique_keys
-        self.upsert_keys = left.upsert_keys
+        self.unique_keys, self.upsert_keys = metadata.forwarded_keys(left)
 
     def attributes(self):
         pk = _names(self.right_name(k) for k in self.primary_key)
@@ -420,8 +390,7 @@ class LookupJoin(_Join):
         # A stream-static join keeps the probe rows' columns and Spark's watermark: time attributes pass through.
         self.fields[:len(left.fields)] = left.fields
         self.modify_kinds = left.modify_kinds
-        self.unique_keys = left.unique_keys
-        self.upsert_keys = left.upsert_keys
+        self.unique_keys, self.upsert_keys = metadata.forwarded_keys(left)
 
     def source_tables(self) -> set[str]:
         return self.left.source_tables()
@@ -453,8 +422,7 @@ class OverAggregate(Node):
         self.fields = [Field(f.name, f.type.plain() if f.type else None) if f.name == order_by else f for f in input.fields]
         self.fields += [Field(a.output, a.type) for a in aggregates]
         self.modify_kinds = frozenset("I")
-        self.unique_keys = input.unique_keys
-        self.upsert_keys = input.upsert_keys
+        self.unique_keys, self.upsert_keys = metadata.forwarded_keys(input)
 
     def attributes(self):
         if self.preceding is None:
@@ -489,7 +457,7 @@ class Deduplicate(Node):
             self.modify_kinds = ALL_KINDS
         else:
             self.modify_kinds = frozenset("I") if keep == "first" else frozenset("IU")
-        self.unique_keys = self.upsert_keys = (tuple(sorted(keys)),)
+        self.unique_keys, self.upsert_keys = metadata.grouping_keys(keys)
 
     def attributes(self):
         if self.name == "Deduplicate":
@@ -513,7 +481,7 @@ class GroupAggregate(Node):
         self.fields = [Field(g, input.field(g).type.plain() if input.field(g).type else None) for g in group_by]
         self.fields += [Field(a.output, a.type) for a in aggregates]
         self.modify_kinds = frozenset("IU") if input.is_insert_only else ALL_KINDS
-        self.unique_keys = self.upsert_keys = (tuple(sorted(group_by)),)
+        self.unique_keys, self.upsert_keys = metadata.grouping_keys(group_by)
 
     def attributes(self):
         attrs = [("groupBy", _names(self.group_by))] if self.group_by else []
@@ -529,7 +497,7 @@ class Union(Node):
         self.inputs = inputs
         self.fields = fields
         self.modify_kinds = frozenset().union(*(i.modify_kinds for i in inputs))
-        self.unique_keys = self.upsert_keys = ()
+        self.unique_keys, self.upsert_keys = metadata.NO_KEYS
 
     def attributes(self):
         return [("all", "true"), ("union", _names(self.field_names))]
@@ -545,7 +513,7 @@ class DropUpdateBefore(Node):
         self.inputs = [input]
         self.fields = input.fields
         self.modify_kinds = input.modify_kinds
-        self.unique_keys, self.upsert_keys = input.unique_keys, input.upsert_keys
+        self.unique_keys, self.upsert_keys = metadata.forwarded_keys(input)
         self.update_kind = "ONLY_UPDATE_AFTER"
 
 
@@ -560,7 +528,7 @@ class SinkUpsertMaterializer(Node):
         self.state_ttl_ms = state_ttl_ms
         self.fields = input.fields
         self.modify_kinds = input.modify_kinds
-        self.unique_keys = self.upsert_keys = (tuple(sorted(primary_key)),)
+        self.unique_keys, self.upsert_keys = metadata.grouping_keys(primary_key)
 
     def attributes(self):
         attrs = [("pk", _names(self.primary_key))]
@@ -579,7 +547,7 @@ class Sink(Node):
         self.table = table
         self.fields = fields
         self.modify_kinds = input.modify_kinds
-        self.unique_keys, self.upsert_keys = input.unique_keys, input.upsert_keys
+        self.unique_keys, self.upsert_keys = metadata.forwarded_keys(input)
 
     @property
     def table_name(self) -> str:

@@ -1,0 +1,146 @@
+"""Unique keys and upsert keys of every plan node, and the state layout of a regular join's inputs.
+
+Flink asks its metadata query for these (``FlinkRelMdUniqueKeys``, ``FlinkRelMdUpsertKeys``,
+``JoinInputSideSpec``); here each plan node calls the rule for its kind when it is built
+(:mod:`streamjoin.planner.plan`), so every rule is in this one module:
+
+| node | unique keys | upsert keys |
+| --- | --- | --- |
+| TableSourceScan | the primary key | the same |
+| Calc | the input's, through the columns it selects unchanged | the same |
+| Join (regular, semi, anti) | :func:`streamjoin.runtime.regular_join.derive_output_keys` | the same function |
+| IntervalJoin, Union | none | none |
+| TemporalJoin, LookupJoin, OverAggregate, DropUpdateBefore, Sink | the input's (left input's) | the same |
+| Deduplicate, Rank, GroupAggregate, SinkUpsertMaterializer | its key columns | the same |
+
+A key is a tuple of field names; a node's keys are a tuple of keys (``Keys``), empty when none is known.
+The regular join's rule lives with the operator because direct Python callers of
+:func:`~streamjoin.runtime.regular_join.regular_join` need it too; the planner computes it here and hands the
+result to the operator (:mod:`streamjoin.planner.translate`), which then derives nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from sqlglot import exp
+
+from streamjoin.runtime.join_state import StateLayout, choose_layout
+from streamjoin.runtime.regular_join import derive_output_keys
+from streamjoin.runtime.streaming_join import JoinType
+
+if TYPE_CHECKING:
+    from streamjoin.planner.plan import Field, Node
+
+__all__ = [
+    "Keys", "NodeKeys", "JoinInputSideSpec", "NO_KEYS", "scan_keys", "calc_keys", "forwarded_keys",
+    "grouping_keys", "join_input_spec", "regular_join_keys",
+]
+
+Keys = tuple[tuple[str, ...], ...]
+
+
+class NodeKeys(NamedTuple):
+    """A node's ``unique_keys`` (column sets identifying an output row) and ``upsert_keys`` (unique keys whose
+    changes arrive in order, so a sink keyed by one may apply the changelog as upserts)."""
+
+    unique_keys: Keys
+    upsert_keys: Keys
+
+
+class JoinInputSideSpec(NamedTuple):
+    """One input of a regular join (Flink's ``JoinInputSideSpec``): the unique key its state is keyed by
+    (field names of that input, ``None`` without one) and the state layout it picks."""
+
+    unique_key: tuple[str, ...] | None
+    layout: StateLayout
+
+
+#: Neither unique nor upsert keys (IntervalJoin: a row may join many; Union: inputs may repeat a key).
+NO_KEYS = NodeKeys((), ())
+
+
+def _minimal(keys: Iterable[Iterable[str]]) -> Keys:
+    """Distinct keys, each as a sorted tuple, dropping supersets of other keys."""
+    sets = sorted({frozenset(k) for k in keys}, key=lambda s: (len(s), sorted(s)))
+    kept: list[frozenset] = []
+    for s in sets:
+        if not any(k <= s for k in kept):
+            kept.append(s)
+    return tuple(tuple(sorted(k)) for k in kept)
+
+
+def scan_keys(primary_key: Sequence[str]) -> NodeKeys:
+    """A table source: its declared ``PRIMARY KEY … NOT ENFORCED`` is both keys (Flink trusts it)."""
+    keys = (tuple(primary_key),) if primary_key else ()
+    return NodeKeys(keys, keys)
+
+
+def calc_keys(input: Node, projections: Sequence[tuple[Field, exp.Expr]]) -> NodeKeys:
+    """A Calc: the input's keys whose columns are all selected as plain columns, renamed to their output names
+    (Flink ``FlinkRelMdUniqueKeys.getProjectUniqueKeys``; a filter keeps keys)."""
+    renamed: dict[str, str] = {}
+    for f, e in projections:
+        if isinstance(e, exp.Column) and e.name not in renamed:
+            renamed[e.name] = f.name
+
+    def mapped(keys: Keys) -> Keys:
+        return _minimal(tuple(renamed[c] for c in k) for k in keys if all(c in renamed for c in k))
+
+    return NodeKeys(mapped(input.unique_keys), mapped(input.upsert_keys))
+
+
+def forwarded_keys(input: Node) -> NodeKeys:
+    """A node that emits each input row at most once, with its columns (temporal and lookup joins on their
+    left input, OVER aggregation, dropping ``-U``, the sink): the input's keys."""
+    return NodeKeys(input.unique_keys, input.upsert_keys)
+
+
+def grouping_keys(columns: Sequence[str]) -> NodeKeys:
+    """A node holding one row per value of ``columns`` (deduplication, Top-1, group aggregation, the sink
+    upsert materializer): those columns are both keys."""
+    keys = (tuple(sorted(columns)),)
+    return NodeKeys(keys, keys)
+
+
+def join_input_spec(join_keys: Sequence[str], upsert_keys: Keys) -> JoinInputSideSpec:
+    """The unique key and state layout of a regular join's input with equi-join columns ``join_keys``.
+
+    The input's upsert key inside the join key if there is one (JoinKeyContainsUniqueKey: one row per
+    join key), else its first upsert key (InputSideHasUniqueKey), else none (InputSideHasNoUniqueKey);
+    Flink ``JoinInputSideSpec`` / ``JoinUtil.analyzeJoinInput``.
+
+    Example:
+        >>> join_input_spec(["a"], (("a",),)).layout.value
+        'JoinKeyContainsUniqueKey'
+    """
+    inside = [k for k in upsert_keys if set(k) <= set(join_keys)]
+    unique_key = (inside or list(upsert_keys) or [None])[0]
+    positions = None
+    if unique_key:
+        # Relative to the join key columns; columns outside it get positions past them.
+        positions = [join_keys.index(c) if c in join_keys else len(join_keys) + i for i, c in enumerate(unique_key)]
+    return JoinInputSideSpec(unique_key, choose_layout(range(len(join_keys)), positions))
+
+
+def regular_join_keys(
+    kind: str,
+    left_fields: Sequence[str],
+    right_fields: Sequence[str],
+    pairs: Sequence[tuple[str, str]],
+    left_unique_key: Sequence[str] | None,
+    right_unique_key: Sequence[str] | None,
+) -> NodeKeys:
+    """A regular join's output keys, over its output field names (right fields already renamed).
+
+    Args:
+        kind: ``inner``, ``left``, ``right``, ``full``, ``semi`` or ``anti``.
+        left_fields / right_fields: the output names of each side's fields.
+        pairs: the equi-join pairs ``(left field, right output field)``.
+        left_unique_key / right_unique_key: the sides' unique keys from :func:`join_input_spec`
+            (the right one in output names), or ``None``.
+    """
+    return NodeKeys(*derive_output_keys(
+        JoinType.parse(kind), left_fields, right_fields, pairs, left_unique_key, right_unique_key,
+    ))
