@@ -29,6 +29,7 @@ test: setup
 	$(PY) -m pytest
 
 dagster-ui: setup
+	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml
 	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster dev -w workspace.yaml
 
 clean:

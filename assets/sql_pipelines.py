@@ -23,7 +23,7 @@ from dagster import (
     AssetExecutionContext, AssetKey, AssetSpec, Config, MaterializeResult, MetadataValue, multi_asset,
 )
 
-from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource
+from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, concurrency_pool
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.pipeline import run_pipeline
@@ -126,7 +126,7 @@ def pipeline_assets(definition: SqlPipelineDef):
         ),
     ]
 
-    @multi_asset(name=pipeline.name, specs=specs)
+    @multi_asset(name=pipeline.name, specs=specs, pool=concurrency_pool(pipeline.name))
     def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource, lakehouse: LakehouseResource):
         session = spark.session()
         home = lakehouse.lakehouse()

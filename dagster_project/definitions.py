@@ -11,7 +11,7 @@ keeps the cluster's), ``KAFKA_BOOTSTRAP_SERVERS``, ``STREAMJOIN_LAKEHOUSE``
 
 import os
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
 from assets.sql_pipelines import load_sql_pipelines, pipeline_assets, topic_specs
 from assets.tpch_dimensions import customer_currencies, part
@@ -40,6 +40,9 @@ defs = Definitions(
         new_records_sensor(p.pipeline.name, [s.topic for s in p.pipeline.sources], PIPELINE_JOBS[f"{p.pipeline.name}_job"])
         for p in SQL_PIPELINES
     ],
+    # One process per run, one Spark session for all its steps: the default multiprocess executor
+    # would start a Spark driver per asset, also for the ad-hoc runs the UI's "Materialize" launches.
+    executor=in_process_executor,
     resources={
         "spark": SparkResource(master=os.environ.get("SPARK_MASTER", "local[2]")),
         "kafka": KafkaResource(bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS")),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 from dagster import DagsterInstance
 from rich.console import Console
@@ -31,12 +32,17 @@ from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, kafka_cluster
 from streamjoin.connectors.kafka_admin import delete_topics, produce, topic_offsets
 from streamjoin.datagen.topics import ORDERS, TOPICS
 
+#: The instance settings of the embedded default (run queue, concurrency pools).
+INSTANCE_CONFIG = Path(__file__).with_name("dagster.yaml")
+
 MALFORMED_RECORD = '{"before": null, "after": {"o_orderkey": "not-a-number"}, "op": "c"}'
 
 
 def main() -> int:
     console = Console()
-    os.environ.setdefault("DAGSTER_HOME", str(local_dir("dagster")))
+    if "DAGSTER_HOME" not in os.environ:
+        os.environ["DAGSTER_HOME"] = str(local_dir("dagster"))
+        shutil.copy(INSTANCE_CONFIG, local_dir("dagster") / "dagster.yaml")
     external = bool(os.environ.get(BOOTSTRAP_ENV))
     for folder in ("lakehouse",) + (() if external else ("kafka",)):
         shutil.rmtree(local_dir(folder))

@@ -23,7 +23,23 @@ from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 from streamjoin.pipeline import Lakehouse
 from streamjoin.session import spark_session
 
-__all__ = ["SparkResource", "KafkaResource", "LakehouseResource", "TpchResource"]
+__all__ = ["SparkResource", "KafkaResource", "LakehouseResource", "TpchResource", "concurrency_pool", "EMBEDDED_KAFKA_POOL"]
+
+#: The Dagster concurrency pool of every run that starts the embedded broker on ``.local/kafka``.
+EMBEDDED_KAFKA_POOL = "embedded_kafka"
+
+
+def concurrency_pool(name: str) -> str:
+    """The Dagster concurrency pool of a step that reads or writes Kafka for ``name`` (a pipeline or a loader).
+
+    With the instance's ``concurrency.pools`` at ``granularity: run`` and ``default_limit: 1``
+    (``dagster.yaml``), a launched run waits in the queue while another run holding its pool is
+    in progress. Without ``KAFKA_BOOTSTRAP_SERVERS`` every run starts the embedded broker on the
+    one ``.local/kafka`` folder, and two brokers on one folder corrupt its metadata log, so all
+    such runs share :data:`EMBEDDED_KAFKA_POOL`. With an external cluster only runs of the same
+    pipeline collide (its checkpoint and sink tables): the pool is ``pipeline/<name>``.
+    """
+    return f"pipeline/{name}" if os.environ.get(BOOTSTRAP_ENV) else EMBEDDED_KAFKA_POOL
 
 
 class SparkResource(ConfigurableResource):

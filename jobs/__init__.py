@@ -1,15 +1,15 @@
 """Dagster jobs: load the demo topics; per SQL pipeline a backfill (``availableNow``) and a
 continuous streaming job; every pipeline at once (``lakehouse_job``).
 
-Jobs run in one process (``in_process_executor``) so that the asset and its
-checks share one Spark session instead of starting a JVM per step.
+Every job runs its steps in one process (the code location's default executor,
+``in_process_executor``) so that an asset and its checks share one Spark session.
 """
 
 from dagster import (
-    AssetSelection, OpExecutionContext, RunConfig, ScheduleDefinition, define_asset_job, in_process_executor, job, op,
+    AssetSelection, OpExecutionContext, RunConfig, ScheduleDefinition, define_asset_job, job, op,
 )
 
-from dagster_project.resources import KafkaResource, TpchResource
+from dagster_project.resources import KafkaResource, TpchResource, concurrency_pool
 from streamjoin.datagen.topics import load_topics
 
 from assets.sql_pipelines import StreamingRunConfig
@@ -19,7 +19,6 @@ __all__ = ["lakehouse_job", "pipeline_jobs", "hourly_schedule", "load_tpch_topic
 lakehouse_job = define_asset_job(
     "lakehouse_job",
     selection=AssetSelection.groups("lakehouse"),
-    executor_def=in_process_executor,
     description="Every pipeline of the lakehouse (availableNow), upstream first, with all checks.",
 )
 
@@ -35,11 +34,11 @@ def pipeline_jobs(name: str) -> tuple:
     """
     selection = AssetSelection.assets(name, f"{name}_changelog")
     backfill = define_asset_job(
-        f"{name}_job", selection=selection, executor_def=in_process_executor,
+        f"{name}_job", selection=selection,
         description=f"Catch `{name}` up with its topics (availableNow) and run its checks.",
     )
     streaming = define_asset_job(
-        f"{name}_streaming_job", selection=selection, executor_def=in_process_executor,
+        f"{name}_streaming_job", selection=selection,
         config=RunConfig(ops={name: StreamingRunConfig(available_now=False)}),
         description=f"Continuous streaming run of `{name}`; terminate the run to stop the query.",
     )
@@ -54,7 +53,7 @@ def hourly_schedule(job) -> ScheduleDefinition:
     )
 
 
-@op(description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.")
+@op(pool=concurrency_pool("load_tpch_topics"), description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.")
 def load_tpch_topics(context: OpExecutionContext, kafka: KafkaResource, tpch: TpchResource) -> dict:
     counts = load_topics(kafka.servers, tpch.changelog())
     for topic, count in counts.items():
@@ -62,6 +61,6 @@ def load_tpch_topics(context: OpExecutionContext, kafka: KafkaResource, tpch: Tp
     return counts
 
 
-@job(executor_def=in_process_executor, description="Fill the demo's Kafka topics (orders, lineitem, order_events, shipments, rates).")
+@job(description="Fill the demo's Kafka topics (orders, lineitem, order_events, shipments, rates).")
 def load_tpch_topics_job():
     load_tpch_topics()
