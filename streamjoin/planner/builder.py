@@ -24,13 +24,13 @@ Every error names the file, line and column, the table or column, and the rule
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from sqlglot import exp
 
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.catalog import Catalog, TableDef
 from streamjoin.planner.diagnostics import SqlSource, error
+from streamjoin.planner.relation import Relation
 from streamjoin.planner.dialect import Flink, interval_ms
 from streamjoin.planner.expressions import (
     AGGREGATES, Scope, ScopeColumn, Typer, and_all, columns_of, conjuncts, field_column, resolve,
@@ -51,22 +51,6 @@ _UNSUPPORTED_CLAUSES = {
     "offset": ("OFFSET", "a streaming query has no end to skip into"),
     "qualify": ("QUALIFY", "filter the ROW_NUMBER() column in an outer query"),
 }
-
-
-@dataclass
-class Relation:
-    """A planned query block: its node and the columns a surrounding query can name."""
-
-    node: Node
-    columns: list[ScopeColumn]
-
-    def scope(self, source: SqlSource, outer: Scope | None = None) -> Scope:
-        """A scope over the columns (for resolving expressions)."""
-        return Scope(self.columns, source, outer)
-
-    def qualified(self, qualifier: str | None) -> "Relation":
-        """The same relation with its columns named ``qualifier.column`` (a FROM alias)."""
-        return Relation(self.node, [ScopeColumn(qualifier, c.name, c.field, c.type) for c in self.columns])
 
 
 def _computed_name(node: Node, extra: list) -> str:
@@ -94,15 +78,18 @@ class QueryPlanner:
         self.catalog = catalog
         self.source = source
         self.state_ttl_ms = state_ttl_ms
-        self._views_in_progress: list[str] = []
+        self.views_in_progress: list[str] = []
 
     # ------------------------------------------------------------------ helpers
 
-    def _error(self, kind, node, message, rule):
+    def error(self, kind: type[Exception], node: exp.Expr | None, message: str, rule: str) -> Exception:
+        """``kind`` (ValidationError / UnsupportedPlanError) for ``node`` of the current source, naming ``rule``
+        (:func:`streamjoin.planner.diagnostics.error`); the caller raises it."""
         return error(kind, self.source, node, message, rule)
 
     @contextmanager
-    def _in_source(self, source: SqlSource | None):
+    def in_source(self, source: SqlSource | None):
+        """Within the block, errors and types refer to ``source`` (a view's or a table's text), when given."""
         saved = self.source
         self.source = source or saved
         try:
@@ -110,15 +97,23 @@ class QueryPlanner:
         finally:
             self.source = saved
 
-    def _typer(self, node: Node) -> Typer:
+    def typer(self, node: Node) -> Typer:
+        """A typer over ``node``'s output fields."""
         return Typer({f.name: f.type for f in node.fields}, self.source)
 
-    def _calc(self, input: Node, projections: list[tuple[Field, exp.Expr]], condition: exp.Expr | None = None) -> Node:
+    def calc(self, input: Node, projections: list[tuple[Field, exp.Expr]], condition: exp.Expr | None = None) -> Node:
         """A Calc, merged into an input Calc (Flink's CalcMergeRule), and skipped when it changes nothing."""
         return merge_calc(input, projections, condition)
 
-    def _identity(self, node: Node) -> list[tuple[Field, exp.Expr]]:
+    def identity(self, node: Node) -> list[tuple[Field, exp.Expr]]:
+        """Projections selecting every field of ``node`` unchanged."""
         return [(f, field_column(f.name)) for f in node.fields]
+
+    @staticmethod
+    def producer_name(node: Node) -> str:
+        """How errors name the producer of ``node``'s rows: its table when it reads one, else the node."""
+        scans = [n for n in walk(node) if isinstance(n, TableScan)]
+        return f"'{scans[0].table.name}'" if len(scans) == 1 else node.describe()
 
     # ------------------------------------------------------------------ queries
 
@@ -132,42 +127,44 @@ class QueryPlanner:
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this, outer)
         if isinstance(query, exp.Select):
-            return self._plan_select(query, outer)
+            return self.plan_select(query, outer)
         if isinstance(query, exp.Union) and query.args.get("distinct") is False:
             return self._plan_union_all(query, outer)
         what = "UNION / INTERSECT / EXCEPT" if isinstance(query, exp.SetOperation) else type(query).__name__.upper()
-        raise self._error(UnsupportedPlanError, query, f"{what} queries are not supported", "supported-queries")
+        raise self.error(UnsupportedPlanError, query, f"{what} queries are not supported", "supported-queries")
 
     def _plan_union_all(self, query: exp.Union, outer: Scope | None) -> Relation:
         """``a UNION ALL b``: same number of columns, pairwise of one type family; named after ``a``."""
         left, right = self.plan_query(query.this, outer), self.plan_query(query.expression, outer)
         if len(left.columns) != len(right.columns):
-            raise self._error(ValidationError, query.expression, f"UNION ALL of {len(left.columns)} and {len(right.columns)} columns", "union-columns")
+            raise self.error(ValidationError, query.expression, f"UNION ALL of {len(left.columns)} and {len(right.columns)} columns", "union-columns")
         fields = []
         for a, b in zip(left.columns, right.columns):
             ta, tb = left.node.field(a.field).type, right.node.field(b.field).type
             common = common_type(ta, tb) if ta is not None and tb is not None else None
             if ta is not None and tb is not None and common is None:
-                raise self._error(ValidationError, query.expression, f"UNION ALL column '{a.name}' is {ta} on one side and {tb} on the other", "type-mismatch")
+                raise self.error(ValidationError, query.expression, f"UNION ALL column '{a.name}' is {ta} on one side and {tb} on the other", "type-mismatch")
             fields.append(Field(a.name, common))
         inputs = []
         for relation in (left, right):
             projections = [(f, field_column(c.field) if f.type is None or relation.node.field(c.field).type == f.type
                             else exp.cast(field_column(c.field), exp.DataType.build(f.type.sql, dialect=Flink)))
                            for f, c in zip(fields, relation.columns)]
-            inputs.append(self._calc(relation.node, projections))
+            inputs.append(self.calc(relation.node, projections))
         flattened = [n for i in inputs for n in (i.inputs if isinstance(i, Union) else [i])]
         node = Union(flattened, fields)
         return Relation(node, [ScopeColumn(None, f.name, f.name, f.type) for f in fields])
 
-    def _plan_select(self, select: exp.Select, outer: Scope | None) -> Relation:
+    def plan_select(self, select: exp.Select, outer: Scope | None) -> Relation:
+        """Plan a ``SELECT``: FROM and WHERE, then the rule its select list calls for (aggregate, rank, OVER,
+        projection)."""
         for key, (clause, why) in _UNSUPPORTED_CLAUSES.items():
             if select.args.get(key):
-                raise self._error(UnsupportedPlanError, select.args[key], f"{clause} is not supported in a streaming query: {why}", "supported-clauses")
+                raise self.error(UnsupportedPlanError, select.args[key], f"{clause} is not supported in a streaming query: {why}", "supported-clauses")
         if select.args.get("with_"):
-            raise self._error(UnsupportedPlanError, select.args["with_"], "WITH (common table expressions) is not supported; declare a view", "supported-clauses")
+            raise self.error(UnsupportedPlanError, select.args["with_"], "WITH (common table expressions) is not supported; declare a view", "supported-clauses")
         where = conjuncts(select.args["where"].this) if select.args.get("where") else []
-        relation = self._plan_from(select, where, outer)
+        relation = self.plan_from(select, where, outer)
         scope = relation.scope(self.source, outer)
         node = relation.node
 
@@ -177,8 +174,8 @@ class QueryPlanner:
         plain = [c for c in plain if not self._apply_rank_filter(c, scope, node)]
         if plain:
             condition = resolve(and_all(plain), scope)
-            self._typer(node).check_boolean(condition, "WHERE")
-            node = self._calc(node, self._identity(node), condition)
+            self.typer(node).check_boolean(condition, "WHERE")
+            node = self.calc(node, self.identity(node), condition)
         for predicate in subqueries:
             node = self._plan_subquery_join(node, predicate, Scope(relation.columns, self.source, outer))
         relation = Relation(node, relation.columns)
@@ -191,12 +188,12 @@ class QueryPlanner:
         over = [w for _, e in items for w in e.find_all(exp.Window)]
         if distinct is not None:
             if distinct.args.get("on") is not None or has_agg or over:
-                raise self._error(UnsupportedPlanError, distinct, "SELECT DISTINCT is supported without ON, GROUP BY, aggregates or OVER", "supported-queries")
+                raise self.error(UnsupportedPlanError, distinct, "SELECT DISTINCT is supported without ON, GROUP BY, aggregates or OVER", "supported-queries")
             # SELECT DISTINCT x, y is GROUP BY x, y (Flink plans it as a GroupAggregate).
             return self._plan_aggregate(select, relation, items, [e for _, e in items])
         if has_agg:
             if over:
-                raise self._error(UnsupportedPlanError, over[0], "OVER windows and GROUP BY in one query block are not supported; use a subquery", "supported-queries")
+                raise self.error(UnsupportedPlanError, over[0], "OVER windows and GROUP BY in one query block are not supported; use a subquery", "supported-queries")
             return self._plan_aggregate(select, relation, items)
         if any(isinstance(w.this, _RANK_FUNCTIONS) for w in over):
             return self._plan_rank(relation, items, windows)
@@ -212,7 +209,7 @@ class QueryPlanner:
             if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
                 qualifier = target.table if isinstance(target, exp.Column) else None
                 if qualifier and qualifier not in {c.qualifier for c in relation.columns}:
-                    raise self._error(ValidationError, target, f"unknown table or alias '{qualifier}' in '{qualifier}.*'", "table-exists")
+                    raise self.error(ValidationError, target, f"unknown table or alias '{qualifier}' in '{qualifier}.*'", "table-exists")
                 for c in relation.columns:
                     if qualifier is None or c.qualifier == qualifier:
                         items.append((c.name, exp.column(c.name, table=c.qualifier, quoted=True) if c.qualifier else exp.column(c.name, quoted=True)))
@@ -236,17 +233,18 @@ class QueryPlanner:
         scope = relation.scope(self.source)
         names = self._output_names(items)
         exprs = resolved if resolved is not None else [resolve(e, scope) for _, e in items]
-        typer = self._typer(relation.node)
+        typer = self.typer(relation.node)
         projections = [(Field(n, typer.type_of(e)), e) for n, e in zip(names, exprs)]
-        node = self._calc(relation.node, projections)
+        node = self.calc(relation.node, projections)
         return Relation(node, [ScopeColumn(None, f.name, f.name, f.type) for f, _ in projections])
 
     # ------------------------------------------------------------------ FROM
 
-    def _plan_from(self, select: exp.Select, where: list[exp.Expr], outer: Scope | None) -> Relation:
+    def plan_from(self, select: exp.Select, where: list[exp.Expr], outer: Scope | None) -> Relation:
+        """Plan the FROM clause and its joins; inner joins take the ``where`` conjuncts that need both sides."""
         from_ = select.args.get("from_")
         if from_ is None:
-            raise self._error(UnsupportedPlanError, select, "a query without FROM is not supported", "supported-queries")
+            raise self.error(UnsupportedPlanError, select, "a query without FROM is not supported", "supported-queries")
         relation = self._plan_table_ref(from_.this, outer)
         for join in select.args.get("joins") or []:
             relation = self._plan_join(relation, join, where, outer)
@@ -255,9 +253,9 @@ class QueryPlanner:
     def _plan_table_ref(self, item: exp.Expr, outer: Scope | None) -> Relation:
         if isinstance(item, exp.Table):
             if item.args.get("version") is not None:
-                raise self._error(ValidationError, item, "FOR SYSTEM_TIME AS OF applies to the right table of a JOIN", "temporal-join-syntax")
+                raise self.error(ValidationError, item, "FOR SYSTEM_TIME AS OF applies to the right table of a JOIN", "temporal-join-syntax")
             if item.args.get("db") or item.args.get("catalog"):
-                raise self._error(UnsupportedPlanError, item, f"catalog/database qualified names are not supported: {item.sql(Flink)}", "table-exists")
+                raise self.error(UnsupportedPlanError, item, f"catalog/database qualified names are not supported: {item.sql(Flink)}", "table-exists")
             name = item.name
             alias = item.alias or name
             if name in self.catalog.tables:
@@ -265,21 +263,21 @@ class QueryPlanner:
             if name in self.catalog.views:
                 return self._plan_view(name, item).qualified(alias)
             known = ", ".join([*self.catalog.tables, *self.catalog.views]) or "none"
-            raise self._error(ValidationError, item, f"unknown table or view '{name}'; declared: {known}", "table-exists")
+            raise self.error(ValidationError, item, f"unknown table or view '{name}'; declared: {known}", "table-exists")
         if isinstance(item, exp.Subquery):
             return self.plan_query(item.this, outer).qualified(item.alias or None)
-        raise self._error(UnsupportedPlanError, item, f"{item.sql(Flink)} is not supported in FROM", "supported-queries")
+        raise self.error(UnsupportedPlanError, item, f"{item.sql(Flink)} is not supported in FROM", "supported-queries")
 
     def _plan_view(self, name: str, at: exp.Expr) -> Relation:
-        if name in self._views_in_progress:
-            raise self._error(ValidationError, at, f"view '{name}' refers to itself", "view-cycle")
+        if name in self.views_in_progress:
+            raise self.error(ValidationError, at, f"view '{name}' refers to itself", "view-cycle")
         view = self.catalog.views[name]
-        self._views_in_progress.append(name)
+        self.views_in_progress.append(name)
         try:
-            with self._in_source(view.source):
+            with self.in_source(view.source):
                 return self.plan_query(view.query)
         finally:
-            self._views_in_progress.pop()
+            self.views_in_progress.pop()
 
     def _scan(self, table: TableDef) -> Relation:
         """A TableSourceScan of ``table``; computed columns are typed from their expressions."""
@@ -291,7 +289,7 @@ class QueryPlanner:
             if c.computed is None:
                 fields.append(Field(c.name, c.type))
                 continue
-            with self._in_source(table.source):
+            with self.in_source(table.source):
                 resolved = resolve(c.computed, scope)
             computed[c.name] = resolved
             ctype = c.type or typer.type_of(resolved)
@@ -313,7 +311,7 @@ class QueryPlanner:
         side = (join.side or "").upper()
         kind = (join.kind or "").upper()
         if kind in ("SEMI", "ANTI"):
-            raise self._error(UnsupportedPlanError, join, f"{kind} JOIN syntax is not Flink SQL; use IN / EXISTS", "supported-joins")
+            raise self.error(UnsupportedPlanError, join, f"{kind} JOIN syntax is not Flink SQL; use IN / EXISTS", "supported-joins")
         return {"LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side, "inner")
 
     def _plan_join(self, left: Relation, join: exp.Join, where: list[exp.Expr], outer: Scope | None) -> Relation:
@@ -321,7 +319,7 @@ class QueryPlanner:
         item = join.this
         on = join.args.get("on")
         if join.args.get("using"):
-            raise self._error(UnsupportedPlanError, join, "JOIN … USING is not supported; write ON a.x = b.x", "supported-joins")
+            raise self.error(UnsupportedPlanError, join, "JOIN … USING is not supported; write ON a.x = b.x", "supported-joins")
         if isinstance(item, exp.Table) and item.args.get("version") is not None:
             return self._plan_temporal(left, item, kind, on, outer)
         right = self._plan_table_ref(item, outer)
@@ -375,15 +373,15 @@ class QueryPlanner:
                 continue
             for side, node in (("left", left), ("right", right)):
                 if not node.is_insert_only:
-                    raise self._error(
+                    raise self.error(
                         UnsupportedPlanError, join,
-                        f"IntervalJoin consumes insert-only input, but its {side} input {self._producer_name(node)} "
+                        f"IntervalJoin consumes insert-only input, but its {side} input {self.producer_name(node)} "
                         f"produces {'updates' if 'U' in node.modify_kinds else 'deletes'}",
                         "interval-join-insert-only",
                     )
             remaining = [c for c in rest if c not in bounds.conditions]
             if remaining and kind != "inner":
-                raise self._error(
+                raise self.error(
                     UnsupportedPlanError, remaining[0],
                     f"an outer interval join supports only equality and time-bound conditions; '{remaining[0].sql(Flink)}' is neither",
                     "interval-join-condition",
@@ -400,8 +398,8 @@ class QueryPlanner:
                 if sides == {"left", "right"} and len(attributes) > 1:
                     message = (f"join condition '{c.sql(Flink)}' compares a rowtime with a proctime; an interval join "
                                "needs time attributes of one kind on both sides")
-                    raise self._error(ValidationError, c, message, "interval-join-time-attributes")
-                raise self._error(
+                    raise self.error(ValidationError, c, message, "interval-join-time-attributes")
+                raise self.error(
                     ValidationError, c,
                     f"regular join condition '{c.sql(Flink)}' uses time attribute '{used[0].name}': a regular join keeps every "
                     "row forever, so its condition may not use time attributes; bound both sides' rowtimes "
@@ -425,29 +423,25 @@ class QueryPlanner:
             return
         for name, node_field in sides:
             if not node_field.is_rowtime:
-                raise self._error(
+                raise self.error(
                     ValidationError, bounds.conditions[0],
                     f"the join condition bounds '{name}' like an interval join, but '{name}' has no watermark: "
                     "declare WATERMARK FOR it in its table to make it a rowtime",
                     "interval-join-watermark",
                 )
 
-    def _producer_name(self, node: Node) -> str:
-        scans = [n for n in walk(node) if isinstance(n, TableScan)]
-        return f"'{scans[0].table.name}'" if len(scans) == 1 else node.describe()
-
     def _plan_temporal(self, left: Relation, item: exp.Table, kind: str, on: exp.Expr | None, outer: Scope | None) -> Relation:
         if kind not in ("inner", "left"):
-            raise self._error(ValidationError, item, f"a temporal table join is INNER or LEFT, not {kind.upper()}", "temporal-join-type")
+            raise self.error(ValidationError, item, f"a temporal table join is INNER or LEFT, not {kind.upper()}", "temporal-join-type")
         version = item.args["version"]
         left_scope = left.scope(self.source, outer)
         time_column = version.expression
         if not isinstance(time_column, exp.Column):
-            raise self._error(ValidationError, time_column, "FOR SYSTEM_TIME AS OF takes a time attribute of the left table", "temporal-join-time")
+            raise self.error(ValidationError, time_column, "FOR SYSTEM_TIME AS OF takes a time attribute of the left table", "temporal-join-time")
         found, _ = left_scope.resolve(time_column)
         left_time = left.node.field(found.field)
         if not left_time.type or not left_time.type.time_attribute:
-            raise self._error(
+            raise self.error(
                 ValidationError, time_column,
                 f"FOR SYSTEM_TIME AS OF '{time_column.sql(Flink)}': the column is {left_time.type}, not a time attribute; "
                 "declare WATERMARK FOR it (event time) or use a PROCTIME() column",
@@ -457,7 +451,7 @@ class QueryPlanner:
         table = self.catalog.tables.get(name)
         if table is not None and table.connector == "delta" or left_time.type.time_attribute == "PROCTIME":
             if table is None or table.connector != "delta":
-                raise self._error(UnsupportedPlanError, item, f"a processing-time temporal join needs a Delta table to look up; '{name}' is not one", "lookup-join-table")
+                raise self.error(UnsupportedPlanError, item, f"a processing-time temporal join needs a Delta table to look up; '{name}' is not one", "lookup-join-table")
             right = self._scan(table)
         else:
             right = self._plan_table_ref(exp.Table(this=item.this.copy()), outer)
@@ -474,7 +468,7 @@ class QueryPlanner:
             typer.check_boolean(c, "ON")
         pairs, rest = split_equi(resolved, set(left.node.field_names), set(right_names))
         if rest:
-            raise self._error(
+            raise self.error(
                 UnsupportedPlanError, rest[0],
                 f"a temporal join condition may only equate left columns with the right table's key; '{rest[0].sql(Flink)}' is not supported",
                 "temporal-join-condition",
@@ -483,12 +477,12 @@ class QueryPlanner:
         right_keys = [original[r] for _, r in pairs]
         if isinstance(right.node, TableScan) and right.node.table.connector == "delta":
             if not pairs:
-                raise self._error(ValidationError, item, f"a lookup join needs an equality on columns of '{name}'", "lookup-join-condition")
+                raise self.error(ValidationError, item, f"a lookup join needs an equality on columns of '{name}'", "lookup-join-condition")
             node = LookupJoin(kind, left.node, right.node, left_keys, right_keys)
             return Relation(node, columns)
         versioned, primary_key, rowtime, append_only = self._versioned(right.node, name, item)
         if set(right_keys) != set(primary_key):
-            raise self._error(
+            raise self.error(
                 ValidationError, item,
                 f"the temporal join condition must equate the versioned table's primary key [{', '.join(primary_key)}] "
                 f"of '{name}' with left columns, and nothing else; it equates [{', '.join(right_keys) or 'nothing'}]",
@@ -506,24 +500,24 @@ class QueryPlanner:
         calc = node if isinstance(node, Calc) else None
         below = calc.inputs[0] if calc else node
         if isinstance(below, Deduplicate) and below.keep == "last" and below.time == "ROWTIME" and below.inputs[0].is_insert_only:
-            projections = calc.projections if calc else self._identity(below)[:-1]
+            projections = calc.projections if calc else self.identity(below)[:-1]
             if any(isinstance(e, exp.Column) and e.name == below.rank_field for _, e in projections):
-                raise self._error(UnsupportedPlanError, at, f"versioned view '{name}' may not select its ROW_NUMBER column", "temporal-join-versioned-view")
+                raise self.error(UnsupportedPlanError, at, f"versioned view '{name}' may not select its ROW_NUMBER column", "temporal-join-versioned-view")
             log = Calc(below.inputs[0], projections)
             names = {e.name: f.name for f, e in projections if isinstance(e, exp.Column)}
             if below.order_by not in names or not all(k in names for k in below.keys):
-                raise self._error(ValidationError, at, f"versioned view '{name}' must select its key and rowtime", "temporal-join-versioned-view")
+                raise self.error(ValidationError, at, f"versioned view '{name}' must select its key and rowtime", "temporal-join-versioned-view")
             log = log if not log.is_identity else below.inputs[0]
             return log, tuple(names[k] for k in below.keys), names[below.order_by], True
         if not node.unique_keys:
-            raise self._error(
+            raise self.error(
                 ValidationError, at,
                 f"the versioned table '{name}' of an event-time temporal join needs a PRIMARY KEY (… NOT ENFORCED), but none can be found",
                 "temporal-join-primary-key",
             )
         rowtimes = [f.name for f in node.fields if f.is_rowtime]
         if not rowtimes:
-            raise self._error(
+            raise self.error(
                 ValidationError, at,
                 f"the versioned table '{name}' of an event-time temporal join needs a rowtime: declare WATERMARK FOR its version time",
                 "temporal-join-watermark",
@@ -537,9 +531,9 @@ class QueryPlanner:
         inner = predicate.this if negated else predicate
         query = inner.this if isinstance(inner, exp.Exists) else inner.args["query"].this
         if not isinstance(query, exp.Select):
-            raise self._error(UnsupportedPlanError, query, "only SELECT subqueries are supported in IN / EXISTS", "supported-queries")
+            raise self.error(UnsupportedPlanError, query, "only SELECT subqueries are supported in IN / EXISTS", "supported-queries")
         sub_where = conjuncts(query.args["where"].this) if query.args.get("where") else []
-        right = self._plan_from(query, sub_where, None)
+        right = self.plan_from(query, sub_where, None)
         right_scope = right.scope(self.source)
         local, correlated = [], []
         for c in sub_where:
@@ -549,16 +543,16 @@ class QueryPlanner:
             self._aggregates_outside_windows(e) for e in query.expressions)
         if is_aggregating or any(query.args.get(k) for k in ("order", "limit", "distinct")):
             if correlated:
-                raise self._error(UnsupportedPlanError, correlated[0], "a correlated subquery with aggregates is not supported", "supported-queries")
-            rel = self._plan_select(query, None)
+                raise self.error(UnsupportedPlanError, correlated[0], "a correlated subquery with aggregates is not supported", "supported-queries")
+            rel = self.plan_select(query, None)
             right_node, right_columns = rel.node, rel.columns
             local = []
         else:
             right_node = right.node
             if local:
                 condition = resolve(and_all(local), right_scope)
-                self._typer(right_node).check_boolean(condition, "WHERE")
-                right_node = self._calc(right_node, self._identity(right_node), condition)
+                self.typer(right_node).check_boolean(condition, "WHERE")
+                right_node = self.calc(right_node, self.identity(right_node), condition)
             right_columns = right.columns
         kind = "anti" if negated else "semi"
         right_names = uniquify(right_node.field_names, set(left.field_names))
@@ -575,7 +569,7 @@ class QueryPlanner:
         null_aware = False
         if isinstance(inner, exp.In):
             if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
-                raise self._error(ValidationError, query, "an IN subquery must select exactly one column", "in-subquery-columns")
+                raise self.error(ValidationError, query, "an IN subquery must select exactly one column", "in-subquery-columns")
             needle = resolve(inner.this, Scope(left_columns, self.source, outer_scope.outer))
             if is_aggregating:
                 selected = field_column(rename[right_columns[0].field], query.expressions[0])
@@ -583,7 +577,7 @@ class QueryPlanner:
                 item = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
                 selected = resolve(item, Scope([ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right_columns], self.source))
                 if not isinstance(selected, exp.Column):
-                    raise self._error(UnsupportedPlanError, item, "an IN subquery must select a plain column", "in-subquery-columns")
+                    raise self.error(UnsupportedPlanError, item, "an IN subquery must select a plain column", "in-subquery-columns")
             equality = exp.EQ(this=needle, expression=selected)
             typer.type_of(equality)
             left_type, right_type = typer.type_of(needle), typer.type_of(selected)
@@ -601,7 +595,7 @@ class QueryPlanner:
         for c in rest:
             times = [col.name for col in c.find_all(exp.Column) if (types.get(col.name) and types[col.name].time_attribute)]
             if times:
-                raise self._error(ValidationError, c, f"a semi/anti join condition may not use time attribute '{times[0]}'", "regular-join-time-attributes")
+                raise self.error(ValidationError, c, f"a semi/anti join condition may not use time attribute '{times[0]}'", "regular-join-time-attributes")
         return RegularJoin(kind, left, right_node, [l for l, _ in pairs], [original[r] for _, r in pairs],
                            and_all(rest), self.state_ttl_ms)
 
@@ -616,14 +610,14 @@ class QueryPlanner:
         arg = call.this
         if isinstance(arg, exp.Distinct):
             if function != "COUNT" or len(arg.expressions) != 1:
-                raise self._error(UnsupportedPlanError, call, f"{call.sql(Flink)}: DISTINCT is supported in COUNT(DISTINCT x) only", "supported-aggregates")
+                raise self.error(UnsupportedPlanError, call, f"{call.sql(Flink)}: DISTINCT is supported in COUNT(DISTINCT x) only", "supported-aggregates")
             function, arg = "COUNT_DISTINCT", arg.expressions[0]
         if isinstance(arg, exp.Star) or (function == "COUNT" and arg is None):
             return Aggregate(output, "COUNT", None, SqlType("BIGINT", nullable=False))
         if arg is None or call.expressions:
-            raise self._error(UnsupportedPlanError, call, f"{call.sql(Flink)}: aggregates take one argument here", "supported-aggregates")
+            raise self.error(UnsupportedPlanError, call, f"{call.sql(Flink)}: aggregates take one argument here", "supported-aggregates")
         resolved = resolve(arg, scope)
-        arg_type = self._typer(input).type_of(resolved)
+        arg_type = self.typer(input).type_of(resolved)
         if isinstance(resolved, exp.Column):
             field = resolved.name
         else:
@@ -638,7 +632,7 @@ class QueryPlanner:
             return None
         t = t.plain()
         if function in ("SUM", "AVG") and t.family != "numeric":
-            raise self._error(ValidationError, call, f"{function} needs a number; '{call.this.sql(Flink)}' is {t}", "type-mismatch")
+            raise self.error(ValidationError, call, f"{function} needs a number; '{call.this.sql(Flink)}' is {t}", "type-mismatch")
         if function == "SUM" and t.root == "DECIMAL":
             return SqlType("DECIMAL", 38, t.scale)
         if function == "AVG" and t.root == "DECIMAL":
@@ -652,7 +646,7 @@ class QueryPlanner:
             group_exprs = select.args["group"].expressions if select.args.get("group") else []
         for g in group_exprs:
             if isinstance(g, (exp.Literal,)) or g.find(exp.Anonymous) and g.find(exp.Anonymous).name.upper() in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
-                raise self._error(UnsupportedPlanError, g, f"GROUP BY {g.sql(Flink)} is not supported (group windows, ordinals)", "supported-aggregates")
+                raise self.error(UnsupportedPlanError, g, f"GROUP BY {g.sql(Flink)} is not supported (group windows, ordinals)", "supported-aggregates")
         extra: list[tuple[Field, exp.Expr]] = []
         group_fields, group_map = [], {}
         for g in group_exprs:
@@ -661,7 +655,7 @@ class QueryPlanner:
                 field = resolved.name
             else:
                 field = _computed_name(node, extra)
-                extra.append((Field(field, self._typer(node).type_of(resolved)), resolved))
+                extra.append((Field(field, self.typer(node).type_of(resolved)), resolved))
             group_fields.append(field)
             group_map[resolved.sql(Flink)] = field
         calls: list[Aggregate] = []
@@ -693,7 +687,7 @@ class QueryPlanner:
         else:
             pre = node
         if not pre.is_insert_only and any(a.function in ("FIRST_VALUE", "LAST_VALUE") for a in calls):
-            raise self._error(UnsupportedPlanError, select, "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported", "supported-aggregates")
+            raise self.error(UnsupportedPlanError, select, "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported", "supported-aggregates")
         agg = GroupAggregate(pre, group_fields, calls)
         agg_scope_types = {f.name: f.type for f in agg.fields}
 
@@ -715,16 +709,16 @@ class QueryPlanner:
             grouped = resolved_expr.transform(to_group, copy=False)
             for col in grouped.find_all(exp.Column):
                 if col.name not in agg_scope_types:
-                    raise self._error(ValidationError, col, f"column '{col.name}' is not being grouped: add it to GROUP BY or aggregate it", "group-by-columns")
+                    raise self.error(ValidationError, col, f"column '{col.name}' is not being grouped: add it to GROUP BY or aggregate it", "group-by-columns")
             return grouped
 
         exprs = [rewrite(e) for _, e in items]
         condition = rewrite(having) if having is not None else None
         if condition is not None:
-            self._typer(agg).check_boolean(condition, "HAVING")
-        typer = self._typer(agg)
+            self.typer(agg).check_boolean(condition, "HAVING")
+        typer = self.typer(agg)
         projections = [(Field(n, typer.type_of(e)), e) for n, e in zip(names, exprs)]
-        out = self._calc(agg, projections, condition)
+        out = self.calc(agg, projections, condition)
         return Relation(out, [ScopeColumn(None, f.name, f.name, f.type) for f, _ in projections])
 
     # ------------------------------------------------------------------ OVER
@@ -737,7 +731,7 @@ class QueryPlanner:
         if alias is not None:
             name = alias.name
             if name not in named:
-                raise self._error(ValidationError, window, f"window '{name}' is not defined in the WINDOW clause", "window-exists")
+                raise self.error(ValidationError, window, f"window '{name}' is not defined in the WINDOW clause", "window-exists")
             return named[name]
         return window
 
@@ -748,15 +742,15 @@ class QueryPlanner:
         kind = frame.args.get("kind", "").upper()
         start, end = frame.args.get("start"), frame.args.get("end")
         if frame.args.get("start_side", "").upper() != "PRECEDING" or (end not in (None, "CURRENT ROW")):
-            raise self._error(UnsupportedPlanError, at, f"OVER frame '{frame.sql(Flink)}' is not supported: only … PRECEDING AND CURRENT ROW", "over-frame")
+            raise self.error(UnsupportedPlanError, at, f"OVER frame '{frame.sql(Flink)}' is not supported: only … PRECEDING AND CURRENT ROW", "over-frame")
         if start == "UNBOUNDED":
             return kind.lower(), None
         if kind == "ROWS":
             if not (isinstance(start, exp.Literal) and not start.is_string):
-                raise self._error(ValidationError, at, f"ROWS frames count rows: '{frame.sql(Flink)}'", "over-frame")
+                raise self.error(ValidationError, at, f"ROWS frames count rows: '{frame.sql(Flink)}'", "over-frame")
             return "rows", int(start.name)
         if not isinstance(start, exp.Interval):
-            raise self._error(ValidationError, at, f"RANGE frames over a time attribute need an INTERVAL: '{frame.sql(Flink)}'", "over-frame")
+            raise self.error(ValidationError, at, f"RANGE frames over a time attribute need an INTERVAL: '{frame.sql(Flink)}'", "over-frame")
         return "range", interval_ms(start)
 
     def _plan_over(self, relation: Relation, items, named: dict[str, exp.Window]) -> Relation:
@@ -768,31 +762,31 @@ class QueryPlanner:
                  s.args["order"].sql(Flink) if s.args.get("order") else None,
                  s.args["spec"].sql(Flink) if s.args.get("spec") else None) for s in specs}
         if len(keys) > 1:
-            raise self._error(UnsupportedPlanError, windows[1], "all OVER aggregates of a query must use the same window (Flink requires it)", "over-same-window")
+            raise self.error(UnsupportedPlanError, windows[1], "all OVER aggregates of a query must use the same window (Flink requires it)", "over-same-window")
         spec = specs[0]
         order = spec.args.get("order")
         if order is None or len(order.expressions) != 1:
-            raise self._error(ValidationError, windows[0], "an OVER window must be ORDER BY one time attribute", "over-order-by-time")
+            raise self.error(ValidationError, windows[0], "an OVER window must be ORDER BY one time attribute", "over-order-by-time")
         ordered = order.expressions[0]
         order_resolved = resolve(ordered.this, scope)
         order_field = node.field(order_resolved.name) if isinstance(order_resolved, exp.Column) else None
         if order_field is None or order_field.type is None or not order_field.type.time_attribute:
             described = f"{order_field.type}" if order_field and order_field.type else "not a time attribute"
-            raise self._error(
+            raise self.error(
                 ValidationError, ordered,
                 f"OVER window ORDER BY '{ordered.this.sql(Flink)}' ({described}): in streaming, OVER windows must be ordered by a "
                 "time attribute (a rowtime with WATERMARK FOR, or PROCTIME())",
                 "over-order-by-time",
             )
         if ordered.args.get("desc"):
-            raise self._error(ValidationError, ordered, "OVER windows must be ordered by their time attribute ascending", "over-order-by-time")
+            raise self.error(ValidationError, ordered, "OVER windows must be ordered by their time attribute ascending", "over-order-by-time")
         if not node.is_insert_only:
-            raise self._error(UnsupportedPlanError, windows[0], f"OverAggregate consumes insert-only input; {self._producer_name(node)} produces updates", "over-insert-only")
+            raise self.error(UnsupportedPlanError, windows[0], f"OverAggregate consumes insert-only input; {self.producer_name(node)} produces updates", "over-insert-only")
         partition = []
         for p in spec.args.get("partition_by") or []:
             resolved = resolve(p, scope)
             if not isinstance(resolved, exp.Column):
-                raise self._error(UnsupportedPlanError, p, "PARTITION BY takes columns", "over-partition")
+                raise self.error(UnsupportedPlanError, p, "PARTITION BY takes columns", "over-partition")
             partition.append(resolved.name)
         frame, preceding = self._over_frame(spec, order_field, windows[0])
         extra: list = []
@@ -800,12 +794,12 @@ class QueryPlanner:
         over_map: dict[str, str] = {}
         for w in windows:
             if type(w.this) not in AGGREGATES:
-                raise self._error(UnsupportedPlanError, w, f"{w.this.sql(Flink)} OVER is not supported; supported: {', '.join(AGGREGATES.values())}", "supported-aggregates")
+                raise self.error(UnsupportedPlanError, w, f"{w.this.sql(Flink)} OVER is not supported; supported: {', '.join(AGGREGATES.values())}", "supported-aggregates")
             if w.sql(Flink) not in over_map:
                 output = f"w0$o{len(aggregates)}"
                 aggregates.append(self._aggregate_call(w.this, output, node, scope, extra))
                 over_map[w.sql(Flink)] = output
-        pre = Calc(node, self._identity(node) + extra) if extra else node
+        pre = Calc(node, self.identity(node) + extra) if extra else node
         over = OverAggregate(pre, partition, order_field.name, order_field.type.time_attribute == "ROWTIME", frame, preceding, aggregates)
         over_columns = relation.columns + [ScopeColumn(None, a.output, a.output, a.type) for a in aggregates]
 
@@ -824,39 +818,39 @@ class QueryPlanner:
         node = relation.node
         windows = [w for _, e in items for w in e.find_all(exp.Window)]
         if len(windows) != 1:
-            raise self._error(UnsupportedPlanError, windows[1], "ROW_NUMBER() cannot be combined with other OVER windows in one query block", "rank-alone")
+            raise self.error(UnsupportedPlanError, windows[1], "ROW_NUMBER() cannot be combined with other OVER windows in one query block", "rank-alone")
         window = windows[0]
         alias_item = next((a, e) for a, e in items if window in list(e.find_all(exp.Window)))
         if alias_item[1] is not window or not alias_item[0]:
-            raise self._error(UnsupportedPlanError, window, "ROW_NUMBER() OVER (…) must be a select item of its own with an alias (… AS rn)", "rank-filter")
+            raise self.error(UnsupportedPlanError, window, "ROW_NUMBER() OVER (…) must be a select item of its own with an alias (… AS rn)", "rank-filter")
         spec = self._window_spec(window, named)
         keys = []
         for p in spec.args.get("partition_by") or []:
             resolved = resolve(p, scope)
             if not isinstance(resolved, exp.Column):
-                raise self._error(UnsupportedPlanError, p, "ROW_NUMBER() PARTITION BY takes columns", "rank-partition")
+                raise self.error(UnsupportedPlanError, p, "ROW_NUMBER() PARTITION BY takes columns", "rank-partition")
             keys.append(resolved.name)
         if not keys:
-            raise self._error(UnsupportedPlanError, window, "ROW_NUMBER() without PARTITION BY (a global Top-N) is not supported", "rank-partition")
+            raise self.error(UnsupportedPlanError, window, "ROW_NUMBER() without PARTITION BY (a global Top-N) is not supported", "rank-partition")
         order = spec.args.get("order")
         if order is None or len(order.expressions) != 1:
-            raise self._error(UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order")
+            raise self.error(UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order")
         ordered = order.expressions[0]
         order_resolved = resolve(ordered.this, scope)
         if not isinstance(order_resolved, exp.Column):
-            raise self._error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes a column", "rank-order")
+            raise self.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes a column", "rank-order")
         order_field = node.field(order_resolved.name)
         time = order_field.type.time_attribute if order_field.type else None
         keep = "last" if ordered.args.get("desc") else "first"
         if time is None and keep == "first":
-            raise self._error(
+            raise self.error(
                 UnsupportedPlanError, ordered,
                 f"ROW_NUMBER() ORDER BY '{ordered.this.sql(Flink)}' ASC is a Top-1 Rank on a non-time column, which is not supported; "
                 "order by a time attribute (deduplication) or DESC",
                 "rank-order",
             )
         if not node.is_insert_only:
-            raise self._error(UnsupportedPlanError, window, f"deduplication consumes insert-only input; {self._producer_name(node)} produces updates", "deduplicate-insert-only")
+            raise self.error(UnsupportedPlanError, window, f"deduplication consumes insert-only input; {self.producer_name(node)} produces updates", "deduplicate-insert-only")
         rank_name = alias_item[0]
         dedup = Deduplicate(node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0])
         dedup.pending = window
@@ -882,7 +876,7 @@ class QueryPlanner:
             return False
         limit = int(c.expression.name) - (1 if isinstance(c, exp.LT) else 0)
         if limit != 1:
-            raise self._error(UnsupportedPlanError, condition, f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported", "rank-filter")
+            raise self.error(UnsupportedPlanError, condition, f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported", "rank-filter")
         current.pending = None
         return True
 
