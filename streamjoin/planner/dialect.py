@@ -12,6 +12,9 @@ rather than methods:
 - ``WATERMARK FOR ts AS ts - INTERVAL '5' SECOND`` as a schema constraint
   (``CONSTRAINT_PARSERS`` / ``SCHEMA_UNNAMED_CONSTRAINTS``);
 - ``EXPLAIN [CHANGELOG_MODE, …] <statement>`` as an :class:`Explain` node;
+- ``CREATE TABLE … WITH (…) LIKE source (INCLUDING ALL OVERWRITING OPTIONS …)``: Flink's LIKE
+  clause, a ``LikeProperty`` whose ``expressions`` are ``Property(this=strategy, value=feature)``
+  (sqlglot reads the options of Postgres' form, without parentheses);
 - the generator writes Flink's spellings back: ``STRING``, ``TIMESTAMP_LTZ``,
   ``FOR SYSTEM_TIME AS OF``, ``'key' = 'value'`` options, ``x NOT IN (…)``.
 
@@ -60,11 +63,26 @@ class FlinkParser(BaseParser):
 
     SCHEMA_UNNAMED_CONSTRAINTS = {*BaseParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
+    PROPERTY_PARSERS = {**BaseParser.PROPERTY_PARSERS, "LIKE": lambda self: self._parse_like_clause()}
+
     # The tokenizer files EXPLAIN with DESCRIBE (Flink's DESCRIBE is not supported).
     STATEMENT_PARSERS = {
         **BaseParser.STATEMENT_PARSERS,
         TokenType.DESCRIBE: lambda self: self._parse_explain(),
     }
+
+    def _parse_like_clause(self) -> exp.LikeProperty:
+        table = self._parse_table_parts(schema=True)  # schema: 's (' opens the options, not a call
+        options = []
+        if self._match(TokenType.L_PAREN):
+            while self._match_texts(("INCLUDING", "EXCLUDING", "OVERWRITING")):
+                strategy = self._prev.text.upper()
+                feature = self._parse_var(any_token=True)
+                if feature is None:
+                    self.raise_error(f"expected a feature after {strategy} (ALL, CONSTRAINTS, GENERATED, OPTIONS, WATERMARKS, …)")
+                options.append(exp.Property(this=exp.var(strategy), value=exp.var(feature.name.upper())))
+            self._match_r_paren()
+        return self.expression(exp.LikeProperty(this=table, expressions=options))
 
     def _parse_explain(self) -> Explain:
         if self._prev.text.upper() != "EXPLAIN":
@@ -88,6 +106,9 @@ class FlinkGenerator(Generator):
         exp.DType.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
     }
 
+    # Flink writes LIKE after WITH (…).
+    PROPERTIES_LOCATION = {**Generator.PROPERTIES_LOCATION, exp.LikeProperty: exp.Properties.Location.POST_EXPRESSION}
+
     TRANSFORMS = {
         **Generator.TRANSFORMS,
         Explain: lambda self, e: self.explain_sql(e),
@@ -108,6 +129,10 @@ class FlinkGenerator(Generator):
         if isinstance(inner, exp.In):
             return self.in_sql(inner).replace(" IN ", " NOT IN ", 1)
         return super().not_sql(expression)
+
+    def likeproperty_sql(self, expression: exp.LikeProperty) -> str:
+        options = " ".join(f"{o.name} {o.text('value')}" for o in expression.expressions)
+        return f"LIKE {self.sql(expression, 'this')}" + (f" ({options})" if options else "")
 
     def explain_sql(self, expression: Explain) -> str:
         details = ", ".join(self.sql(d) for d in expression.expressions)
