@@ -31,6 +31,7 @@ from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.catalog import Catalog, TableDef
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.relation import Relation
+from streamjoin.planner.rules.project import expand_select, merge_calc, output_names, project
 from streamjoin.planner.dialect import Flink, interval_ms
 from streamjoin.planner.expressions import (
     AGGREGATES, Scope, ScopeColumn, Typer, and_all, columns_of, conjuncts, field_column, resolve,
@@ -180,7 +181,7 @@ class QueryPlanner:
             node = self._plan_subquery_join(node, predicate, Scope(relation.columns, self.source, outer))
         relation = Relation(node, relation.columns)
 
-        items = self._expand_select(select, relation)
+        items = expand_select(self, select, relation)
         windows = self._named_windows(select)
         distinct = select.args.get("distinct")
         has_agg = bool(select.args.get("group")) or bool(select.args.get("having")) or any(
@@ -199,44 +200,7 @@ class QueryPlanner:
             return self._plan_rank(relation, items, windows)
         if over:
             return self._plan_over(relation, items, windows)
-        return self._project(relation, items)
-
-    def _expand_select(self, select: exp.Select, relation: Relation) -> list[tuple[str | None, exp.Expr]]:
-        """``(alias or None, expression)`` per select item, ``*`` and ``t.*`` expanded to columns."""
-        items: list[tuple[str | None, exp.Expr]] = []
-        for e in select.expressions:
-            target = e.this if isinstance(e, exp.Alias) else e
-            if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
-                qualifier = target.table if isinstance(target, exp.Column) else None
-                if qualifier and qualifier not in {c.qualifier for c in relation.columns}:
-                    raise self.error(ValidationError, target, f"unknown table or alias '{qualifier}' in '{qualifier}.*'", "table-exists")
-                for c in relation.columns:
-                    if qualifier is None or c.qualifier == qualifier:
-                        items.append((c.name, exp.column(c.name, table=c.qualifier, quoted=True) if c.qualifier else exp.column(c.name, quoted=True)))
-                continue
-            items.append((e.alias if isinstance(e, exp.Alias) else None, target))
-        return items
-
-    def _output_names(self, items: list[tuple[str | None, exp.Expr]]) -> list[str]:
-        names = []
-        for i, (alias, e) in enumerate(items):
-            if alias:
-                names.append(alias)
-            elif isinstance(e, exp.Column):
-                names.append(e.name)
-            else:
-                names.append(f"EXPR${i}")
-        return uniquify(names, set())
-
-    def _project(self, relation: Relation, items, resolved: list[exp.Expr] | None = None) -> Relation:
-        """The Calc computing the select items over ``relation`` (already resolved items may be given)."""
-        scope = relation.scope(self.source)
-        names = self._output_names(items)
-        exprs = resolved if resolved is not None else [resolve(e, scope) for _, e in items]
-        typer = self.typer(relation.node)
-        projections = [(Field(n, typer.type_of(e)), e) for n, e in zip(names, exprs)]
-        node = self.calc(relation.node, projections)
-        return Relation(node, [ScopeColumn(None, f.name, f.name, f.type) for f, _ in projections])
+        return project(self, relation, items)
 
     # ------------------------------------------------------------------ FROM
 
@@ -661,7 +625,7 @@ class QueryPlanner:
         calls: list[Aggregate] = []
         call_map: dict[str, str] = {}
         having = select.args["having"].this if select.args.get("having") else None
-        names = self._output_names(items)
+        names = output_names(items)
         item_names = {id(e): n for (_, e), n in zip(items, names)}
         for e in [e for _, e in items] + ([having] if having is not None else []):
             for call in self._aggregates_outside_windows(e):
@@ -809,7 +773,7 @@ class QueryPlanner:
             return n
 
         exprs = [resolve(e.transform(replace), Scope(over_columns, self.source)) for _, e in items]
-        return self._project(Relation(over, over_columns), items, exprs)
+        return project(self, Relation(over, over_columns), items, exprs)
 
     # ------------------------------------------------------------------ ROW_NUMBER
 
@@ -856,7 +820,7 @@ class QueryPlanner:
         dedup.pending = window
         columns = relation.columns + [ScopeColumn(None, rank_name, dedup.rank_field, dedup.fields[-1].type)]
         exprs = [field_column(dedup.rank_field) if e is window else resolve(e, Scope(columns, self.source)) for _, e in items]
-        return self._project(Relation(dedup, columns), items, exprs)
+        return project(self, Relation(dedup, columns), items, exprs)
 
     def _apply_rank_filter(self, condition: exp.Expr, scope: Scope, node: Node) -> bool:
         """Consume ``rn = 1`` (``rn <= 1``, ``rn < 2``) on a pending ROW_NUMBER column; True when consumed."""
@@ -879,23 +843,6 @@ class QueryPlanner:
             raise self.error(UnsupportedPlanError, condition, f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported", "rank-filter")
         current.pending = None
         return True
-
-
-def merge_calc(input: Node, projections: list[tuple[Field, exp.Expr]], condition: exp.Expr | None = None) -> Node:
-    """``Calc(input, projections, condition)``, composed with ``input`` when it is a Calc; ``input`` itself when
-    the result would change nothing."""
-    if isinstance(input, Calc):
-        inner = {f.name: e for f, e in input.projections}
-
-        def substitute(e: exp.Expr) -> exp.Expr:
-            return e.transform(lambda n: inner[n.name].copy() if isinstance(n, exp.Column) and n.name in inner else n)
-
-        projections = [(f, substitute(e)) for f, e in projections]
-        conditions = [c for c in (input.condition, substitute(condition) if condition is not None else None) if c is not None]
-        calc = Calc(input.inputs[0], projections, and_all(conditions))
-    else:
-        calc = Calc(input, projections, condition)
-    return calc.inputs[0] if calc.is_identity else calc
 
 
 def check_ranks(root: Node, source: SqlSource) -> None:
