@@ -28,10 +28,12 @@ from contextlib import contextmanager
 from sqlglot import exp
 
 from streamjoin.errors import UnsupportedPlanError, ValidationError
-from streamjoin.planner.catalog import Catalog, TableDef
+from streamjoin.planner.catalog import Catalog
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.project import expand_select, merge_calc, output_names, project
+from streamjoin.planner.rules.scan import plan_table_ref, scan
+from streamjoin.planner.rules.union import plan_union_all
 from streamjoin.planner.dialect import Flink, interval_ms
 from streamjoin.planner.expressions import (
     AGGREGATES, Scope, ScopeColumn, Typer, and_all, columns_of, conjuncts, field_column, resolve,
@@ -39,9 +41,9 @@ from streamjoin.planner.expressions import (
 from streamjoin.planner.joins import extract_interval, split_equi
 from streamjoin.planner.plan import (
     Aggregate, Calc, Deduplicate, Field, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate,
-    RegularJoin, TableScan, TemporalJoin, Union, uniquify, walk,
+    RegularJoin, TableScan, TemporalJoin, uniquify, walk,
 )
-from streamjoin.planner.types import SqlType, common_type
+from streamjoin.planner.types import SqlType
 
 __all__ = ["Relation", "QueryPlanner"]
 
@@ -130,31 +132,9 @@ class QueryPlanner:
         if isinstance(query, exp.Select):
             return self.plan_select(query, outer)
         if isinstance(query, exp.Union) and query.args.get("distinct") is False:
-            return self._plan_union_all(query, outer)
+            return plan_union_all(self, query, outer)
         what = "UNION / INTERSECT / EXCEPT" if isinstance(query, exp.SetOperation) else type(query).__name__.upper()
         raise self.error(UnsupportedPlanError, query, f"{what} queries are not supported", "supported-queries")
-
-    def _plan_union_all(self, query: exp.Union, outer: Scope | None) -> Relation:
-        """``a UNION ALL b``: same number of columns, pairwise of one type family; named after ``a``."""
-        left, right = self.plan_query(query.this, outer), self.plan_query(query.expression, outer)
-        if len(left.columns) != len(right.columns):
-            raise self.error(ValidationError, query.expression, f"UNION ALL of {len(left.columns)} and {len(right.columns)} columns", "union-columns")
-        fields = []
-        for a, b in zip(left.columns, right.columns):
-            ta, tb = left.node.field(a.field).type, right.node.field(b.field).type
-            common = common_type(ta, tb) if ta is not None and tb is not None else None
-            if ta is not None and tb is not None and common is None:
-                raise self.error(ValidationError, query.expression, f"UNION ALL column '{a.name}' is {ta} on one side and {tb} on the other", "type-mismatch")
-            fields.append(Field(a.name, common))
-        inputs = []
-        for relation in (left, right):
-            projections = [(f, field_column(c.field) if f.type is None or relation.node.field(c.field).type == f.type
-                            else exp.cast(field_column(c.field), exp.DataType.build(f.type.sql, dialect=Flink)))
-                           for f, c in zip(fields, relation.columns)]
-            inputs.append(self.calc(relation.node, projections))
-        flattened = [n for i in inputs for n in (i.inputs if isinstance(i, Union) else [i])]
-        node = Union(flattened, fields)
-        return Relation(node, [ScopeColumn(None, f.name, f.name, f.type) for f in fields])
 
     def plan_select(self, select: exp.Select, outer: Scope | None) -> Relation:
         """Plan a ``SELECT``: FROM and WHERE, then the rule its select list calls for (aggregate, rank, OVER,
@@ -209,65 +189,10 @@ class QueryPlanner:
         from_ = select.args.get("from_")
         if from_ is None:
             raise self.error(UnsupportedPlanError, select, "a query without FROM is not supported", "supported-queries")
-        relation = self._plan_table_ref(from_.this, outer)
+        relation = plan_table_ref(self, from_.this, outer)
         for join in select.args.get("joins") or []:
             relation = self._plan_join(relation, join, where, outer)
         return relation
-
-    def _plan_table_ref(self, item: exp.Expr, outer: Scope | None) -> Relation:
-        if isinstance(item, exp.Table):
-            if item.args.get("version") is not None:
-                raise self.error(ValidationError, item, "FOR SYSTEM_TIME AS OF applies to the right table of a JOIN", "temporal-join-syntax")
-            if item.args.get("db") or item.args.get("catalog"):
-                raise self.error(UnsupportedPlanError, item, f"catalog/database qualified names are not supported: {item.sql(Flink)}", "table-exists")
-            name = item.name
-            alias = item.alias or name
-            if name in self.catalog.tables:
-                return self._scan(self.catalog.tables[name]).qualified(alias)
-            if name in self.catalog.views:
-                return self._plan_view(name, item).qualified(alias)
-            known = ", ".join([*self.catalog.tables, *self.catalog.views]) or "none"
-            raise self.error(ValidationError, item, f"unknown table or view '{name}'; declared: {known}", "table-exists")
-        if isinstance(item, exp.Subquery):
-            return self.plan_query(item.this, outer).qualified(item.alias or None)
-        raise self.error(UnsupportedPlanError, item, f"{item.sql(Flink)} is not supported in FROM", "supported-queries")
-
-    def _plan_view(self, name: str, at: exp.Expr) -> Relation:
-        if name in self.views_in_progress:
-            raise self.error(ValidationError, at, f"view '{name}' refers to itself", "view-cycle")
-        view = self.catalog.views[name]
-        self.views_in_progress.append(name)
-        try:
-            with self.in_source(view.source):
-                return self.plan_query(view.query)
-        finally:
-            self.views_in_progress.pop()
-
-    def _scan(self, table: TableDef) -> Relation:
-        """A TableSourceScan of ``table``; computed columns are typed from their expressions."""
-        physical = [ScopeColumn(None, c.name, c.name, c.type) for c in table.physical_columns]
-        scope = Scope(physical, table.source or self.source)
-        typer = Typer({c.name: c.type for c in table.physical_columns}, table.source or self.source)
-        fields, computed = [], {}
-        for c in table.columns:
-            if c.computed is None:
-                fields.append(Field(c.name, c.type))
-                continue
-            with self.in_source(table.source):
-                resolved = resolve(c.computed, scope)
-            computed[c.name] = resolved
-            ctype = c.type or typer.type_of(resolved)
-            if table.rowtime == c.name and ctype is not None:
-                ctype = SqlType(ctype.root, ctype.precision, nullable=ctype.nullable, time_attribute="ROWTIME")
-            fields.append(Field(c.name, ctype))
-        if table.rowtime:
-            rowtime = next(f for f in fields if f.name == table.rowtime)
-            if rowtime.type is None or rowtime.type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
-                raise error(ValidationError, table.source, table.node,
-                            f"WATERMARK FOR '{table.rowtime}' of table '{table.name}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p)",
-                            "watermark-type")
-        scan = TableScan(table, fields, computed)
-        return Relation(scan, [ScopeColumn(None, f.name, f.name, f.type) for f in fields])
 
     # ------------------------------------------------------------------ joins
 
@@ -286,7 +211,7 @@ class QueryPlanner:
             raise self.error(UnsupportedPlanError, join, "JOIN … USING is not supported; write ON a.x = b.x", "supported-joins")
         if isinstance(item, exp.Table) and item.args.get("version") is not None:
             return self._plan_temporal(left, item, kind, on, outer)
-        right = self._plan_table_ref(item, outer)
+        right = plan_table_ref(self, item, outer)
         right_names = uniquify(right.node.field_names, set(left.node.field_names))
         rename = dict(zip(right.node.field_names, right_names))
         columns = left.columns + [ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right.columns]
@@ -416,9 +341,9 @@ class QueryPlanner:
         if table is not None and table.connector == "delta" or left_time.type.time_attribute == "PROCTIME":
             if table is None or table.connector != "delta":
                 raise self.error(UnsupportedPlanError, item, f"a processing-time temporal join needs a Delta table to look up; '{name}' is not one", "lookup-join-table")
-            right = self._scan(table)
+            right = scan(self, table)
         else:
-            right = self._plan_table_ref(exp.Table(this=item.this.copy()), outer)
+            right = plan_table_ref(self, exp.Table(this=item.this.copy()), outer)
         right = right.qualified(alias)
         right_names = uniquify(right.node.field_names, set(left.node.field_names))
         rename = dict(zip(right.node.field_names, right_names))
