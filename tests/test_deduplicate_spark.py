@@ -24,7 +24,8 @@ from operator_replay import small_queries  # noqa: F401  (fixture)
 from operator_replay import SENTINEL, SENTINEL_MS, collect_packed, pack
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.runtime.deduplicate import LATE_STATE, deduplicate
+from streamjoin.runtime.deduplicate import deduplicate
+from streamjoin.runtime.processor import LATE_STATE
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 

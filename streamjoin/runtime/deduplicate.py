@@ -25,24 +25,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor
-from pyspark.sql.types import LongType, StructField, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import LongType, StructField, TimestampNTZType, TimestampType
 
 from streamjoin.changelog import SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.timers import TimerService
 from streamjoin.runtime.tws import (
-    SEQ_STRIDE,
-    BlobState,
     changelog_columns,
     check_insert,
     output_schema,
     require_columns,
     require_order_value,
     rows_in_order,
-    sync_timer,
     unshared_exchange,
     without_watermark_columns,
 )
@@ -71,7 +68,7 @@ class DedupState:
         time: its order value (rowtime in ms, or the ORDER BY value).
         seq: its input ``_seq`` (Spark operator: the ``_seq`` of a timer's output).
         emitted: whether the first row was emitted (event-time keep-first).
-        timers, late_dropped, spark_timer: as in :class:`~streamjoin.runtime.over_aggregate.OverState`.
+        timers, late_dropped, spark_timer: as in :class:`~streamjoin.runtime.over_functions.OverState`.
     """
 
     row: tuple | None = None
@@ -170,82 +167,47 @@ def deduplicate_function(keep: Literal["first", "last"], rowtime: bool) -> Dedup
 
 _ORDER = "_order"
 DEDUP_STATE = "deduplicateState"
-LATE_STATE = "numLateRecordsDropped"
-_LATE_SCHEMA = StructType([StructField("count", LongType(), False)])
 
 
-class _DeduplicateProcessor(StatefulProcessor):
-    """Runs a :class:`DeduplicateFunction` per key; see :func:`deduplicate`."""
+class _DeduplicateLogic(KeyedLogic):
+    """A :class:`DeduplicateFunction` as the shell's per-key logic; see :func:`deduplicate`."""
 
-    def __init__(
-        self,
-        keep: str,
-        ordered: bool,
-        event_time: bool,
-        columns: list[str],
-        watermark_column: str | None,
-        output_names: list[str],
-    ):
-        self.output_names = output_names
-        self.keep = keep
+    state_name = DEDUP_STATE
+    counts_late_rows = True
+    seq_from_input = True
+
+    def __init__(self, keep: str, ordered: bool, event_time: bool, columns: list[str], watermark_column: str | None):
+        self.fn = deduplicate_function(keep, rowtime=ordered)
         self.ordered = ordered
         self.event_time = event_time
         self.columns = columns
         self.watermark_column = watermark_column
 
-    def init(self, handle) -> None:
-        self.handle = handle
-        self.output_row = Row(*self.output_names)
-        self.state = BlobState(handle, DEDUP_STATE)
-        self.late = handle.getValueState(LATE_STATE, _LATE_SCHEMA)
-        self.fn = deduplicate_function(self.keep, rowtime=self.ordered)
+    def new_state(self, key: tuple) -> DedupState:
+        return DedupState()
 
-    def handleInputRows(self, key, rows, timerValues):
-        state = self.state.load(DedupState)
-        late_before = state.late_dropped
-        out: list[tuple[int, RowKind, tuple]] = []
-        fire = self._firing(state, out)
-        if self.event_time:
-            state.timers.advance(timerValues.getCurrentWatermarkInMs(), fire)
+    def elements(self, rows):
         for row in rows_in_order(rows):
             check_insert(row, "deduplicate")
-            if self.watermark_column is not None and row[self.watermark_column] is not None:
-                state.timers.advance(row[self.watermark_column], fire)
-            values = tuple(row[c] for c in self.columns)
-            seq = row[SEQ_COLUMN]
-            order = require_order_value(row[_ORDER], row, "deduplicate", "ORDER BY") if self.ordered else None
-            changes = self.fn.process_element(state, values, order)
-            if self.event_time and state.row is values:
-                state.seq = seq  # the row now waiting for the watermark
-            out += [(seq * SEQ_STRIDE + i, kind, v) for i, (kind, v) in enumerate(changes)]
-        return self._finish(state, out, late_before)
+            yield Element(
+                seq=row[SEQ_COLUMN],
+                kind=RowKind.INSERT,
+                row=tuple(row[c] for c in self.columns),
+                time=require_order_value(row[_ORDER], row, "deduplicate", "ORDER BY") if self.ordered else None,
+                watermark=None if self.watermark_column is None else row[self.watermark_column],
+            )
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        state = self.state.load(DedupState)
-        state.spark_timer = None  # Spark deletes the timer that just expired
-        out: list = []
-        state.timers.advance(timerValues.getCurrentWatermarkInMs(), self._firing(state, out))
-        return self._finish(state, out, state.late_dropped)
+    def on_element(self, state, element, now):
+        changes = self.fn.process_element(state, element.row, element.time)
+        if self.event_time and state.row is element.row:
+            state.seq = element.seq  # the row now waiting for the watermark
+        return changes
 
-    def _firing(self, state: DedupState, out: list):
-        def fire(time: int) -> list:
-            seq = state.seq
-            out.extend((seq * SEQ_STRIDE, kind, v) for kind, v in self.fn.on_timer(state, time))
-            return []
+    def on_timer(self, state, timestamp):
+        return self.fn.on_timer(state, timestamp)
 
-        return fire
-
-    def _finish(self, state: DedupState, out: list, late_before: int):
-        if self.event_time:
-            state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
-        self.state.save(state)
-        if state.late_dropped != late_before:
-            # Mirrored out of the pickled state so that Spark's state reader shows it.
-            self.late.update((state.late_dropped,))
-        return iter([self.output_row(*values, kind.short, seq) for seq, kind, values in out])
-
-    def close(self) -> None:
-        pass
+    def timer_seq(self, state):
+        return state.seq
 
 
 def deduplicate(
@@ -328,10 +290,6 @@ def deduplicate(
         order = F.unix_millis(F.col(order_by).cast("timestamp")) if is_timestamp else F.col(order_by)
         prepared = prepared.withColumn(_ORDER, order)
     schema = output_schema([StructField(c, types[c]) for c in columns])
-    processor = _DeduplicateProcessor(keep, order_by is not None, event_time, columns, watermark_column, schema.names)
-    return prepared.groupBy(*key).transformWithState(
-        statefulProcessor=processor,
-        outputStructType=schema,
-        outputMode="Append",
-        timeMode="EventTime" if event_time else "None",
-    )
+    logic = _DeduplicateLogic(keep, order_by is not None, event_time, columns, watermark_column)
+    processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none")
+    return processor.apply(prepared.groupBy(*key), schema)

@@ -28,22 +28,15 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
-from streamjoin.runtime.tws import (
-    SEQ_STRIDE,
-    BlobState,
-    changelog_columns,
-    output_schema,
-    require_columns,
-    rows_in_order,
-)
+from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
+from streamjoin.runtime.tws import changelog_columns, output_schema, require_columns, rows_in_order
 
 __all__ = ["GroupState", "GroupAggFunction", "group_aggregate"]
 
@@ -146,28 +139,21 @@ class _MapStateView(MutableMapping):
         self._state.clear()
 
 
-class _GroupAggProcessor(StatefulProcessor):
-    """Runs :class:`GroupAggFunction` per group key; see :func:`group_aggregate`."""
+class _GroupAggLogic(KeyedLogic):
+    """:class:`GroupAggFunction` as the shell's per-key logic; see :func:`group_aggregate`."""
 
-    def __init__(
-        self,
-        calls,
-        group_by: list[str],
-        columns: list[str],
-        types: dict[str, DataType],
-        retractable: bool,
-        output_names: list[str],
-    ):
-        self.output_names = output_names
+    state_name = GROUP_STATE
+    seq_from_input = True
+
+    def __init__(self, calls, group_by: list[str], columns: list[str], types: dict[str, DataType], retractable: bool):
         self.calls = calls
-        self.group_by = group_by
+        self.group_positions = [columns.index(c) for c in group_by]
         self.columns = columns
         self.types = types
         self.retractable = retractable
 
-    def init(self, handle) -> None:
-        self.output_row = Row(*self.output_names)
-        self.state = BlobState(handle, GROUP_STATE)
+    def open(self, handle, state_ttl_ms) -> None:
+        super().open(handle, state_ttl_ms)
         aggregates = Aggregates(self.calls, self.types, self.columns, retractable=self.retractable)
         self.fn = GroupAggFunction(aggregates)
         self.views = {}
@@ -177,24 +163,25 @@ class _GroupAggProcessor(StatefulProcessor):
             value_schema = StructType([StructField("count", LongType(), False)])
             self.views[i] = _MapStateView(handle.getMapState(f"{call.function.lower()}_{i}", key_schema, value_schema))
 
-    def handleInputRows(self, key, rows, timerValues):
-        count, accs = self.state.load(lambda: (0, None))
-        state = GroupState(count=count, accs=accs, views=self.views)
-        out = []
+    def load(self, key: tuple) -> GroupState:
+        # The count and accumulators are one value; the views are MapStates of their own.
+        count, accs = self._blob.load(lambda: (0, None))
+        return GroupState(count=count, accs=accs, views=self.views)
+
+    def store(self, state: GroupState) -> None:
+        if state.accs is None:
+            self._blob.clear()
+        else:
+            self._blob.save((state.count, state.accs))
+
+    def elements(self, rows):
         for row in rows_in_order(rows):
             values = tuple(row[c] for c in self.columns)
-            group = tuple(row[c] for c in self.group_by)
-            changes = self.fn.process_element(state, group, RowKind.from_short(row[ROWKIND_COLUMN]), values)
-            seq = row[SEQ_COLUMN] * SEQ_STRIDE
-            out += [self.output_row(*v, kind.short, seq + i) for i, (kind, v) in enumerate(changes)]
-        if state.accs is None:
-            self.state.clear()
-        else:
-            self.state.save((state.count, state.accs))
-        return iter(out)
+            yield Element(row[SEQ_COLUMN], RowKind.from_short(row[ROWKIND_COLUMN]), values)
 
-    def close(self) -> None:
-        pass
+    def on_element(self, state, element, now):
+        group = tuple(element.row[i] for i in self.group_positions)
+        return self.fn.process_element(state, group, element.kind, element.row)
 
 
 def group_aggregate(
@@ -258,10 +245,5 @@ def group_aggregate(
     fields = [StructField(c, types[c]) for c in group_by]
     fields += [StructField(c.output, t) for c, t in zip(calls, result_types)]
     schema = output_schema(fields)
-    processor = _GroupAggProcessor(calls, list(group_by), columns, types, not insert_only_input, schema.names)
-    return prepared.groupBy(*keys).transformWithState(
-        statefulProcessor=processor,
-        outputStructType=schema,
-        outputMode="Append",
-        timeMode="None",
-    )
+    logic = _GroupAggLogic(calls, list(group_by), columns, types, not insert_only_input)
+    return KeyedProcessor(logic, schema.names).apply(prepared.groupBy(*keys), schema)

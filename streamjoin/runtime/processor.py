@@ -1,0 +1,310 @@
+"""The one ``StatefulProcessor`` of the Python engine, and the per-key logic interface it runs.
+
+Flink runs an operator's per-key logic as a ``KeyedProcessFunction``
+(``processElement``, ``onTimer``) inside an operator that owns state,
+timers and output; bytewax's stateful operators have the same split (a logic
+object with ``on_item`` / ``on_notify``). Here :class:`KeyedProcessor` is
+that operator for Spark's row-based ``transformWithState`` (PySpark 4.2): it
+owns the state variables' life cycle (through the logic's :meth:`~KeyedLogic.open`,
+:meth:`~KeyedLogic.load`, :meth:`~KeyedLogic.store`), the key's timers and
+the one Spark timer standing for them, the late-row counter, and the output
+rows (RowKind, ``_seq``, columns). Every operator supplies only a
+:class:`KeyedLogic`: how a key's rows become :class:`Element` s, and what
+one element or one timer emits.
+
+A key's timers (:class:`~streamjoin.runtime.timers.TimerService`, Flink's
+timer semantics) live in the key's state and are advanced lazily: at each
+visit of the key the shell first advances them to the operator's current time
+(firing due timers, as a Flink watermark does before the next row), then to
+each element's per-row watermark, if any. The :data:`Clock` says what the
+current time is.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from time import time as wall_clock_seconds
+from typing import Any, Literal
+
+from pyspark.sql import DataFrame, GroupedData, Row
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+from streamjoin.changelog import RowKind
+
+__all__ = [
+    "Change",
+    "Clock",
+    "Element",
+    "KeyedLogic",
+    "KeyedProcessor",
+    "BlobState",
+    "LATE_STATE",
+    "SEQ_STRIDE",
+    "sync_timer",
+]
+
+#: One output change: its RowKind and the output row's values in column order.
+Change = tuple[RowKind, tuple]
+
+#: What a key's current time is:
+#:
+#: * ``"none"``: no timers (``timeMode="None"``, or ``"ProcessingTime"`` when state TTL is on);
+#: * ``"event"``: Spark's watermark; one Spark event-time timer per key (``timeMode="EventTime"``);
+#: * ``"processing"``: Spark's batch processing time; one processing-time timer per key
+#:   (``timeMode="ProcessingTime"``);
+#: * ``"instant"``: the wall clock, read once per key and micro-batch, never behind what the key
+#:   saw; the key's rows of one micro-batch are one instant, which is over after them (the key
+#:   advances to ``now + 1``); no Spark timer (``timeMode="None"``: Spark's processing-time mode
+#:   runs a micro-batch on every trigger, so an ``availableNow`` query would never end).
+Clock = Literal["none", "event", "processing", "instant"]
+
+_TIME_MODES = {"event": "EventTime", "processing": "ProcessingTime", "instant": "None"}
+
+#: State variable mirroring a key's count of rows dropped as late (Flink's ``numLateRecordsDropped``
+#: metric), readable with Spark's state data source.
+LATE_STATE = "numLateRecordsDropped"
+_LATE_SCHEMA = StructType([StructField("count", LongType(), False)])
+
+#: Room for the changes one input row makes an operator emit (at most 2 here): with
+#: :attr:`KeyedLogic.seq_from_input`, the i-th change caused by an input row gets
+#: ``_seq = input _seq * SEQ_STRIDE + i``, so a key's changes stay in emission order and
+#: the input's order carries over across keys.
+SEQ_STRIDE = 4
+
+
+@dataclass(frozen=True)
+class Element:
+    """One input change of a key, as the shell hands it to the logic.
+
+    Attributes:
+        seq: its ``_seq`` in its input.
+        kind: its RowKind.
+        row: its values, in the logic's column order.
+        side: 0 (left/probe) or 1 (right/build) for two-input operators, else 0.
+        time: the row's own time in epoch ms (rowtime, or an ORDER BY value), or None.
+        watermark: the watermark (epoch ms) in effect when the row arrived, if the
+            input carries one per row (Flink's per-record watermark); the key advances
+            to it before the element.
+        matches: the other side's rows the element matches, when an earlier step found
+            them (the regular join's residual predicate), else None.
+    """
+
+    seq: int
+    kind: RowKind
+    row: tuple
+    side: int = 0
+    time: Any = None
+    watermark: int | None = None
+    matches: list[tuple] | None = None
+
+
+class BlobState:
+    """A key's whole operator state as one pickled value in a ``ValueState``.
+
+    Fits states that are read and written as a whole on each visit of the key
+    (a bounded OVER frame, a deduplicated row): one state-store round trip
+    each way instead of one per field.
+
+    Args:
+        handle: the processor's ``StatefulProcessorHandle``.
+        name: state variable name.
+    """
+
+    _SCHEMA = StructType([StructField("blob", BinaryType(), False)])
+
+    def __init__(self, handle: Any, name: str) -> None:
+        self._state = handle.getValueState(name, self._SCHEMA)
+
+    def load(self, create: Callable[[], Any]) -> Any:
+        """The stored object, or ``create()`` when the key has none."""
+        stored = self._state.get()
+        return create() if stored is None else pickle.loads(stored[0])
+
+    def save(self, value: Any) -> None:
+        self._state.update((pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL),))
+
+    def clear(self) -> None:
+        self._state.clear()
+
+
+def sync_timer(handle: Any, registered: int | None, wanted: int | None) -> int | None:
+    """Keep exactly one Spark timer per key, at ``wanted`` (ms); returns what is now registered.
+
+    A key's own timers live in its state (:class:`~streamjoin.runtime.timers.TimerService`);
+    the Spark timer only wakes the key up at the earliest of them.
+    """
+    if registered != wanted:
+        if registered is not None:
+            handle.deleteTimer(registered)
+        if wanted is not None:
+            handle.registerTimer(wanted)
+    return wanted
+
+
+class KeyedLogic:
+    """An operator's per-key logic, as :class:`KeyedProcessor` runs it (Flink's ``KeyedProcessFunction``).
+
+    The defaults keep a key's state as one pickled value (:class:`BlobState`
+    named :attr:`state_name`), created by :meth:`new_state`. With a clock other
+    than ``"none"`` the state must have the attributes ``timers`` (a
+    :class:`~streamjoin.runtime.timers.TimerService`) and ``spark_timer``
+    (``int | None``); with :attr:`counts_late_rows`, ``late_dropped`` (rows).
+
+    Attributes:
+        state_name: the ``ValueState`` of the default state handling.
+        counts_late_rows: mirror ``state.late_dropped`` into :data:`LATE_STATE`.
+        seq_from_input: number an element's changes ``input _seq × SEQ_STRIDE + i``
+            (and a timer's by :meth:`timer_seq`); otherwise ``_seq`` is the change's
+            position among the key's changes of the micro-batch.
+    """
+
+    state_name = "state"
+    counts_late_rows = False
+    seq_from_input = False
+
+    def open(self, handle: Any, state_ttl_ms: int | None) -> None:
+        """Declare the state variables (once per partition and micro-batch, in ``init``)."""
+        self._blob = BlobState(handle, self.state_name)
+
+    def new_state(self, key: tuple) -> Any:
+        """A fresh state for the grouping key ``key``."""
+        raise NotImplementedError
+
+    def load(self, key: tuple) -> Any:
+        """The state of ``key``, as the logic works on it."""
+        return self._blob.load(lambda: self.new_state(key))
+
+    def store(self, state: Any) -> None:
+        """Write ``state`` back (or clear it, see :meth:`is_done`) after the key's visit."""
+        if self.is_done(state):
+            self._blob.clear()
+        else:
+            self._blob.save(state)
+
+    def is_done(self, state: Any) -> bool:
+        """Whether the key's state can be cleared (default: never)."""
+        return False
+
+    def elements(self, rows: Iterable[Row]) -> Iterable[Element]:
+        """A key's input rows of one micro-batch as elements, in processing order."""
+        raise NotImplementedError
+
+    def on_element(self, state: Any, element: Element, now: int | None) -> list[Change]:
+        """Process one element; ``now`` is the key's current time (None without a clock)."""
+        raise NotImplementedError
+
+    def on_timer(self, state: Any, timestamp: int) -> list[Change]:
+        """A timer of the key fires at ``timestamp`` (ms)."""
+        return []
+
+    def timer_seq(self, state: Any) -> int:
+        """With :attr:`seq_from_input`: the input ``_seq`` a timer's changes are numbered from."""
+        raise NotImplementedError
+
+
+class KeyedProcessor(StatefulProcessor):
+    """The ``StatefulProcessor`` that runs a :class:`KeyedLogic` per grouping key.
+
+    Per visit of a key: load its state; advance its timers to the current time
+    (:data:`Clock`) and fire the due ones; for each element, advance to its
+    per-row watermark, then call :meth:`KeyedLogic.on_element`; with the
+    ``"instant"`` clock, end the instant; keep one Spark timer at the key's next
+    wake-up; store the state; mirror the late-row count; emit the changes as
+    rows ``output columns + _rowkind + _seq``. An expired Spark timer advances
+    the key to the current time the same way.
+
+    Args:
+        logic: the operator's logic.
+        output_names: the output columns, ``_rowkind`` and ``_seq`` last.
+        clock: what the current time is (:data:`Clock`).
+        state_ttl_ms: state TTL in ms for the logic's state variables, or None.
+    """
+
+    def __init__(
+        self, logic: KeyedLogic, output_names: Iterable[str], *, clock: Clock = "none", state_ttl_ms: int | None = None
+    ) -> None:
+        self.logic = logic
+        self.output_names = tuple(output_names)
+        self.clock = clock
+        self.state_ttl_ms = state_ttl_ms
+
+    @property
+    def time_mode(self) -> str:
+        """The ``timeMode`` of ``transformWithState`` for this clock (TTL needs processing time)."""
+        if self.clock == "none":
+            return "ProcessingTime" if self.state_ttl_ms else "None"
+        return _TIME_MODES[self.clock]
+
+    def apply(self, grouped: GroupedData, output: StructType) -> DataFrame:
+        """``grouped.transformWithState`` with this processor; ``output`` names :attr:`output_names`."""
+        return grouped.transformWithState(
+            statefulProcessor=self, outputStructType=output, outputMode="Append", timeMode=self.time_mode
+        )
+
+    def init(self, handle) -> None:
+        self.handle = handle
+        self.output_row = Row(*self.output_names)
+        self.late = handle.getValueState(LATE_STATE, _LATE_SCHEMA) if self.logic.counts_late_rows else None
+        self.logic.open(handle, self.state_ttl_ms)
+
+    def _now(self, state, timer_values) -> int | None:
+        if self.clock == "event":
+            return timer_values.getCurrentWatermarkInMs()
+        if self.clock == "processing":
+            return timer_values.getCurrentProcessingTimeInMs()
+        if self.clock == "instant":
+            return max(int(wall_clock_seconds() * 1000), state.timers.time)
+        return None
+
+    def handleInputRows(self, key, rows, timerValues):
+        logic = self.logic
+        state = logic.load(tuple(key))
+        late_before = getattr(state, "late_dropped", 0)
+        out: list[tuple[int, RowKind, tuple]] = []
+        now = self._now(state, timerValues)
+        if now is not None:
+            self._advance(state, now, out)
+        for element in logic.elements(rows):
+            if element.watermark is not None:
+                self._advance(state, element.watermark, out)
+            changes = logic.on_element(state, element, now)
+            self._emit(out, changes, element.seq * SEQ_STRIDE if logic.seq_from_input else None)
+        if self.clock == "instant":
+            # Every row of this key's instant has arrived: the instant is over.
+            self._advance(state, now + 1, out)
+        return self._finish(state, out, late_before)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        state = self.logic.load(tuple(key))
+        state.spark_timer = None  # Spark deletes the timer that just expired
+        out: list[tuple[int, RowKind, tuple]] = []
+        self._advance(state, self._now(state, timerValues), out)
+        return self._finish(state, out, getattr(state, "late_dropped", 0))
+
+    def _advance(self, state, time: int, out: list) -> None:
+        def fire(timestamp: int) -> list:
+            base = self.logic.timer_seq(state) * SEQ_STRIDE if self.logic.seq_from_input else None
+            self._emit(out, self.logic.on_timer(state, timestamp), base)
+            return []
+
+        state.timers.advance(time, fire)
+
+    @staticmethod
+    def _emit(out: list, changes: list[Change], base: int | None) -> None:
+        start = len(out) if base is None else base
+        out.extend((start + i, kind, values) for i, (kind, values) in enumerate(changes))
+
+    def _finish(self, state, out: list, late_before: int):
+        if self.clock in ("event", "processing"):
+            state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
+        self.logic.store(state)
+        if self.late is not None and state.late_dropped != late_before:
+            # Mirrored out of the pickled state so that Spark's state reader shows it.
+            self.late.update((state.late_dropped,))
+        return iter([self.output_row(*values, kind.short, seq) for seq, kind, values in out])
+
+    def close(self) -> None:
+        pass
