@@ -20,7 +20,7 @@ from over_window_oracle import batch_over, flink_late_rows
 from streamjoin.changelog import ChangelogError
 from streamjoin.errors import StateError, ValidationError
 from streamjoin.runtime.aggregates import parse_calls
-from streamjoin.runtime.over_aggregate import OverWindow
+from streamjoin.runtime.over_functions import OverWindow
 from streamjoin.runtime.timers import MIN_TIME
 from streamjoin.runtime.tws import check_insert, require_order_value
 

@@ -50,7 +50,8 @@ from over_window_oracle import batch_over, flink_late_rows
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.over_aggregate import LATE_STATE, over_aggregate
+from streamjoin.runtime.over_aggregate import over_aggregate
+from streamjoin.runtime.processor import LATE_STATE
 from test_over_aggregate import DERIVED, OVER_CASES
 
 pytestmark = pytest.mark.usefixtures("small_queries")

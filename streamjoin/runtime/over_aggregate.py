@@ -47,413 +47,78 @@ it and retractable accumulators; for an unbounded frame only the accumulators.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from time import time as wall_clock_seconds
-from typing import Literal
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor
-from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import DataType, LongType, StructField, TimestampNTZType, TimestampType
 
-from streamjoin.changelog import RowKind
+from streamjoin.changelog import SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
-from streamjoin.runtime.timers import TimerService
+from streamjoin.runtime.aggregates import AggregateCall, parse_calls
+from streamjoin.runtime.over_functions import Frame, OverState, OverWindow
+from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import (
-    BlobState,
     changelog_columns,
     check_insert,
     output_schema,
     require_columns,
     require_order_value,
     rows_in_order,
-    sync_timer,
     unshared_exchange,
     without_watermark_columns,
 )
 
-__all__ = [
-    "OverWindow",
-    "OverState",
-    "OverFunction",
-    "RowTimeRowsBoundedPrecedingFunction",
-    "RowTimeRangeBoundedPrecedingFunction",
-    "RowTimeRowsUnboundedPrecedingFunction",
-    "RowTimeRangeUnboundedPrecedingFunction",
-    "ProcTimeRowsBoundedPrecedingFunction",
-    "ProcTimeRangeBoundedPrecedingFunction",
-    "ProcTimeUnboundedPrecedingFunction",
-    "over_aggregate",
-]
-
-Frame = Literal["rows", "range"]
-
-
-@dataclass(frozen=True)
-class OverWindow:
-    """An OVER window definition and its aggregates.
-
-    Args:
-        order_by: the rowtime column (event time), or ``None`` for processing time.
-        frame: ``"rows"`` or ``"range"``.
-        preceding: rows before the current row (``"rows"``) or milliseconds
-            before its time (``"range"``); ``None`` for UNBOUNDED PRECEDING.
-        aggregates: the aggregates computed over each row's frame.
-
-    Raises:
-        ValidationError: for an unknown frame or a negative ``preceding``.
-    """
-
-    order_by: str | None
-    frame: Frame
-    preceding: int | None
-    aggregates: tuple[AggregateCall, ...]
-
-    def __post_init__(self) -> None:
-        if self.frame not in ("rows", "range"):
-            raise ValidationError(f"frame must be 'rows' or 'range'; got {self.frame!r}")
-        if self.preceding is not None and (not isinstance(self.preceding, int) or self.preceding < 0):
-            raise ValidationError(f"preceding must be a non-negative int or None (UNBOUNDED); got {self.preceding!r}")
-
-    def function(self, input_types: dict[str, DataType], input_columns: Sequence[str]) -> "OverFunction":
-        """The Flink process function for this window (as ``StreamExecOverAggregate`` picks it)."""
-        bounded = self.preceding is not None
-        aggs = Aggregates(self.aggregates, input_types, input_columns, retractable=bounded)
-        rows = self.frame == "rows"
-        if self.order_by is not None:
-            if not bounded:
-                return RowTimeRowsUnboundedPrecedingFunction(aggs) if rows else RowTimeRangeUnboundedPrecedingFunction(aggs)
-            if rows:
-                # Flink's precedingOffset for ROWS counts the current row.
-                return RowTimeRowsBoundedPrecedingFunction(aggs, self.preceding + 1)
-            return RowTimeRangeBoundedPrecedingFunction(aggs, self.preceding)
-        if not bounded:
-            return ProcTimeUnboundedPrecedingFunction(aggs)
-        if rows:
-            return ProcTimeRowsBoundedPrecedingFunction(aggs, self.preceding + 1)
-        return ProcTimeRangeBoundedPrecedingFunction(aggs, self.preceding)
-
-
-@dataclass
-class OverState:
-    """One partition key's state.
-
-    Attributes:
-        timers: the key's timers and the latest watermark / processing time it saw.
-        pending: time → rows waiting to be emitted, in arrival order.
-        frame: ``(time, aggregate arguments)`` of emitted rows still inside a
-            bounded frame, oldest first.
-        accs, views: the aggregates' accumulators (see :class:`Aggregates`).
-        last_triggering_ts: time of the last fired timer (bounded event-time frames).
-        cleanup_ts: time of the latest clean-up timer (bounded RANGE frames).
-        late_dropped: rows dropped as late.
-        spark_timer: the Spark timer standing for :attr:`timers` (Spark operator only).
-    """
-
-    accs: list
-    views: dict
-    timers: TimerService = field(default_factory=TimerService)
-    pending: dict[int, list[tuple]] = field(default_factory=dict)
-    frame: deque = field(default_factory=deque)
-    last_triggering_ts: int = 0
-    cleanup_ts: int | None = None
-    late_dropped: int = 0
-    spark_timer: int | None = None
-
-
-class OverFunction:
-    """A per-key OVER process function (Flink's ``KeyedProcessFunction``), state passed in.
-
-    Rows are tuples of the input columns; outputs are the row followed by the
-    aggregate values. ``process_element`` takes the row's time (rowtime, or the
-    processing time for processing-time windows) and returns what it emits at
-    once; ``on_timer`` is called by the key's :class:`TimerService` when a
-    timer fires.
-    """
-
-    def __init__(self, aggregates: Aggregates) -> None:
-        self.aggregates = aggregates
-
-    def create_state(self) -> OverState:
-        accs, views = self.aggregates.create()
-        return OverState(accs=accs, views=views)
-
-    def process_element(self, state: OverState, row: tuple, time: int) -> list[tuple]:
-        raise NotImplementedError
-
-    def on_timer(self, state: OverState, time: int) -> list[tuple]:
-        raise NotImplementedError
-
-    def _accumulate(self, state: OverState, args: tuple) -> None:
-        self.aggregates.accumulate(state.accs, state.views, args)
-
-    def _retract(self, state: OverState, args: tuple) -> None:
-        self.aggregates.retract(state.accs, state.views, args)
-
-    def _value(self, state: OverState) -> tuple:
-        return self.aggregates.get_values(state.accs, state.views)
-
-    def _buffer(self, state: OverState, row: tuple, time: int) -> None:
-        """Keep ``row`` until the timer at ``time`` fires (one timer per distinct time)."""
-        rows = state.pending.get(time)
-        if rows is None:
-            state.pending[time] = [row]
-            state.timers.register(time)
-        else:
-            rows.append(row)
-
-    def _emit_rows_one_by_one(self, state: OverState, time: int, rows: list[tuple], limit: int | None) -> list[tuple]:
-        """ROWS frame: each row gets the aggregates over itself and the rows before it (at most ``limit``)."""
-        out = []
-        for row in rows:
-            args = self.aggregates.args(row)
-            if limit is not None:
-                if len(state.frame) >= limit:
-                    self._retract(state, state.frame.popleft()[1])
-                state.frame.append((time, args))
-            self._accumulate(state, args)
-            out.append(row + self._value(state))
-        return out
-
-    def _emit_peers(self, state: OverState, time: int, rows: list[tuple], keep: bool) -> list[tuple]:
-        """RANGE frame: the rows of one time are peers and share one value."""
-        for row in rows:
-            args = self.aggregates.args(row)
-            self._accumulate(state, args)
-            if keep:
-                state.frame.append((time, args))
-        value = self._value(state)
-        return [row + value for row in rows]
-
-    def _retract_older_than(self, state: OverState, limit: int) -> None:
-        """Retract the frame's rows whose time is before ``limit``."""
-        while state.frame and state.frame[0][0] < limit:
-            self._retract(state, state.frame.popleft()[1])
-
-    def _register_cleanup(self, state: OverState, time: int, offset: int) -> None:
-        """Flink's bounded-RANGE clean-up timer: at most ``1.5 × offset`` after the key's last row."""
-        earliest = time + offset + 1
-        if state.cleanup_ts is None or state.cleanup_ts < earliest:
-            state.cleanup_ts = time + int(offset * 1.5) + 1
-            state.timers.register(state.cleanup_ts)
-
-    def _clear(self, state: OverState) -> None:
-        fresh = self.create_state()
-        state.accs, state.views = fresh.accs, fresh.views
-        state.pending.clear()
-        state.frame.clear()
-        state.last_triggering_ts = 0
-        state.cleanup_ts = None
-
-
-class RowTimeRowsBoundedPrecedingFunction(OverFunction):
-    """Event time, ``ROWS BETWEEN n PRECEDING AND CURRENT ROW``; ``offset`` = n + 1 rows in a frame."""
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
-
-    def process_element(self, state, row, time):
-        if time > state.last_triggering_ts:
-            self._buffer(state, row, time)
-        else:
-            state.late_dropped += 1
-        return []
-
-    def on_timer(self, state, time):
-        rows = state.pending.pop(time, None)
-        out = self._emit_rows_one_by_one(state, time, rows, self.offset) if rows else []
-        state.last_triggering_ts = time
-        return out
-
-
-class RowTimeRangeBoundedPrecedingFunction(OverFunction):
-    """Event time, ``RANGE BETWEEN INTERVAL offset PRECEDING AND CURRENT ROW``; ``offset`` in ms."""
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
-
-    def process_element(self, state, row, time):
-        if time > state.last_triggering_ts:
-            self._buffer(state, row, time)
-            self._register_cleanup(state, time, self.offset)
-        else:
-            state.late_dropped += 1
-        return []
-
-    def on_timer(self, state, time):
-        if state.cleanup_ts is not None and state.cleanup_ts <= time:
-            self._clear(state)
-            return []
-        rows = state.pending.pop(time, None)
-        out = []
-        if rows:
-            self._retract_older_than(state, time - self.offset)
-            out = self._emit_peers(state, time, rows, keep=True)
-        state.last_triggering_ts = time
-        return out
-
-
-class _RowTimeUnbounded(OverFunction):
-    """Event time, UNBOUNDED PRECEDING: late when at or behind the watermark; only accumulators kept."""
-
-    def process_element(self, state, row, time):
-        if time > state.timers.time:
-            self._buffer(state, row, time)
-        else:
-            state.late_dropped += 1
-        return []
-
-
-class RowTimeRowsUnboundedPrecedingFunction(_RowTimeUnbounded):
-    """Event time, ``ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``."""
-
-    def on_timer(self, state, time):
-        rows = state.pending.pop(time, None)
-        return self._emit_rows_one_by_one(state, time, rows, None) if rows else []
-
-
-class RowTimeRangeUnboundedPrecedingFunction(_RowTimeUnbounded):
-    """Event time, ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``."""
-
-    def on_timer(self, state, time):
-        rows = state.pending.pop(time, None)
-        return self._emit_peers(state, time, rows, keep=False) if rows else []
-
-
-class ProcTimeRowsBoundedPrecedingFunction(OverFunction):
-    """Processing time, ``ROWS BETWEEN n PRECEDING AND CURRENT ROW``: each row emitted on arrival."""
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
-
-    def process_element(self, state, row, time):
-        return self._emit_rows_one_by_one(state, time, [row], self.offset)
-
-
-class ProcTimeUnboundedPrecedingFunction(OverFunction):
-    """Processing time, UNBOUNDED PRECEDING (ROWS or RANGE): each row emitted on arrival."""
-
-    def process_element(self, state, row, time):
-        return self._emit_rows_one_by_one(state, time, [row], None)
-
-
-class ProcTimeRangeBoundedPrecedingFunction(OverFunction):
-    """Processing time, ``RANGE BETWEEN INTERVAL offset PRECEDING AND CURRENT ROW``.
-
-    Rows of one instant are buffered and emitted together by a timer one
-    millisecond later; the frame keeps rows whose time is ≥ instant − offset.
-    """
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
-
-    def process_element(self, state, row, time):
-        if time not in state.pending:
-            state.timers.register(time + 1)
-            self._register_cleanup(state, time, self.offset)
-        state.pending.setdefault(time, []).append(row)
-        return []
-
-    def on_timer(self, state, time):
-        instant = time - 1
-        # With a zero interval the clean-up timer falls on the emission timer; Flink then clears the
-        # instant's rows unemitted. Emitting them first is the one place this operator departs from it.
-        if state.cleanup_ts is not None and state.cleanup_ts <= time and instant not in state.pending:
-            self._clear(state)
-            return []
-        rows = state.pending.pop(instant, None)
-        if not rows:
-            return []
-        self._retract_older_than(state, instant - self.offset)
-        return self._emit_peers(state, instant, rows, keep=True)
-
-
-# --------------------------------------------------------------------------- Spark operator
+__all__ = ["over_aggregate"]
 
 #: Hidden input column: the rowtime in epoch milliseconds.
 _ROWTIME_MS = "_rowtime_ms"
-#: State variable names.
+#: State variable name.
 OVER_STATE = "overState"
-LATE_STATE = "numLateRecordsDropped"
-_LATE_SCHEMA = StructType([StructField("count", LongType(), False)])
 
 
-class _OverProcessor(StatefulProcessor):
-    """Runs an :class:`OverFunction` per partition key; see :func:`over_aggregate`."""
+class _OverLogic(KeyedLogic):
+    """An :class:`~streamjoin.runtime.over_functions.OverFunction` as the shell's per-key logic;
+    see :func:`over_aggregate`. Every output is ``+I``."""
+
+    state_name = OVER_STATE
+    counts_late_rows = True
 
     def __init__(
-        self,
-        window: OverWindow,
-        columns: list[str],
-        input_types: dict[str, DataType],
-        watermark_column: str | None,
-        output_names: list[str],
+        self, window: OverWindow, columns: list[str], input_types: dict[str, DataType], watermark_column: str | None
     ) -> None:
         self.window = window
-        self.output_names = output_names
         self.columns = columns
         self.input_types = input_types
         self.watermark_column = watermark_column
 
-    def init(self, handle) -> None:
-        self.handle = handle
-        self.output_row = Row(*self.output_names)
-        self.state = BlobState(handle, OVER_STATE)
-        self.late = handle.getValueState(LATE_STATE, _LATE_SCHEMA)
+    def open(self, handle, state_ttl_ms) -> None:
+        super().open(handle, state_ttl_ms)
         self.fn = self.window.function(self.input_types, self.columns)
 
-    def _now(self, state: OverState, timer_values) -> int:
-        if self.window.order_by is None:
-            # Wall-clock processing time, as Flink's; never behind what the key already saw.
-            return max(int(wall_clock_seconds() * 1000), state.timers.time)
-        return timer_values.getCurrentWatermarkInMs()
+    def new_state(self, key: tuple) -> OverState:
+        return self.fn.create_state()
 
-    def handleInputRows(self, key, rows, timerValues):
-        state = self.state.load(self.fn.create_state)
-        late_before = state.late_dropped
-        now = self._now(state, timerValues)
-        fire = lambda t: self.fn.on_timer(state, t)  # noqa: E731
-        out = state.timers.advance(now, fire)
+    def elements(self, rows):
         for row in rows_in_order(rows):
             check_insert(row, "over_aggregate")
-            if self.watermark_column is not None and row[self.watermark_column] is not None:
-                out += state.timers.advance(row[self.watermark_column], fire)
-            values = tuple(row[c] for c in self.columns)
-            if self.window.order_by is None:
-                time = now
-            else:
+            time = None
+            if self.window.order_by is not None:
                 time = require_order_value(row[_ROWTIME_MS], row, "over_aggregate", self.window.order_by)
-            out += self.fn.process_element(state, values, time)
-        if self.window.order_by is None:
-            # Every row of this key's instant has arrived: the instant is over.
-            out += state.timers.advance(now + 1, fire)
-        return self._finish(state, out, late_before)
+            yield Element(
+                seq=row[SEQ_COLUMN],
+                kind=RowKind.INSERT,
+                row=tuple(row[c] for c in self.columns),
+                time=time,
+                watermark=None if self.watermark_column is None else row[self.watermark_column],
+            )
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        state = self.state.load(self.fn.create_state)
-        state.spark_timer = None  # Spark deletes the timer that just expired
-        out = state.timers.advance(self._now(state, timerValues), lambda t: self.fn.on_timer(state, t))
-        return self._finish(state, out, state.late_dropped)
+    def on_element(self, state, element, now):
+        time = now if self.window.order_by is None else element.time
+        return [(RowKind.INSERT, values) for values in self.fn.process_element(state, element.row, time)]
 
-    def _finish(self, state: OverState, out: list[tuple], late_before: int):
-        if self.window.order_by is not None:
-            state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
-        self.state.save(state)
-        if state.late_dropped != late_before:
-            # Mirrored out of the pickled state so that Spark's state reader shows it.
-            self.late.update((state.late_dropped,))
-        insert = RowKind.INSERT.short
-        return iter([self.output_row(*values, insert, i) for i, values in enumerate(out)])
-
-    def close(self) -> None:
-        pass
+    def on_timer(self, state, timestamp):
+        return [(RowKind.INSERT, values) for values in self.fn.on_timer(state, timestamp)]
 
 
 def over_aggregate(
@@ -570,13 +235,9 @@ def over_aggregate(
     fields = [StructField(c, types[c]) for c in columns]
     fields += [StructField(c.output, t) for c, t in zip(window.aggregates, fn.aggregates.result_types)]
     schema = output_schema(fields)
-    processor = _OverProcessor(window, columns, types, watermark_column, schema.names)
-    return prepared.groupBy(*keys).transformWithState(
-        statefulProcessor=processor,
-        outputStructType=schema,
-        outputMode="Append",
-        timeMode="None" if order_by is None else "EventTime",
-    )
+    logic = _OverLogic(window, columns, types, watermark_column)
+    processor = KeyedProcessor(logic, schema.names, clock="instant" if order_by is None else "event")
+    return processor.apply(prepared.groupBy(*keys), schema)
 
 
 def _window(frame, order_by, preceding, preceding_ms, aggregates) -> OverWindow:
