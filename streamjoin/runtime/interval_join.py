@@ -40,8 +40,8 @@ from pyspark.sql import DataFrame
 
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.keyed_two_input import SIDES, TimerService, join_pairs, keyed_two_input
-from streamjoin.runtime.timers import MAX_TIME
+from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
+from streamjoin.runtime.timers import MAX_TIME, TimerService
 from streamjoin.runtime.two_input import data_schema
 
 __all__ = [

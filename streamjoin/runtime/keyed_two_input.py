@@ -3,13 +3,14 @@ interval join and the event-time temporal join share.
 
 An operator's logic (:class:`KeyedTwoInputLogic`) sees one key's state, one row of either input at
 a time with the operator's current time (the combined watermark, or the processing time), and its
-key's timers (:class:`TimerService`). Two drivers run it:
+key's timers (only :meth:`~streamjoin.runtime.timers.TimerService.register` and
+:meth:`~streamjoin.runtime.timers.TimerService.delete`). Two drivers run it:
 
 * :class:`LocalKeyedDriver`, in plain Python, fed one row at a time with Flink's per-input
   watermark rules: the reference execution of the tests;
 * :func:`keyed_two_input`, on Spark: both inputs tagged by side, unioned, grouped by the join key
-  and run through ``transformWithState`` (event-time or processing-time timers), each key's
-  state kept as one pickled value (:class:`~streamjoin.runtime.tws.BlobState`).
+  and run by :class:`~streamjoin.runtime.processor.KeyedProcessor` (event-time or
+  processing-time timers), each key's state kept as one pickled value.
 """
 
 from __future__ import annotations
@@ -21,33 +22,17 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pyspark.sql import DataFrame, Row
-from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, TimestampType
 
 from streamjoin.changelog import RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.timers import MAX_TIME, MIN_TIME
-from streamjoin.runtime.timers import TimerService as KeyTimers
-from streamjoin.runtime.tws import (
-    BlobState,
-    output_schema,
-    require_columns,
-    sync_timer,
-    unshared_exchange,
-    without_watermark_columns,
-)
+from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
+from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, TimerService
+from streamjoin.runtime.tws import output_schema, require_columns, unshared_exchange, without_watermark_columns
 from streamjoin.runtime.two_input import ordered_changes, union_inputs
 
-__all__ = ["TimerService", "KeyedTwoInputLogic", "LocalKeyedDriver", "KeyState", "keyed_two_input", "join_pairs", "STATE_NAME", "SIDES"]
-
-
-class TimerService(Protocol):
-    """Where the logic registers clean-up timers for the current key (Flink's ``TimerService``)."""
-
-    def register(self, timestamp: int) -> None: ...
-
-    def delete(self, timestamp: int) -> None: ...
+__all__ = ["KeyedTwoInputLogic", "LocalKeyedDriver", "KeyState", "keyed_two_input", "join_pairs", "STATE_NAME", "SIDES"]
 
 
 class KeyedTwoInputLogic(Protocol):
@@ -164,6 +149,8 @@ class LocalKeyedDriver:
             del self.states[key]
 
     def _timer_service(self, key) -> TimerService:
+        """``key``'s view of the driver's timers, with :class:`TimerService`'s ``register``/``delete``;
+        the driver keeps one heap for all keys so that timers fire across keys in time order."""
         driver = self
 
         class _Timers:
@@ -192,7 +179,7 @@ class KeyState:
     """What :func:`keyed_two_input` keeps per key: the logic's state, the key's timers, the Spark timer."""
 
     logic: Any
-    timers: KeyTimers = field(default_factory=KeyTimers)
+    timers: TimerService = field(default_factory=TimerService)
     spark_timer: int | None = None
 
 
@@ -211,60 +198,38 @@ class _Columns:
     row_watermark: tuple[int, int] | None
 
 
-class _KeyedTwoInputProcessor(StatefulProcessor):
-    """Runs a :class:`KeyedTwoInputLogic` per join key; see :func:`keyed_two_input`."""
+class _KeyedTwoInputLogic(KeyedLogic):
+    """A :class:`KeyedTwoInputLogic` as the shell's per-key logic; see :func:`keyed_two_input`."""
 
-    def __init__(self, logic: KeyedTwoInputLogic, output_names: list[str], columns: _Columns):
+    state_name = STATE_NAME
+
+    def __init__(self, logic: KeyedTwoInputLogic, columns: _Columns):
         self.logic = logic
-        self.output_names = output_names
         self.columns = columns
 
-    def init(self, handle) -> None:
-        self.handle = handle
-        self.state = BlobState(handle, STATE_NAME)
-        self.output_row = Row(*self.output_names)
+    def new_state(self, key: tuple) -> KeyState:
+        return KeyState(self.logic.new_state(key))
 
-    def _now(self, timer_values) -> int:
-        if self.columns.rowtime is None:
-            return timer_values.getCurrentProcessingTimeInMs()
-        return timer_values.getCurrentWatermarkInMs()
+    def is_done(self, state: KeyState) -> bool:
+        return state.logic.is_empty and state.spark_timer is None
 
-    def _fire(self, state: KeyState):
-        return lambda t: self.logic.on_timer(state.logic, t, state.timers.time, state.timers)
-
-    def handleInputRows(self, key, rows, timerValues):
-        key = tuple(key)
-        state = self.state.load(lambda: KeyState(self.logic.new_state(key)))
-        now = self._now(timerValues)
-        # Flink fires due timers when the watermark advances, before the next row.
-        out = state.timers.advance(now, self._fire(state))
+    def elements(self, rows):
         for change in ordered_changes(rows):
-            row = change.row
+            row, watermark = change.row, None
             if self.columns.row_watermark is not None:
                 at = self.columns.row_watermark[change.side]
-                if row[at] is not None:
-                    out += state.timers.advance(row[at], self._fire(state))
-                row = row[:at] + row[at + 1 :]
-            rowtime = now if self.columns.rowtime is None else _millis(row[self.columns.rowtime[change.side]])
-            out += self.logic.on_row(state.logic, change.side, change.kind, row, rowtime, state.timers.time, state.timers)
-        return self._finish(state, out)
+                row, watermark = row[:at] + row[at + 1 :], row[at]
+            time = None if self.columns.rowtime is None else _millis(row[self.columns.rowtime[change.side]])
+            yield Element(change.seq, change.kind, row, side=change.side, time=time, watermark=watermark)
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        state = self.state.load(lambda: KeyState(self.logic.new_state(tuple(key))))
-        state.spark_timer = None  # Spark deletes the timer that just expired
-        out = state.timers.advance(self._now(timerValues), self._fire(state))
-        return self._finish(state, out)
+    def on_element(self, state, element, now):
+        rowtime = now if element.time is None else element.time
+        return self.logic.on_row(
+            state.logic, element.side, element.kind, element.row, rowtime, state.timers.time, state.timers
+        )
 
-    def _finish(self, state: KeyState, out: list[tuple[RowKind, tuple]]):
-        state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
-        if state.logic.is_empty and state.spark_timer is None:
-            self.state.clear()
-        else:
-            self.state.save(state)
-        return iter([self.output_row(*values, kind.short, i) for i, (kind, values) in enumerate(out)])
-
-    def close(self) -> None:
-        pass
+    def on_timer(self, state, timestamp):
+        return self.logic.on_timer(state.logic, timestamp, state.timers.time, state.timers)
 
 
 def join_pairs(on: Sequence[str | tuple[str, str]], what: str) -> list[tuple[str, str]]:
@@ -373,12 +338,11 @@ def keyed_two_input(
     fields = [StructField(c, both.left_schema[c].dataType, True) for c in data[0]]
     fields += [StructField(c, both.right_schema[c].dataType, True) for c in data[1]]
     schema = output_schema(fields)
-    processor = _KeyedTwoInputProcessor(logic, schema.names, _Columns(rowtime, row_watermark))
+    processor = KeyedProcessor(
+        _KeyedTwoInputLogic(logic, _Columns(rowtime, row_watermark)),
+        schema.names,
+        clock="processing" if left_time is None else "event",
+    )
     # A literal of its own keeps this operator's shuffle from being reused by another operator
     # over the same inputs, which would lose its watermark (tws.unshared_exchange).
-    return unshared_exchange(both.frame).groupBy(*both.key_columns).transformWithState(
-        statefulProcessor=processor,
-        outputStructType=schema,
-        outputMode="Append",
-        timeMode="ProcessingTime" if left_time is None else "EventTime",
-    )
+    return processor.apply(unshared_exchange(both.frame).groupBy(*both.key_columns), schema)

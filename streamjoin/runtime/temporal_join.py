@@ -41,7 +41,8 @@ from pyspark.sql import DataFrame
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.keyed_two_input import TimerService, join_pairs, keyed_two_input
+from streamjoin.runtime.keyed_two_input import join_pairs, keyed_two_input
+from streamjoin.runtime.timers import TimerService
 from streamjoin.runtime.tws import require_columns
 from streamjoin.runtime.two_input import data_schema
 

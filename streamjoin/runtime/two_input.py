@@ -45,6 +45,7 @@ from pyspark.sql.types import DataType, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.processor import Element
 
 __all__ = [
     "LEFT",
@@ -54,7 +55,6 @@ __all__ = [
     "RIGHT_ROW_COLUMN",
     "KEY_COLUMN_PREFIX",
     "TwoInput",
-    "SideChange",
     "data_schema",
     "union_inputs",
     "ordered_changes",
@@ -95,23 +95,6 @@ class TwoInput:
     def grouped(self) -> GroupedData:
         """The frame grouped by join key, ready for ``transformWithState``."""
         return self.frame.groupBy(*self.key_columns)
-
-
-@dataclass(frozen=True)
-class SideChange:
-    """One change of one input, as a processor sees it after :func:`ordered_changes`.
-
-    Attributes:
-        side: :data:`LEFT` or :data:`RIGHT`.
-        kind: its RowKind.
-        row: the input row's values in column order.
-        seq: its ``_seq``.
-    """
-
-    side: int
-    kind: RowKind
-    row: tuple
-    seq: int
 
 
 def data_schema(changelog: DataFrame, name: str) -> StructType:
@@ -205,7 +188,7 @@ def row_of(struct: dict | Row | None) -> tuple | None:
     return tuple(struct.values()) if isinstance(struct, dict) else tuple(struct)
 
 
-def ordered_changes(rows: Iterable[Row]) -> list[SideChange]:
+def ordered_changes(rows: Iterable[Row]) -> list[Element]:
     """The rows of one group of one micro-batch as changes, in processing order ``(_seq, _side)``.
 
     Args:
@@ -213,13 +196,14 @@ def ordered_changes(rows: Iterable[Row]) -> list[SideChange]:
             ``_rowkind`` and ``_seq`` columns).
 
     Returns:
-        One :class:`SideChange` per row, sorted by ``(seq, side)``.
+        One :class:`~streamjoin.runtime.processor.Element` per row (``seq``, ``kind``,
+        ``row``, ``side``), sorted by ``(seq, side)``.
     """
     changes = []
     for r in rows:
         side = r[SIDE_COLUMN]
         row = row_of(r[LEFT_ROW_COLUMN] if side == LEFT else r[RIGHT_ROW_COLUMN])
-        changes.append(SideChange(side, RowKind.from_short(r[ROWKIND_COLUMN]), row, r[SEQ_COLUMN]))
+        changes.append(Element(r[SEQ_COLUMN], RowKind.from_short(r[ROWKIND_COLUMN]), row, side=side))
     changes.sort(key=lambda c: (c.seq, c.side))
     return changes
 

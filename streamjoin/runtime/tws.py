@@ -1,46 +1,36 @@
-"""transformWithState plumbing shared by the OVER, group-aggregate and deduplication operators.
+"""Input checks and preparation shared by the single-input operators (OVER, group aggregate, deduplication).
 
-Each operator keeps its logic in a plain Python class and a small
-``StatefulProcessor`` that calls it; this module holds what those processors
-share: preparing the input, keeping a key's state as one pickled value,
-keeping one Spark timer per key, ordering a key's rows, shaping the output.
+The operators run on :class:`~streamjoin.runtime.processor.KeyedProcessor`;
+this module holds what they do to their input DataFrame before it: check its
+columns, switch off Spark's late-row filter, keep its shuffle its own, order a
+key's rows, check RowKinds and order values.
 """
 
 from __future__ import annotations
 
 import itertools
-import pickle
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogError, RowKind
 from streamjoin.errors import ValidationError
 
 __all__ = [
-    "SEQ_STRIDE",
-    "BlobState",
     "changelog_columns",
     "check_insert",
     "require_order_value",
     "output_schema",
     "require_columns",
     "rows_in_order",
-    "sync_timer",
     "unshared_exchange",
     "without_watermark_columns",
 ]
 
 #: Metadata key Spark puts on the column given to ``withWatermark``.
 _WATERMARK_METADATA = "spark.watermarkDelayMs"
-
-#: Room for the changes one input row makes an operator emit (at most 2 here): the
-#: i-th change caused by an input row gets ``_seq = input _seq * SEQ_STRIDE + i``, so
-#: a key's changes stay in emission order and the input's order carries over across keys.
-SEQ_STRIDE = 4
 
 
 def require_columns(df: DataFrame, columns: Iterable[str], what: str) -> None:
@@ -120,46 +110,3 @@ def require_order_value(value, row: Row, operator: str, column: str):
     if value is None:
         raise ChangelogError(f"{operator}: {column} is null at {SEQ_COLUMN}={row[SEQ_COLUMN]}; it must not be")
     return value
-
-
-class BlobState:
-    """A key's whole operator state as one pickled value in a ``ValueState``.
-
-    Fits states that are read and written as a whole on each visit of the key
-    (a bounded OVER frame, a deduplicated row): one state-store round trip
-    each way instead of one per field.
-
-    Args:
-        handle: the processor's ``StatefulProcessorHandle``.
-        name: state variable name.
-    """
-
-    _SCHEMA = StructType([StructField("blob", BinaryType(), False)])
-
-    def __init__(self, handle: Any, name: str) -> None:
-        self._state = handle.getValueState(name, self._SCHEMA)
-
-    def load(self, create: Callable[[], Any]) -> Any:
-        """The stored object, or ``create()`` when the key has none."""
-        stored = self._state.get()
-        return create() if stored is None else pickle.loads(stored[0])
-
-    def save(self, value: Any) -> None:
-        self._state.update((pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL),))
-
-    def clear(self) -> None:
-        self._state.clear()
-
-
-def sync_timer(handle: Any, registered: int | None, wanted: int | None) -> int | None:
-    """Keep exactly one Spark timer per key, at ``wanted`` (ms); returns what is now registered.
-
-    A key's own timers live in its state (:class:`~streamjoin.runtime.timers.TimerService`);
-    the Spark timer only wakes the key up at the earliest of them.
-    """
-    if registered != wanted:
-        if registered is not None:
-            handle.deleteTimer(registered)
-        if wanted is not None:
-            handle.registerTimer(wanted)
-    return wanted
