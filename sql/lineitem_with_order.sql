@@ -6,24 +6,8 @@
 -- The sink key (l_orderkey, l_linenumber) is an upsert key of the join output (the line item's key
 -- contains the join key), so no SinkUpsertMaterializer is needed.
 
+-- The columns and key of `lineitem` (Flink's LIKE clause), then those of `orders`.
 CREATE TABLE lineitem_with_order (
-  l_orderkey      BIGINT,
-  l_partkey       BIGINT,
-  l_suppkey       BIGINT,
-  l_linenumber    INT,
-  l_quantity      DECIMAL(15, 2),
-  l_extendedprice DECIMAL(15, 2),
-  l_discount      DECIMAL(15, 2),
-  l_tax           DECIMAL(15, 2),
-  l_returnflag    STRING,
-  l_linestatus    STRING,
-  l_shipdate      DATE,
-  l_commitdate    DATE,
-  l_receiptdate   DATE,
-  l_shipinstruct  STRING,
-  l_shipmode      STRING,
-  l_comment       STRING,
-  l_shiptime      TIMESTAMP(3),
   o_orderkey      BIGINT,
   o_custkey       BIGINT,
   o_orderstatus   STRING,
@@ -33,11 +17,10 @@ CREATE TABLE lineitem_with_order (
   o_orderpriority STRING,
   o_clerk         STRING,
   o_shippriority  INT,
-  o_comment       STRING,
-  PRIMARY KEY (l_orderkey, l_linenumber) NOT ENFORCED
+  o_comment       STRING
 ) WITH (
   'connector' = 'delta'
-);
+) LIKE lineitem (EXCLUDING ALL INCLUDING CONSTRAINTS);
 
 INSERT INTO lineitem_with_order
 SELECT *

@@ -5,21 +5,10 @@
 -- key: the planner drops the -U half of each update (DropUpdateBefore) and the materializer
 -- applies +I/+U as upserts and -D as deletes.
 
-CREATE TABLE orders_current (
-  o_orderkey      BIGINT,
-  o_custkey       BIGINT,
-  o_orderstatus   STRING,
-  o_totalprice    DECIMAL(15, 2),
-  o_orderdate     DATE,
-  o_ordertime     TIMESTAMP(3),
-  o_orderpriority STRING,
-  o_clerk         STRING,
-  o_shippriority  INT,
-  o_comment       STRING,
-  PRIMARY KEY (o_orderkey) NOT ENFORCED
-) WITH (
+-- The columns and key of `orders` (Flink's LIKE clause); neither its watermark nor its Kafka options.
+CREATE TABLE orders_current WITH (
   'connector' = 'delta'
-);
+) LIKE orders (EXCLUDING ALL INCLUDING CONSTRAINTS);
 
 INSERT INTO orders_current
 SELECT * FROM orders;

@@ -1,7 +1,8 @@
 -- The tables of the TPC-H demo, shared by the pipelines of sql/ (an initialization script: only
 -- CREATE and SET, planned before each pipeline, as Flink's `sql-client.sh -i`).
 --
--- Kafka topics (filled by the `load_tpch_topics_job`, streamjoin/datagen/topics.py):
+-- Kafka topics (filled by the `load_tpch_topics_job`; streamjoin/datagen/topics.py reads their
+-- columns, keys and watermarks from here):
 --   orders, lineitem   CDC changelogs of the two tables (debezium-json): inserts, updates, deletes;
 --   order_events       every placement (op 'c'), update ('u') and cancellation ('d') of an order as
 --                      an append-only event with its own time, in event-time order;
@@ -60,56 +61,25 @@ CREATE TABLE lineitem (
   'scan.startup.mode' = 'earliest-offset'
 );
 
+-- The event streams carry the columns of the CDC tables: declared LIKE them (Flink's LIKE clause),
+-- without their primary key (an event stream has none) and, for order_events, with a watermark
+-- on the event's own time; the Kafka options are the source table's but for topic and format.
 CREATE TABLE order_events (
-  o_orderkey      BIGINT,
-  o_custkey       BIGINT,
-  o_orderstatus   STRING,
-  o_totalprice    DECIMAL(15, 2),
-  o_orderdate     DATE,
-  o_ordertime     TIMESTAMP(3),
-  o_orderpriority STRING,
-  o_clerk         STRING,
-  o_shippriority  INT,
-  o_comment       STRING,
-  op              STRING,
-  event_time      TIMESTAMP(3),
+  op         STRING,
+  event_time TIMESTAMP(3),
   proc_time AS PROCTIME(),
   WATERMARK FOR event_time AS event_time - INTERVAL '1' DAY
 ) WITH (
-  'connector' = 'kafka',
   'topic' = 'order_events',
-  'properties.bootstrap.servers' = '127.0.0.1:9092',
-  'format' = 'json',
-  'scan.startup.mode' = 'earliest-offset'
-);
+  'format' = 'json'
+) LIKE orders (EXCLUDING CONSTRAINTS EXCLUDING WATERMARKS);
 
 CREATE TABLE shipments (
-  l_orderkey      BIGINT,
-  l_partkey       BIGINT,
-  l_suppkey       BIGINT,
-  l_linenumber    INT,
-  l_quantity      DECIMAL(15, 2),
-  l_extendedprice DECIMAL(15, 2),
-  l_discount      DECIMAL(15, 2),
-  l_tax           DECIMAL(15, 2),
-  l_returnflag    STRING,
-  l_linestatus    STRING,
-  l_shipdate      DATE,
-  l_commitdate    DATE,
-  l_receiptdate   DATE,
-  l_shipinstruct  STRING,
-  l_shipmode      STRING,
-  l_comment       STRING,
-  l_shiptime      TIMESTAMP(3),
-  proc_time AS PROCTIME(),
-  WATERMARK FOR l_shiptime AS l_shiptime - INTERVAL '1' DAY
+  proc_time AS PROCTIME()
 ) WITH (
-  'connector' = 'kafka',
   'topic' = 'shipments',
-  'properties.bootstrap.servers' = '127.0.0.1:9092',
-  'format' = 'json',
-  'scan.startup.mode' = 'earliest-offset'
-);
+  'format' = 'json'
+) LIKE lineitem (EXCLUDING CONSTRAINTS);
 
 CREATE TABLE rates (
   currency  STRING,

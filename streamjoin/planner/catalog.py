@@ -7,6 +7,12 @@ Flink's test connector). Its declaration is checked here, before anything runs:
 column names, types, the ``WATERMARK FOR`` clause, the ``PRIMARY KEY … NOT
 ENFORCED`` and the ``WITH`` options.
 
+``CREATE TABLE t (…) WITH (…) LIKE s (options)`` derives ``t`` from table ``s`` as Flink's
+``MergeTableLikeUtil``: ``s``'s columns first, then ``t``'s; per feature (``CONSTRAINTS``,
+``GENERATED``, ``OPTIONS``, ``WATERMARKS``, or ``ALL``) ``INCLUDING`` takes ``s``'s (a duplicate
+is an error), ``EXCLUDING`` leaves it out, ``OVERWRITING`` takes it with ``t``'s winning.
+Defaults: ``OVERWRITING OPTIONS``, ``INCLUDING`` the rest.
+
 | connector | options |
 | --- | --- |
 | ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``) |
@@ -16,7 +22,8 @@ ENFORCED`` and the ``WITH`` options.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql.types import StructField, StructType
 from sqlglot import exp
@@ -40,6 +47,9 @@ _FORMATS = ("json", "debezium-json")
 _STARTUP_MODES = {"earliest-offset": "earliest", "latest-offset": "latest"}
 _MODE_KINDS = {"I": RowKind.INSERT, "UB": RowKind.UPDATE_BEFORE, "UA": RowKind.UPDATE_AFTER, "D": RowKind.DELETE}
 _RESERVED = (ROWKIND_COLUMN, SEQ_COLUMN)
+_LIKE_FEATURES = ("ALL", "CONSTRAINTS", "DISTRIBUTION", "GENERATED", "METADATA", "OPTIONS", "PARTITIONS", "WATERMARKS")
+_LIKE_NOT_OVERWRITING = ("ALL", "CONSTRAINTS", "PARTITIONS")
+_LIKE_DEFAULTS = {feature: "INCLUDING" for feature in _LIKE_FEATURES if feature != "ALL"} | {"OPTIONS": "OVERWRITING"}
 
 
 @dataclass(frozen=True)
@@ -232,26 +242,103 @@ def _watermark(constraint: exp.WatermarkColumnConstraint, columns: dict[str, Col
     return Watermark(column, delay)
 
 
-def table_from_ddl(create: exp.Create, source: SqlSource) -> TableDef:
+@dataclass(frozen=True)
+class _Like:
+    """A ``LIKE`` clause: the source table and the merging strategy of each feature."""
+
+    table: TableDef
+    strategies: dict[str, str]
+
+    def takes(self, feature: str) -> bool:
+        return self.strategies[feature] != "EXCLUDING"
+
+    def message(self, what: str, feature: str) -> str:
+        overwriting = "" if feature in _LIKE_NOT_OVERWRITING else f" or OVERWRITING {feature}"
+        return f"{what}; specify EXCLUDING {feature}{overwriting}"
+
+
+def _like(create: exp.Create, name: str, tables: Mapping[str, TableDef], source: SqlSource) -> _Like | None:
+    properties = create.args.get("properties")
+    clause = next((p for p in properties.expressions if isinstance(p, exp.LikeProperty)), None) if properties else None
+    if clause is None:
+        return None
+    target = clause.this
+    if target.args.get("db") or target.args.get("catalog"):
+        raise error(UnsupportedPlanError, source, target, f"catalog/database qualified names are not supported: {target.sql(Flink)}", "table-exists")
+    if target.name not in tables:
+        known = ", ".join(tables) or "none"
+        raise error(ValidationError, source, target, f"table '{name}' is LIKE '{target.name}', which is not a declared table; tables: {known}", "like-table")
+    strategies = dict(_LIKE_DEFAULTS)
+    given = [(o.name, o.text("value")) for o in clause.expressions]
+    for strategy, feature in given:
+        if feature not in _LIKE_FEATURES:
+            raise error(ValidationError, source, clause, f"LIKE option {strategy} {feature}: the feature is one of {', '.join(_LIKE_FEATURES)}", "like-options")
+        if strategy == "OVERWRITING" and feature in _LIKE_NOT_OVERWRITING:
+            raise error(ValidationError, source, clause, f"LIKE option OVERWRITING {feature} is not allowed: use INCLUDING or EXCLUDING", "like-options")
+        if [f for _, f in given].count(feature) > 1:
+            raise error(ValidationError, source, clause, f"LIKE option feature {feature} is given more than once", "like-options")
+    # ALL sets every feature; a feature named beside it overrides it (Flink's computeMergingStrategies).
+    for strategy, feature in sorted(given, key=lambda g: g[1] != "ALL"):
+        strategies.update(dict.fromkeys(_LIKE_DEFAULTS, strategy) if feature == "ALL" else {feature: strategy})
+    return _Like(tables[target.name], strategies)
+
+
+def _inherited_columns(like: _Like | None) -> dict[str, Column]:
+    """The LIKE table's physical columns, and its computed ones unless GENERATED is excluded, as plain
+    columns: the rowtime attribute and NOT NULL of a key come back from the new table's own watermark and key."""
+    if like is None:
+        return {}
+    base = like.table
+    return {
+        c.name: replace(c, type=c.type and replace(c.type, time_attribute=None if c.name == base.rowtime else c.type.time_attribute,
+                                                   nullable=c.type.nullable or c.name in base.primary_key))
+        for c in base.columns if c.computed is None or like.takes("GENERATED")
+    }
+
+
+def _check_overwrite(item: exp.ColumnDef, base: Column, like: _Like, table: str, source: SqlSource) -> None:
+    # Only a computed column may replace one of the LIKE table's, and only under OVERWRITING GENERATED.
+    computed = any(isinstance(c.kind, exp.ComputedColumnConstraint) for c in item.constraints)
+    if computed and base.computed is not None and like.strategies["GENERATED"] == "OVERWRITING":
+        return
+    message = f"column '{base.name}' of table '{table}' is already declared by its LIKE table '{like.table.name}'"
+    if computed and base.computed is not None:
+        message = like.message(message, "GENERATED")
+    raise error(ValidationError, source, item, message, "unique-columns")
+
+
+def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, TableDef] | None = None) -> TableDef:
     """The :class:`TableDef` of a parsed ``CREATE TABLE`` statement, checked.
+
+    Args:
+        create: the statement; its column list may be missing when it has a ``LIKE`` clause.
+        source: the text it comes from.
+        tables: the tables declared before it, which a ``LIKE`` clause may name.
 
     Raises:
         ValidationError: for a duplicate or reserved column name, an unsupported type,
             a primary key without ``NOT ENFORCED`` or naming an unknown column, a
             watermark on an unknown or non-timestamp column, an unknown connector,
-            format or option, or a missing required option.
+            format or option, or a missing required option; for a ``LIKE`` clause naming no
+            declared table, a bad like option, or a column, watermark, key or option declared
+            both here and by the ``LIKE`` table (unless its strategy allows it).
         UnsupportedPlanError: for a watermark strategy other than ``ts`` / ``ts - INTERVAL …``.
     """
-    schema = create.this
-    name = schema.this.name
-    columns: dict[str, Column] = {}
+    schema = create.this if isinstance(create.this, exp.Schema) else None
+    name = (schema.this if schema else create.this).name
+    like = _like(create, name, tables or {}, source)
+    columns = _inherited_columns(like)
+    declared: set[str] = set()
     watermark_node = None
     pk_node = None
-    for item in schema.expressions:
+    for item in schema.expressions if schema else []:
         if isinstance(item, exp.ColumnDef):
             column_name = item.this.name
-            if column_name in columns:
+            if column_name in declared:
                 raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}' is declared twice", "unique-columns")
+            declared.add(column_name)
+            if column_name in columns:
+                _check_overwrite(item, columns[column_name], like, name, source)
             if column_name in _RESERVED:
                 raise error(ValidationError, source, item, f"column name '{column_name}' of table '{name}' is reserved for the changelog", "reserved-columns")
             computed = next((c.kind for c in item.constraints if isinstance(c.kind, exp.ComputedColumnConstraint)), None)
@@ -274,8 +361,15 @@ def table_from_ddl(create: exp.Create, source: SqlSource) -> TableDef:
         elif isinstance(item, exp.WatermarkColumnConstraint):
             if watermark_node is not None:
                 raise error(ValidationError, source, item, f"table '{name}' declares more than one WATERMARK", "one-watermark")
+            base = like.table.watermark if like and like.takes("WATERMARKS") else None
+            if base and not (like.strategies["WATERMARKS"] == "OVERWRITING" and base.column == item.this.name):
+                message = f"table '{name}' declares a WATERMARK and its LIKE table '{like.table.name}' has one (on '{base.column}')"
+                raise error(ValidationError, source, item, like.message(message, "WATERMARKS"), "one-watermark")
             watermark_node = item
         elif isinstance(item, exp.PrimaryKey):
+            if like and like.table.primary_key and like.strategies["CONSTRAINTS"] == "INCLUDING":
+                message = f"table '{name}' declares a PRIMARY KEY and its LIKE table '{like.table.name}' has one"
+                raise error(ValidationError, source, item, like.message(message, "CONSTRAINTS"), "primary-key-columns")
             pk_node = item
         else:
             raise error(UnsupportedPlanError, source, item, f"table '{name}': {item.sql(Flink)} is not supported", "table-constraints")
@@ -296,25 +390,38 @@ def table_from_ddl(create: exp.Create, source: SqlSource) -> TableDef:
                     f"PRIMARY KEY column '{key_node.name}' is not a physical column of table '{name}'",
                     "primary-key-columns",
                 )
-        for key in primary_key:
-            columns[key] = Column(key, columns[key].type.with_nullable(False), None, columns[key].node)
+    elif like and like.strategies["CONSTRAINTS"] == "INCLUDING":
+        primary_key = like.table.primary_key
+    for key in primary_key:
+        columns[key] = Column(key, columns[key].type.with_nullable(False), None, columns[key].node)
     watermark = _watermark(watermark_node, columns, name, source) if watermark_node is not None else None
+    if watermark is None and like and like.takes("WATERMARKS") and like.table.watermark:
+        watermark = like.table.watermark
+        if watermark.column not in columns:
+            raise error(ValidationError, source, create.this, f"table '{name}': the WATERMARK of its LIKE table is on "
+                        f"'{watermark.column}', which EXCLUDING GENERATED leaves out; specify EXCLUDING WATERMARKS", "watermark-column")
     if watermark:
         column = columns[watermark.column]
         columns[watermark.column] = Column(
             column.name, column.type and SqlType(column.type.root, column.type.precision, nullable=column.type.nullable,
                                                  time_attribute="ROWTIME"), column.computed, column.node)
-    options = _options(create, name, source)
+    options = _options(create, name, source, like)
     return TableDef(name, tuple(columns.values()), primary_key, watermark, options, source, create)
 
 
-def _options(create: exp.Create, table: str, source: SqlSource) -> dict[str, str]:
+def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | None) -> dict[str, str]:
     properties = create.args.get("properties")
-    options: dict[str, str] = {}
+    options = dict(like.table.options) if like and like.takes("OPTIONS") else {}
     for prop in properties.expressions if properties else []:
+        if isinstance(prop, exp.LikeProperty):
+            continue
         if not (type(prop) is exp.Property and isinstance(prop.this, exp.Literal)):
             raise error(ValidationError, source, prop, f"table '{table}': {prop.sql(Flink)} is not a 'key' = 'value' option", "table-options")
-        options[prop.this.name] = _option_value(prop.args["value"], source)
+        key = prop.this.name
+        if like and key in like.table.options and like.strategies["OPTIONS"] == "INCLUDING":
+            message = f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' ('{like.table.options[key]}')"
+            raise error(ValidationError, source, prop, like.message(message, "OPTIONS"), "table-options")
+        options[key] = _option_value(prop.args["value"], source)
     connector = options.get("connector")
     if connector not in CONNECTORS:
         raise error(

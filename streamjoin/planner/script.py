@@ -2,7 +2,7 @@
 
 Statements (separated by ``;``, ``--`` comments allowed), in file order:
 
-- ``CREATE TABLE`` → the catalog (:mod:`streamjoin.planner.catalog`);
+- ``CREATE TABLE`` (Flink's ``LIKE`` clause included) → the catalog (:mod:`streamjoin.planner.catalog`);
 - ``CREATE [TEMPORARY] VIEW name AS query`` → the catalog, planned where used;
 - ``SET 'table.exec.state.ttl' = '1 h'`` → idle state retention of regular joins;
 - ``INSERT INTO sink SELECT …`` → a planned statement writing a sink table;
@@ -131,6 +131,13 @@ def parse_sql(text: str, source: SqlSource) -> list[exp.Expr]:
         raise ValidationError(f"{source.name}: syntax error: {e} [rule: syntax]") from None
 
 
+def _is_table_ddl(create: exp.Create) -> bool:
+    """``CREATE TABLE t (…) WITH (…) [LIKE s …]``, or ``CREATE TABLE t WITH (…) LIKE s …``; not ``… AS query``."""
+    properties = create.args.get("properties")
+    has_like = bool(properties and any(isinstance(p, exp.LikeProperty) for p in properties.expressions))
+    return create.args.get("expression") is None and (isinstance(create.this, exp.Schema) or has_like)
+
+
 def _set(statement: exp.Set, source: SqlSource) -> tuple[str, str]:
     item = statement.expressions[0] if statement.expressions else None
     eq = item.this if isinstance(item, exp.SetItem) else None
@@ -234,8 +241,8 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
         for statement in parse_sql(source.text, source):
             if isinstance(statement, exp.Create):
                 kind = (statement.args.get("kind") or "").upper()
-                if kind == "TABLE" and isinstance(statement.this, exp.Schema) and statement.args.get("expression") is None:
-                    catalog.add_table(table_from_ddl(statement, source))
+                if kind == "TABLE" and _is_table_ddl(statement):
+                    catalog.add_table(table_from_ddl(statement, source, catalog.tables))
                 elif kind == "VIEW":
                     if isinstance(statement.this, exp.Schema):
                         raise error(UnsupportedPlanError, source, statement.this, "a view column list is not supported; alias in the query", "supported-statements")
