@@ -1,0 +1,115 @@
+"""``ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) AS rn`` filtered by an outer ``WHERE rn = 1``:
+``Deduplicate`` when ordered by a time attribute, else a Top-1 ``Rank`` (Flink's
+``StreamPhysicalDeduplicateRule`` / ``StreamPhysicalRankRule``); other Top-N are refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from streamjoin.errors import UnsupportedPlanError
+from streamjoin.planner.diagnostics import SqlSource, error
+from streamjoin.planner.dialect import Flink
+from streamjoin.planner.expressions import Scope, ScopeColumn, field_column, resolve
+from streamjoin.planner.plan import Calc, Deduplicate, Node, uniquify, walk
+from streamjoin.planner.relation import Relation
+from streamjoin.planner.rules.over import window_spec
+from streamjoin.planner.rules.project import project
+
+if TYPE_CHECKING:
+    from streamjoin.planner.builder import QueryPlanner
+
+__all__ = ["plan_rank", "apply_rank_filter", "check_ranks"]
+
+
+def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relation:
+    """A ``Deduplicate`` / ``Rank`` for the ``ROW_NUMBER()`` item of ``items``, pending until an outer
+    ``WHERE rn = 1`` consumes it (:func:`apply_rank_filter`; :func:`check_ranks` refuses it otherwise).
+
+    Raises:
+        UnsupportedPlanError: other windows beside it, no PARTITION BY, an ORDER BY not on one column,
+            ASC on a non-time column, or non-insert-only input.
+    """
+    scope = relation.scope(planner.source)
+    node = relation.node
+    windows = [w for _, e in items for w in e.find_all(exp.Window)]
+    if len(windows) != 1:
+        raise planner.error(UnsupportedPlanError, windows[1], "ROW_NUMBER() cannot be combined with other OVER windows in one query block", "rank-alone")
+    window = windows[0]
+    alias_item = next((a, e) for a, e in items if window in list(e.find_all(exp.Window)))
+    if alias_item[1] is not window or not alias_item[0]:
+        raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() OVER (…) must be a select item of its own with an alias (… AS rn)", "rank-filter")
+    spec = window_spec(planner, window, named)
+    keys = []
+    for p in spec.args.get("partition_by") or []:
+        resolved = resolve(p, scope)
+        if not isinstance(resolved, exp.Column):
+            raise planner.error(UnsupportedPlanError, p, "ROW_NUMBER() PARTITION BY takes columns", "rank-partition")
+        keys.append(resolved.name)
+    if not keys:
+        raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() without PARTITION BY (a global Top-N) is not supported", "rank-partition")
+    order = spec.args.get("order")
+    if order is None or len(order.expressions) != 1:
+        raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order")
+    ordered = order.expressions[0]
+    order_resolved = resolve(ordered.this, scope)
+    if not isinstance(order_resolved, exp.Column):
+        raise planner.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes a column", "rank-order")
+    order_field = node.field(order_resolved.name)
+    time = order_field.type.time_attribute if order_field.type else None
+    keep = "last" if ordered.args.get("desc") else "first"
+    if time is None and keep == "first":
+        raise planner.error(
+            UnsupportedPlanError, ordered,
+            f"ROW_NUMBER() ORDER BY '{ordered.this.sql(Flink)}' ASC is a Top-1 Rank on a non-time column, which is not supported; "
+            "order by a time attribute (deduplication) or DESC",
+            "rank-order",
+        )
+    if not node.is_insert_only:
+        raise planner.error(UnsupportedPlanError, window, f"deduplication consumes insert-only input; {planner.producer_name(node)} produces updates", "deduplicate-insert-only")
+    rank_name = alias_item[0]
+    dedup = Deduplicate(node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0])
+    dedup.pending = window
+    columns = relation.columns + [ScopeColumn(None, rank_name, dedup.rank_field, dedup.fields[-1].type)]
+    exprs = [field_column(dedup.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items]
+    return project(planner, Relation(dedup, columns), items, exprs)
+
+
+def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, node: Node) -> bool:
+    """Consume ``rn = 1`` (``rn <= 1``, ``rn < 2``) on a pending ROW_NUMBER column; True when consumed."""
+    c = condition.unnest()
+    if not isinstance(c, (exp.EQ, exp.LTE, exp.LT)) or not isinstance(c.this, exp.Column) or not isinstance(c.expression, exp.Literal):
+        return False
+    found = scope.lookup(c.this)
+    if found is None or found[1]:
+        return False
+    name, current = found[0].field, node
+    while isinstance(current, Calc):
+        source = next((e for f, e in current.projections if f.name == name), None)
+        if not isinstance(source, exp.Column):
+            return False
+        name, current = source.name, current.inputs[0]
+    if not (isinstance(current, Deduplicate) and getattr(current, "pending", False) and current.rank_field == name):
+        return False
+    limit = int(c.expression.name) - (1 if isinstance(c, exp.LT) else 0)
+    if limit != 1:
+        raise planner.error(UnsupportedPlanError, condition, f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported", "rank-filter")
+    current.pending = None
+    return True
+
+
+def check_ranks(root: Node, source: SqlSource) -> None:
+    """Refuse a ROW_NUMBER() column that no outer ``WHERE rn = 1`` filters (Flink has no unbounded ROW_NUMBER).
+
+    Raises:
+        UnsupportedPlanError: naming the ranked column.
+    """
+    for node in walk(root):
+        if isinstance(node, Deduplicate) and getattr(node, "pending", False):
+            raise error(
+                UnsupportedPlanError, source, node.pending,
+                f"ROW_NUMBER() AS {node.rank_field} must be filtered by an outer WHERE {node.rank_field} = 1 (deduplication)",
+                "rank-filter",
+            )
