@@ -30,7 +30,7 @@ def main() -> None:
         return lambda: regular_join(
             streams["lineitem"](), streams["orders"](), on=[("l_orderkey", "o_orderkey")], how=how,
             left_unique_key=LINEITEM.primary_key, right_unique_key=ORDERS.primary_key,
-        ).changelog
+        )
 
     results = run_all(
         [("spark native inner join", native_inner), ("streamjoin inner join", ours("inner")), ("streamjoin left join", ours("left"))],

@@ -6,6 +6,7 @@ input change. Rows are ``(key, value)``; L/R say which input a change comes from
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
@@ -25,10 +26,11 @@ from streamjoin.runtime.join_state import (
     StateLayout,
     choose_layout,
 )
+from streamjoin.runtime.processor import KeyedProcessor
 from streamjoin.runtime.regular_join import (
-    _AssociateProcessor,
-    _CandidateProcessor,
-    _JoinProcessor,
+    _AssociateLogic,
+    _CandidateLogic,
+    _JoinLogic,
     derive_output_keys,
     regular_join,
 )
@@ -309,7 +311,7 @@ def test_processor_with_transform_with_state_tester_equals_the_plain_python_run(
     )
     names = [s.names for s in schemas]
     output = [*names[0], *names[1]] if spec.join_type.projects_right else names[0]
-    tester = TwsTester(_JoinProcessor(spec, schemas, (True, True), None, [*output, "_rowkind", "_seq"]))
+    tester = TwsTester(KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), [*output, "_rowkind", "_seq"]))
     reference = LocalRegularJoin(spec)
     ours, expected = [], []
     for seq, (table, kind, values) in enumerate(case.arrivals()):
@@ -329,10 +331,10 @@ def test_two_step_processors_equal_the_one_step_join_even_with_tied_seq():
     schema = StructType([StructField("k", IntegerType()), StructField("v", IntegerType())])
     schemas = (schema, schema)
     names = [["lk", "lv"], ["rk", "rv"]]
-    candidate_columns = ["_key0", "_side", "_left", "_right", "_rowkind", "_seq", "_pair"]
-    candidates = TwsTester(_CandidateProcessor(spec, schemas, (True, True), None, candidate_columns))
+    candidate_columns = ["_key0", "_side", "_left", "_right", "_pair", "_rowkind", "_seq"]
+    candidates = TwsTester(KeyedProcessor(_CandidateLogic(spec, schemas, (True, True)), candidate_columns))
     output_columns = ["lk", "lv", "rk", "rv", "_rowkind", "_seq"]
-    associate = TwsTester(_AssociateProcessor(spec, schemas, (True, True), None, output_columns))
+    associate = TwsTester(KeyedProcessor(_AssociateLogic(spec, schemas, (True, True)), output_columns))
     reference = LocalRegularJoin(spec, greater)
     batches = [
         [(R, "+I", (1, 3), 0)],
@@ -425,11 +427,13 @@ def test_shared_and_reserved_column_names_are_refused(inputs):
         regular_join(left.drop("_seq"), right, on=[("a1", "b1")])
 
 
-def test_explain_states_layouts_distribution_and_steps(inputs):
+def test_explain_line_states_layouts_distribution_and_steps(inputs, caplog):
+    caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
     keyed = regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 > b1", left_unique_key=["a1"])
-    assert "leftInputSpec=[JoinKeyContainsUniqueKey], rightInputSpec=[InputSideHasNoUniqueKey]" in keyed.explain
-    assert "distribution=[hash[a1]]" in keyed.explain and "two stateful steps" in keyed.explain
-    keyless = regular_join(*inputs, on=[], how="inner", condition="a2 > b1")
-    assert "singleton: no equi-join key, one task" in keyless.explain
-    assert keyed.changelog.columns == ["a1", "a2", "b1", "b2", "_rowkind", "_seq"]
-    assert regular_join(*inputs, on=[("a1", "b1")], how="anti").changelog.columns == ["a1", "a2", "_rowkind", "_seq"]
+    keyed_explain = caplog.messages[-1]
+    assert "leftInputSpec=[JoinKeyContainsUniqueKey], rightInputSpec=[InputSideHasNoUniqueKey]" in keyed_explain
+    assert "distribution=[hash[a1]]" in keyed_explain and "two stateful steps" in keyed_explain
+    regular_join(*inputs, on=[], how="inner", condition="a2 > b1")
+    assert "singleton: no equi-join key, one task" in caplog.messages[-1]
+    assert keyed.columns == ["a1", "a2", "b1", "b2", "_rowkind", "_seq"]
+    assert regular_join(*inputs, on=[("a1", "b1")], how="anti").columns == ["a1", "a2", "_rowkind", "_seq"]

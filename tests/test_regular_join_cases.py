@@ -140,7 +140,7 @@ def _spark_join(spark, tmp_path, case, rows_per_batch):
         left_unique_key=list(case.tables["A"].primary_key) or None,
         right_unique_key=list(case.tables["B"].primary_key) or None,
     )
-    return collect_changelog(result.changelog, tmp_path / "checkpoint")
+    return collect_changelog(result, tmp_path / "checkpoint")
 
 
 # Exact changelogs need one input row per micro-batch: ~1.5 s per micro-batch here, so this

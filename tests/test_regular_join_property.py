@@ -217,7 +217,7 @@ def test_streaming_join_ends_as_spark_batch_join(spark, tmp_path, one_shuffle_pa
     for number, (how, condition, equi) in enumerate(SPARK_VARIANTS):
         joined = regular_join(
             left_stream, right_stream, on=[("lk", "rk")] if equi else [], how=how.value, condition=condition
-        ).changelog
+        )
         if not how.projects_right:
             padding = [F.lit(None).cast("int").alias(c) for c in ("rk", "rv")]
             joined = joined.select("lk", "lv", *padding, "_rowkind", "_seq")

@@ -15,6 +15,7 @@ The result keeps ``(1,a,1,x)``; without TTL (and in the batch join) it is ``(1,a
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 
@@ -62,12 +63,13 @@ def run_with_processing_time_trigger(stream, checkpoint, data_batches: int, inte
     return seen
 
 
-def test_rows_idle_longer_than_the_ttl_are_forgotten(spark, tmp_path):
+def test_rows_idle_longer_than_the_ttl_are_forgotten(spark, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
     left = changelog_file_stream(spark, tmp_path / "a", A, LEFT_BATCHES)
     right = changelog_file_stream(spark, tmp_path / "b", B, RIGHT_BATCHES, first_seq=100)
     result = regular_join(left, right, on=[("a1", "b1")], how="left", state_ttl_ms=1000)
-    assert "stateTtl=[1000 ms]" in result.explain
-    seen = run_with_processing_time_trigger(result.changelog, tmp_path / "checkpoint", 3, "2 seconds")
+    assert "stateTtl=[1000 ms]" in caplog.messages[-1]
+    seen = run_with_processing_time_trigger(result, tmp_path / "checkpoint", 3, "2 seconds")
 
     assert seen[0] == [(I, (1, "a", None, None)), (D, (1, "a", None, None)), (I, (1, "a", 1, "x"))]
     assert seen[1] == []  # the retraction of the expired right row is ignored

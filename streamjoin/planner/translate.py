@@ -207,7 +207,7 @@ class Translator:
             right_unique_key=right_key,
             state_ttl_ms=node.state_ttl_ms,
         )
-        return result.changelog
+        return result
 
     def _IntervalJoin(self, node: IntervalJoin) -> DataFrame:
         interval_join = _operator("interval_join", "interval_join", node)

@@ -9,7 +9,7 @@ Layers, one way:
 * :mod:`streamjoin.runtime.streaming_join`: the decision tree for one change
   of one join key, over the state views of ``join_state``, and its plain-Python
   runner; no Spark (STYLE.md habit 7).
-* :func:`regular_join` (here): the Spark operator: ``transformWithState`` on the
+* :func:`regular_join` (here): the Spark operator: the processor shell (``processor``) on the
   union of both inputs grouped by join key (``two_input``), RocksDB state store.
 
 The residual (non-equi) predicate is a Spark SQL expression and Spark evaluates
@@ -25,20 +25,22 @@ stored twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming import StatefulProcessorHandle
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.join_state import JoinRecordStateView, StateLayout, TwsRecordStore, view_class
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, StreamingJoin, join_logic
+from streamjoin.runtime.join_state import StateLayout, TwsRecordStore, view_class
+from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
+from streamjoin.runtime.streaming_join import JoinSpec, JoinType, StreamingJoin, StreamingSemiAntiJoin, join_logic
 from streamjoin.runtime.two_input import (
     LEFT,
     LEFT_ROW_COLUMN,
@@ -53,7 +55,9 @@ from streamjoin.runtime.two_input import (
     union_inputs,
 )
 
-__all__ = ["JoinResult", "regular_join", "derive_output_keys", "PAIR_COLUMN"]
+__all__ = ["regular_join", "derive_output_keys", "PAIR_COLUMN"]
+
+_log = logging.getLogger(__name__)
 
 #: Column of the candidate frame numbering a change's candidate pairs (0 = the change itself).
 PAIR_COLUMN = "_pair"
@@ -68,32 +72,31 @@ _FLINK_TYPE_NAMES = {
 }
 
 
-class _JoinProcessorBase(StatefulProcessor):
-    """State variables and output rows shared by the three processors of :func:`regular_join`.
+@dataclass
+class _KeyJoin:
+    """One join key's visit: its record stores (written back after it) and the decision tree over their views."""
+
+    key: tuple
+    stores: list
+    logic: StreamingJoin | StreamingSemiAntiJoin
+    null_key: bool
+
+
+class _JoinLogic(KeyedLogic):
+    """A regular join step as the shell's per-key logic; one of the three steps of :func:`regular_join`.
 
     Args:
         spec: the join.
         schemas: left and right columns.
         stored: per side, whether this step keeps the side's rows.
-        ttl_ms: state TTL in milliseconds, or None.
-        output_names: the output columns, in order.
     """
 
-    def __init__(
-        self,
-        spec: JoinSpec,
-        schemas: tuple[StructType, StructType],
-        stored: tuple[bool, bool],
-        ttl_ms: int | None,
-        output_names: Sequence[str],
-    ) -> None:
+    def __init__(self, spec: JoinSpec, schemas: tuple[StructType, StructType], stored: tuple[bool, bool]) -> None:
         self._spec = spec
         self._schemas = schemas
         self._stored = stored
-        self._ttl_ms = ttl_ms
-        self._output_names = tuple(output_names)
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle, state_ttl_ms: int | None) -> None:
         self._variables = [None, None]
         for side in (LEFT, RIGHT):
             if not self._stored[side]:
@@ -103,12 +106,11 @@ class _JoinProcessorBase(StatefulProcessor):
             )
             name = _STATE_NAMES[side]
             if key_schema is None:
-                self._variables[side] = handle.getValueState(name, value_schema, self._ttl_ms)
+                self._variables[side] = handle.getValueState(name, value_schema, state_ttl_ms)
             else:
-                self._variables[side] = handle.getMapState(name, key_schema, value_schema, self._ttl_ms)
-        self._row = Row(*self._output_names)
+                self._variables[side] = handle.getMapState(name, key_schema, value_schema, state_ttl_ms)
 
-    def _open(self) -> tuple[list, JoinRecordStateView | None, JoinRecordStateView | None]:
+    def load(self, key: tuple) -> _KeyJoin:
         """Fresh stores and views over the state variables, for the current grouping key."""
         single = StateLayout.JOIN_KEY_CONTAINS_UNIQUE_KEY
         stores = [
@@ -116,105 +118,66 @@ class _JoinProcessorBase(StatefulProcessor):
             for side, variable in enumerate(self._variables)
         ]
         views = [None if store is None else self._spec.view(side, store) for side, store in enumerate(stores)]
-        return stores, views[LEFT], views[RIGHT]
+        return _KeyJoin(key, stores, self._decision_tree(*views), has_null(key))
 
-    def _join(self, key: tuple, events: Sequence[tuple[int, RowKind, tuple, list[tuple] | None]]) -> Iterator[Row]:
-        """Run ``events`` ``(side, kind, row, matches or None)`` of one key through the join; output rows."""
-        stores, left_view, right_view = self._open()
-        logic = join_logic(self._spec.join_type, left_view, right_view)
-        null_key = has_null(key)
-        out = []
-        for side, kind, row, matches in events:
-            produced = logic.process_null_key(side, kind, row) if null_key else logic.process(side, kind, row, matches)
-            for joined in produced:
-                out_kind, values = self._spec.output_row(joined)
-                out.append(self._row(*values, out_kind.short, len(out)))
-        for store in stores:
+    def _decision_tree(self, left_view, right_view) -> StreamingJoin | StreamingSemiAntiJoin:
+        return join_logic(self._spec.join_type, left_view, right_view)
+
+    def store(self, state: _KeyJoin) -> None:
+        for store in state.stores:
             if store is not None:
                 store.flush()
-        return iter(out)
 
-    def close(self) -> None:
-        pass
+    def elements(self, rows):
+        return ordered_changes(rows)
 
-
-class _JoinProcessor(_JoinProcessorBase):
-    """One-step join: both sides stored, output rows ``columns + _rowkind + _seq``."""
-
-    def handleInputRows(self, key, rows, timerValues):
-        return self._join(key, [(c.side, c.kind, c.row, None) for c in ordered_changes(rows)])
+    def on_element(self, state: _KeyJoin, element: Element, now) -> list[Change]:
+        logic, side, kind, row = state.logic, element.side, element.kind, element.row
+        produced = logic.process_null_key(side, kind, row) if state.null_key else logic.process(side, kind, row, element.matches)
+        return [self._spec.output_row(joined) for joined in produced]
 
 
-class _CandidateProcessor(_JoinProcessorBase):
+class _CandidateLogic(_JoinLogic):
     """First step of a join with a residual predicate: each change, then its equi-matching pairs.
 
-    Output: the grouping key, ``_side``, ``_left``, ``_right``, ``_rowkind`` (the
-    change's), ``_seq`` (the change's position in this key's processing order of the
-    micro-batch: input ``_seq`` may tie across upstream keys) and ``_pair`` (0 for
-    the change, 1… for its candidate pairs).
+    Output: the grouping key, ``_side``, ``_left``, ``_right``, ``_pair`` (0 for the
+    change, 1… for its candidate pairs), ``_rowkind`` (the change's) and ``_seq``
+    (the row's position in this key's output of the micro-batch, so the second step
+    takes each change followed by its pairs).
     """
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        super().init(handle)
-        self._structs = (Row(*self._schemas[LEFT].names), Row(*self._schemas[RIGHT].names))
+    def __init__(self, spec: JoinSpec, schemas: tuple[StructType, StructType], stored: tuple[bool, bool]) -> None:
+        super().__init__(spec, schemas, stored)
+        self._structs = (Row(*schemas[LEFT].names), Row(*schemas[RIGHT].names))
 
-    def handleInputRows(self, key, rows, timerValues):
-        stores, left_view, right_view = self._open()
-        inner = StreamingJoin(JoinType.INNER, left_view, right_view)
-        null_key = has_null(key)
+    def _decision_tree(self, left_view, right_view) -> StreamingJoin:
+        return StreamingJoin(JoinType.INNER, left_view, right_view)
+
+    def on_element(self, state: _KeyJoin, element: Element, now) -> list[Change]:
         left_struct, right_struct = self._structs
-        out = []
-        for position, change in enumerate(ordered_changes(rows)):
-            event = (left_struct(*change.row), None) if change.side == LEFT else (None, right_struct(*change.row))
-            out.append(self._row(*key, change.side, *event, change.kind.short, position, 0))
-            if null_key:
-                continue
-            for number, (_, left, right) in enumerate(inner.process(change.side, change.kind, change.row), 1):
-                pair = (left_struct(*left), right_struct(*right))
-                out.append(self._row(*key, change.side, *pair, change.kind.short, position, number))
-        for store in stores:
-            store.flush()
-        return iter(out)
+        side, kind, row = element.side, element.kind, element.row
+        event = (left_struct(*row), None) if side == LEFT else (None, right_struct(*row))
+        out = [(kind, (*state.key, side, *event, 0))]
+        if not state.null_key:
+            for number, (_, left, right) in enumerate(state.logic.process(side, kind, row), 1):
+                out.append((kind, (*state.key, side, left_struct(*left), right_struct(*right), number)))
+        return out
 
 
-class _AssociateProcessor(_JoinProcessorBase):
+class _AssociateLogic(_JoinLogic):
     """Second step of a join with a residual predicate: each change comes with its matches; outer sides stored."""
 
-    def handleInputRows(self, key, rows, timerValues):
-        events: list[tuple[int, RowKind, tuple, list[tuple]]] = []
-        for r in sorted(rows, key=lambda r: (r[SEQ_COLUMN], r[PAIR_COLUMN])):
+    def elements(self, rows):
+        events: list[Element] = []
+        for r in sorted(rows, key=lambda r: r[SEQ_COLUMN]):
             side = r[SIDE_COLUMN]
             this, other = (LEFT_ROW_COLUMN, RIGHT_ROW_COLUMN) if side == LEFT else (RIGHT_ROW_COLUMN, LEFT_ROW_COLUMN)
             if r[PAIR_COLUMN] == 0:
-                events.append((side, RowKind.from_short(r[ROWKIND_COLUMN]), row_of(r[this]), []))
+                kind = RowKind.from_short(r[ROWKIND_COLUMN])
+                events.append(Element(r[SEQ_COLUMN], kind, row_of(r[this]), side=side, matches=[]))
             else:
-                events[-1][3].append(row_of(r[other]))
-        return self._join(key, events)
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    """What :func:`regular_join` returns.
-
-    Attributes:
-        changelog: the streaming output: the left columns, then the right columns
-            (not for SEMI/ANTI), then ``_rowkind`` (STRING) and ``_seq`` (LONG, the
-            emission order of the change among the changes of its join key in its
-            micro-batch).
-        unique_keys: column-name sets that identify an output row (Flink's
-            ``FlinkRelMdUniqueKeys`` rules for joins), each in output column order.
-        upsert_keys: those unique keys whose changes all come from one join key,
-            hence in order (Flink's ``FlinkRelMdUpsertKeys``). A sink whose primary
-            key is one of them can apply the changelog as upserts directly; any
-            other sink key needs the SinkUpsertMaterializer
-            (``streamjoin.runtime.upsert_materializer``).
-        explain: one line describing the physical operator, Flink-style.
-    """
-
-    changelog: DataFrame
-    unique_keys: tuple[tuple[str, ...], ...]
-    upsert_keys: tuple[tuple[str, ...], ...]
-    explain: str
+                events[-1].matches.append(row_of(r[other]))
+        return events
 
 
 def derive_output_keys(
@@ -318,9 +281,9 @@ def _candidate_schema(both: TwoInput) -> StructType:
             StructField(SIDE_COLUMN, IntegerType(), False),
             StructField(LEFT_ROW_COLUMN, both.left_schema, True),
             StructField(RIGHT_ROW_COLUMN, both.right_schema, True),
+            StructField(PAIR_COLUMN, IntegerType(), False),
             StructField(ROWKIND_COLUMN, StringType(), False),
             StructField(SEQ_COLUMN, LongType(), False),
-            StructField(PAIR_COLUMN, IntegerType(), False),
         ]
     )
 
@@ -362,7 +325,7 @@ def regular_join(
     left_unique_key: Sequence[str] | None = None,
     right_unique_key: Sequence[str] | None = None,
     state_ttl_ms: int | None = None,
-) -> JoinResult:
+) -> DataFrame:
     """Join two changelog streams with Flink's regular-join semantics (SEMANTICS.md §2).
 
     Every row of either side meets all past and future rows of the other side;
@@ -405,8 +368,15 @@ def regular_join(
             ``spark.sql.streaming.noDataMicroBatches.enabled=false``, else it never ends.
 
     Returns:
-        A :class:`JoinResult` with the output changelog, its unique and upsert keys
-        and an EXPLAIN line.
+        The output changelog DataFrame: the left columns, then the right columns (not
+        for SEMI/ANTI), all nullable, then ``_rowkind`` (STRING) and ``_seq`` (LONG, the
+        emission order of the change among the changes of its join key in its
+        micro-batch). One line describing the physical operator, Flink-style (state
+        layouts, distribution, residual, TTL, upsert keys), is logged at INFO by
+        ``streamjoin.runtime.regular_join``. The output's unique and upsert keys are
+        the planner's (:func:`derive_output_keys`): a sink whose primary key is not an
+        upsert key needs the SinkUpsertMaterializer
+        (:func:`~streamjoin.runtime.upsert_materializer.sink_upsert_materialize`).
 
     Raises:
         ValidationError: for an unknown ``how``, an input that is not a changelog,
@@ -414,11 +384,9 @@ def regular_join(
             a condition Spark cannot analyse as boolean, or a non-positive TTL.
 
     Example:
-        >>> result = regular_join(lineitem, orders, on=[("l_orderkey", "o_orderkey")], how="left",
+        >>> joined = regular_join(lineitem, orders, on=[("l_orderkey", "o_orderkey")], how="left",
         ...                       left_unique_key=["l_orderkey", "l_linenumber"],
         ...                       right_unique_key=["o_orderkey"])  # doctest: +SKIP
-        >>> result.upsert_keys  # doctest: +SKIP
-        (('l_orderkey', 'l_linenumber'), ...)
     """
     join_type = JoinType.parse(how)
     left_schema = data_schema(left, "left")
@@ -447,21 +415,18 @@ def regular_join(
     schemas = (left_schema, right_schema)
     output_fields = joined_fields if join_type.projects_right else list(left_schema.fields)
     output = _output_schema(output_fields)
-    time_mode = "ProcessingTime" if state_ttl_ms else "None"
     two_steps = condition is not None and join_type is not JoinType.INNER
     if not two_steps:
-        processor = _JoinProcessor(spec, schemas, (True, True), state_ttl_ms, output.names)
-        changelog = both.grouped().transformWithState(processor, output, "Append", time_mode)
+        processor = KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), output.names, state_ttl_ms=state_ttl_ms)
+        changelog = processor.apply(both.grouped(), output)
         if condition is not None:
             changelog = changelog.filter(F.coalesce(F.expr(condition), F.lit(False)))
     else:
         candidates_schema = _candidate_schema(both)
-        candidates = both.grouped().transformWithState(
-            _CandidateProcessor(spec, schemas, (True, True), state_ttl_ms, candidates_schema.names),
-            candidates_schema,
-            "Append",
-            time_mode,
+        candidate_step = KeyedProcessor(
+            _CandidateLogic(spec, schemas, (True, True)), candidates_schema.names, state_ttl_ms=state_ttl_ms
         )
+        candidates = candidate_step.apply(both.grouped(), candidates_schema)
         flat = candidates.select(
             "*",
             *[F.col(LEFT_ROW_COLUMN).getField(c).alias(c) for c in left_schema.names],
@@ -470,15 +435,14 @@ def regular_join(
         kept = flat.filter((F.col(PAIR_COLUMN) == 0) | F.coalesce(F.expr(condition), F.lit(False))).select(
             *candidates_schema.names
         )
-        changelog = kept.groupBy(*both.key_columns).transformWithState(
-            _AssociateProcessor(spec, schemas, join_type.outer, state_ttl_ms, output.names),
-            output,
-            "Append",
-            time_mode,
+        associate_step = KeyedProcessor(
+            _AssociateLogic(spec, schemas, join_type.outer), output.names, state_ttl_ms=state_ttl_ms
         )
+        changelog = associate_step.apply(kept.groupBy(*both.key_columns), output)
 
     unique_keys, upsert_keys = derive_output_keys(
         join_type, left_schema.names, right_schema.names, list(on), left_unique_key, right_unique_key
     )
     explain = _explain(spec, list(on), condition, two_steps, state_ttl_ms, upsert_keys)
-    return JoinResult(changelog, unique_keys, upsert_keys, explain)
+    _log.info("%s", explain)
+    return changelog
