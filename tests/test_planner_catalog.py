@@ -1,10 +1,14 @@
 """CREATE TABLE → the catalog: Flink types as Spark types, Kafka sources, Delta sinks, test tables."""
 
+import pytest
 from pyspark.sql import types as T
 
 from streamjoin.changelog import RowKind
+from streamjoin.config import PROJECT_ROOT
+from streamjoin.datagen.topics import ORDERS, TOPICS
+from streamjoin.errors import ValidationError
 from streamjoin.pipeline import Lakehouse
-from streamjoin.planner import plan_script, sql_pipelines
+from streamjoin.planner import load_script, plan_script, sql_pipelines
 
 
 def test_flink_types_become_spark_types():
@@ -56,3 +60,93 @@ def test_plain_json_is_insert_only_and_values_tables_follow_their_changelog_mode
     assert script.catalog.tables["j"].source_kinds == {RowKind.INSERT}
     assert script.catalog.tables["v"].source_kinds == {RowKind.INSERT, RowKind.UPDATE_AFTER, RowKind.DELETE}
     assert script.catalog.tables["j"].kafka_source().rowkind_field is None
+
+
+BASE = """CREATE TABLE src (
+  id BIGINT, v STRING, ts TIMESTAMP(3), pt AS PROCTIME(),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH ('connector' = 'kafka', 'topic' = 'a', 'format' = 'json', 'properties.bootstrap.servers' = 'b:9092');
+"""
+
+
+def like(ddl: str):
+    """The table ``t`` declared by ``ddl`` after :data:`BASE`."""
+    return plan_script(BASE + ddl, "like.sql").catalog.tables["t"]
+
+
+def columns(table) -> list[tuple[str, str]]:
+    return [(c.name, str(c.type)) for c in table.columns]
+
+
+def test_like_copies_columns_watermark_key_and_overwrites_options_by_default():
+    t = like("CREATE TABLE t (x INT) WITH ('topic' = 'b') LIKE src;")
+    # The LIKE table's columns first, then the new ones; the key's column stays NOT NULL, the rowtime a rowtime.
+    assert columns(t) == [("id", "BIGINT NOT NULL"), ("v", "STRING"), ("ts", "TIMESTAMP(3) *ROWTIME*"),
+                          ("pt", "TIMESTAMP_LTZ(3) *PROCTIME* NOT NULL"), ("x", "INT")]
+    assert t.primary_key == ("id",) and (t.watermark.column, t.watermark.delay_ms) == ("ts", 1000)
+    assert t.options == {"connector": "kafka", "topic": "b", "format": "json", "properties.bootstrap.servers": "b:9092"}
+    assert like("CREATE TABLE t WITH ('topic' = 'b') LIKE src;").physical_schema.names == ["id", "v", "ts"]  # no column list
+
+
+def test_like_options_exclude_what_they_name():
+    t = like("CREATE TABLE t (n BIGINT) WITH ('connector' = 'delta') LIKE src (EXCLUDING ALL INCLUDING CONSTRAINTS);")
+    assert columns(t) == [("id", "BIGINT NOT NULL"), ("v", "STRING"), ("ts", "TIMESTAMP(3)"), ("n", "BIGINT")]
+    assert t.primary_key == ("id",) and t.watermark is None and t.options == {"connector": "delta"}
+    t = like("CREATE TABLE t (WATERMARK FOR ts AS ts) WITH ('topic' = 'b') LIKE src (EXCLUDING CONSTRAINTS EXCLUDING WATERMARKS);")
+    assert t.primary_key == () and t.watermark.delay_ms == 0 and columns(t)[0] == ("id", "BIGINT")
+
+
+def test_like_overwriting_lets_the_new_table_win():
+    t = like("CREATE TABLE t (pt AS PROCTIME(), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH ('topic' = 'b') "
+             "LIKE src (OVERWRITING WATERMARKS OVERWRITING GENERATED);")
+    assert t.watermark.delay_ms == 5000 and [c.name for c in t.columns] == ["id", "v", "ts", "pt"]
+
+
+@pytest.mark.parametrize("ddl, message", [
+    ("CREATE TABLE t WITH ('topic' = 'b') LIKE nope;",
+     "like.sql:6:42: table 't' is LIKE 'nope', which is not a declared table; tables: src [rule: like-table]"),
+    ("CREATE TABLE t (v INT) WITH ('topic' = 'b') LIKE src;",
+     "like.sql:6:17: column 'v' of table 't' is already declared by its LIKE table 'src' [rule: unique-columns]"),
+    ("CREATE TABLE t (pt AS PROCTIME()) WITH ('topic' = 'b') LIKE src;",
+     "like.sql:6:17: column 'pt' of table 't' is already declared by its LIKE table 'src'; "
+     "specify EXCLUDING GENERATED or OVERWRITING GENERATED [rule: unique-columns]"),
+    ("CREATE TABLE t (WATERMARK FOR ts AS ts) WITH ('topic' = 'b') LIKE src;",
+     "like.sql:6:31: table 't' declares a WATERMARK and its LIKE table 'src' has one (on 'ts'); "
+     "specify EXCLUDING WATERMARKS or OVERWRITING WATERMARKS [rule: one-watermark]"),
+    ("CREATE TABLE t (PRIMARY KEY (v) NOT ENFORCED) WITH ('topic' = 'b') LIKE src;",
+     "like.sql:6:30: table 't' declares a PRIMARY KEY and its LIKE table 'src' has one; specify EXCLUDING CONSTRAINTS "
+     "[rule: primary-key-columns]"),
+    ("CREATE TABLE t WITH ('topic' = 'b') LIKE src (INCLUDING OPTIONS);",
+     "like.sql:6:22: table 't': option 'topic' is also set by its LIKE table 'src' ('a'); "
+     "specify EXCLUDING OPTIONS or OVERWRITING OPTIONS [rule: table-options]"),
+    ("CREATE TABLE t WITH ('topic' = 'b') LIKE src (OVERWRITING CONSTRAINTS);",
+     "like.sql:6:42: LIKE option OVERWRITING CONSTRAINTS is not allowed: use INCLUDING or EXCLUDING [rule: like-options]"),
+    ("CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING OPTIONS INCLUDING OPTIONS);",
+     "like.sql:6:42: LIKE option feature OPTIONS is given more than once [rule: like-options]"),
+    ("CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING COLUMNS);",
+     "like.sql:6:42: LIKE option EXCLUDING COLUMNS: the feature is one of ALL, CONSTRAINTS, DISTRIBUTION, GENERATED, "
+     "METADATA, OPTIONS, PARTITIONS, WATERMARKS [rule: like-options]"),
+    ("CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING OPTIONS);",
+     "like.sql:6:14: table 't': 'connector' must be one of kafka, delta, values; got None [rule: table-connector]"),
+], ids=["unknown-table", "column", "computed-column", "watermark", "primary-key", "option", "overwriting-constraints",
+        "repeated", "unknown-feature", "options-excluded"])
+def test_like_refuses_what_flink_refuses(ddl, message):
+    with pytest.raises(ValidationError) as info:
+        like(ddl)
+    assert str(info.value) == message
+
+
+def test_like_is_declared_in_order_a_view_is_not_a_table():
+    with pytest.raises(ValidationError, match=r"table 't' is LIKE 'later', which is not a declared table"):
+        plan_script("CREATE TABLE t WITH ('connector' = 'values') LIKE later;\nCREATE TABLE later (a INT) WITH ('connector' = 'values');")
+    with pytest.raises(ValidationError, match=r"table 't' is LIKE 'w', which is not a declared table; tables: src"):
+        plan_script(BASE + "CREATE VIEW w AS SELECT id FROM src;\nCREATE TABLE t WITH ('connector' = 'values') LIKE w;")
+
+
+def test_the_demo_topics_are_the_sql_catalog_tables():
+    script = load_script(PROJECT_ROOT / "sql" / "orders_current.sql")
+    assert [script.catalog.tables[t.name].kafka_source() for t in TOPICS] == list(TOPICS)
+    order_events = script.catalog.tables["order_events"]
+    assert order_events.physical_schema.names == [*ORDERS.schema.names, "op", "event_time"]
+    assert (order_events.rowtime, order_events.proctime, order_events.primary_key) == ("event_time", "proc_time", ())

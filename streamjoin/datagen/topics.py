@@ -1,21 +1,15 @@
-"""The demo's Kafka topics: their schemas, formats and keys, and the loader that fills them.
+"""The demo's Kafka topics, as ``sql/catalog/tpch.sql`` declares them, and the loader that fills them.
 
-| topic | format | key | rowtime (watermark delay) |
-| --- | --- | --- | --- |
-| ``orders`` | debezium-json | ``o_orderkey`` | ``o_ordertime`` (1 day) |
-| ``lineitem`` | debezium-json | ``l_orderkey``, ``l_linenumber`` (records keyed by ``l_orderkey``) | ``l_shiptime`` (1 day) |
-| ``rates`` | json, insert-only | ``currency`` | ``rate_time`` (0) |
-| ``order_events`` | json, insert-only | none (records keyed by ``o_orderkey``) | ``event_time`` (1 day) |
-| ``shipments`` | json, insert-only | none (records keyed by ``l_orderkey``) | ``l_shiptime`` (1 day) |
+The topics' columns, types, primary keys, formats and watermarks are read from that SQL catalog
+(:data:`CATALOG_SQL`, planned when this module is imported), the declaration the pipelines of
+``sql/`` read too: ``orders`` and ``lineitem`` (debezium-json) are CDC changelogs of the two
+tables; ``order_events`` (placements, updates, cancellations, each with its own time) and
+``shipments`` (each line item once, when it ships) are the same data as append-only json event
+streams, the input of interval joins, temporal joins, OVER aggregations and deduplication, which
+consume insert-only streams; ``rates`` are the ECB reference rates (json, insert-only).
 
-``orders`` and ``lineitem`` are CDC changelogs of the two tables;
-``order_events`` (placements, updates, cancellations, each with its own time)
-and ``shipments`` (each line item once, when it ships) are the same data as
-append-only event streams, the input of interval joins, temporal joins, OVER
-aggregations and deduplication, which consume insert-only streams.
-
-Records are keyed by the primary key (line items by their order), so every
-key's changes stay in one partition and in order.
+Records are keyed by ``o_orderkey`` (``orders``, ``order_events``), ``l_orderkey`` (``lineitem``,
+``shipments``) or ``currency`` (``rates``), so every key's changes stay in one partition and in order.
 """
 
 from __future__ import annotations
@@ -25,106 +19,29 @@ import functools
 import json
 from decimal import Decimal
 
-from pyspark.sql.types import (
-    DateType, DecimalType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
-)
-
 from streamjoin.changelog import ChangelogError, RowKind
+from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.ecb_rates import ecb_rates
 from streamjoin.datagen.tpch import DATE_SHIFT_DAYS, Change, TpchChangelog
+from streamjoin.planner.script import plan_script
 
-__all__ = ["ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "rate_rows", "load_topics", "debezium_record"]
+__all__ = [
+    "CATALOG_SQL", "ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "rate_rows", "load_topics", "debezium_record",
+]
 
-_DAY_MS = 86_400_000
+#: The SQL catalog that declares the topics (columns, types, keys, watermarks, formats): the one
+#: declaration the pipelines of ``sql/`` read too, so the generated records fit what they decode.
+CATALOG_SQL = PROJECT_ROOT / "sql" / "catalog" / "tpch.sql"
 
-ORDERS = KafkaSource(
-    name="orders",
-    topic="orders",
-    format="debezium-json",
-    schema=StructType([
-        StructField("o_orderkey", LongType()),
-        StructField("o_custkey", LongType()),
-        StructField("o_orderstatus", StringType()),
-        StructField("o_totalprice", DecimalType(15, 2)),
-        StructField("o_orderdate", DateType()),
-        StructField("o_ordertime", TimestampType()),
-        StructField("o_orderpriority", StringType()),
-        StructField("o_clerk", StringType()),
-        StructField("o_shippriority", IntegerType()),
-        StructField("o_comment", StringType()),
-    ]),
-    primary_key=("o_orderkey",),
-    rowtime="o_ordertime",
-    watermark_delay_ms=_DAY_MS,
-)
 
-LINEITEM = KafkaSource(
-    name="lineitem",
-    topic="lineitem",
-    format="debezium-json",
-    schema=StructType([
-        StructField("l_orderkey", LongType()),
-        StructField("l_partkey", LongType()),
-        StructField("l_suppkey", LongType()),
-        StructField("l_linenumber", IntegerType()),
-        StructField("l_quantity", DecimalType(15, 2)),
-        StructField("l_extendedprice", DecimalType(15, 2)),
-        StructField("l_discount", DecimalType(15, 2)),
-        StructField("l_tax", DecimalType(15, 2)),
-        StructField("l_returnflag", StringType()),
-        StructField("l_linestatus", StringType()),
-        StructField("l_shipdate", DateType()),
-        StructField("l_commitdate", DateType()),
-        StructField("l_receiptdate", DateType()),
-        StructField("l_shipinstruct", StringType()),
-        StructField("l_shipmode", StringType()),
-        StructField("l_comment", StringType()),
-        StructField("l_shiptime", TimestampType()),
-    ]),
-    primary_key=("l_orderkey", "l_linenumber"),
-    rowtime="l_shiptime",
-    watermark_delay_ms=_DAY_MS,
-)
+def _catalog_sources(names: tuple[str, ...]) -> tuple[KafkaSource, ...]:
+    catalog = plan_script(CATALOG_SQL.read_text(), str(CATALOG_SQL)).catalog
+    return tuple(catalog.tables[name].kafka_source() for name in names)
 
-RATES = KafkaSource(
-    name="rates",
-    topic="rates",
-    format="json",
-    rowkind_field=None,
-    schema=StructType([
-        StructField("currency", StringType()),
-        StructField("rate", DecimalType(18, 6)),
-        StructField("rate_time", TimestampType()),
-    ]),
-    primary_key=("currency",),
-    rowtime="rate_time",
-)
 
-ORDER_EVENTS = KafkaSource(
-    name="order_events",
-    topic="order_events",
-    format="json",
-    rowkind_field=None,
-    schema=StructType([
-        *ORDERS.schema.fields,
-        StructField("op", StringType()),
-        StructField("event_time", TimestampType()),
-    ]),
-    rowtime="event_time",
-    watermark_delay_ms=_DAY_MS,
-)
-
-SHIPMENTS = KafkaSource(
-    name="shipments",
-    topic="shipments",
-    format="json",
-    rowkind_field=None,
-    schema=LINEITEM.schema,
-    rowtime="l_shiptime",
-    watermark_delay_ms=_DAY_MS,
-)
+ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS = _catalog_sources(("orders", "lineitem", "rates", "order_events", "shipments"))
 
 #: Every topic :func:`load_topics` fills.
 TOPICS = (ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS)
