@@ -27,13 +27,15 @@ The output is an upsert changelog keyed by the sink key (``+I``, ``+U``, ``-D``)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Row
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StatefulProcessorHandle
 from pyspark.sql.types import StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.two_input import data_schema
 
 __all__ = ["SinkUpsertMaterializer", "sink_upsert_materialize"]
@@ -106,36 +108,43 @@ class SinkUpsertMaterializer:
         return out
 
 
-class _MaterializerProcessor(StatefulProcessor):
-    """Per sink key: the rows in a ``ListState``; changes taken in ``_seq`` order."""
+@dataclass
+class _KeyRows:
+    """One sink key's visit: its rows (changed in place) and what the state held before."""
 
-    def __init__(self, logic: SinkUpsertMaterializer, schema: StructType, ttl_ms: int | None) -> None:
+    rows: list[tuple]
+    before: list[tuple]
+
+
+class _MaterializerLogic(KeyedLogic):
+    """:class:`SinkUpsertMaterializer` as the shell's per-key logic: the sink key's rows in a
+    ``ListState``, changes taken in ``_seq`` order."""
+
+    def __init__(self, logic: SinkUpsertMaterializer, schema: StructType) -> None:
         self._logic = logic
         self._schema = schema
-        self._ttl_ms = ttl_ms
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self._rows = handle.getListState("rows", self._schema, self._ttl_ms)
-        self._out = Row(*self._schema.names, ROWKIND_COLUMN, SEQ_COLUMN)
+    def open(self, handle: StatefulProcessorHandle, state_ttl_ms: int | None) -> None:
+        self._rows = handle.getListState("rows", self._schema, state_ttl_ms)
 
-    def handleInputRows(self, key, rows, timerValues):
-        names = self._schema.names
-        history = [tuple(r) for r in self._rows.get()]
-        before = list(history)
-        out = []
-        for r in sorted(rows, key=lambda r: r[SEQ_COLUMN]):
-            values = tuple(r[n] for n in names)
-            for kind, row in self._logic.apply(history, RowKind.from_short(r[ROWKIND_COLUMN]), values):
-                out.append(self._out(*row, kind.short, len(out)))
-        if history != before:
-            if history:
-                self._rows.put(history)
+    def load(self, key: tuple) -> _KeyRows:
+        rows = [tuple(r) for r in self._rows.get()]
+        return _KeyRows(rows, list(rows))
+
+    def store(self, state: _KeyRows) -> None:
+        if state.rows != state.before:
+            if state.rows:
+                self._rows.put(state.rows)
             else:
                 self._rows.clear()
-        return iter(out)
 
-    def close(self) -> None:
-        pass
+    def elements(self, rows):
+        names = self._schema.names
+        for r in sorted(rows, key=lambda r: r[SEQ_COLUMN]):
+            yield Element(r[SEQ_COLUMN], RowKind.from_short(r[ROWKIND_COLUMN]), tuple(r[n] for n in names))
+
+    def on_element(self, state: _KeyRows, element: Element, now) -> list[Change]:
+        return self._logic.apply(state.rows, element.kind, element.row)
 
 
 def sink_upsert_materialize(
@@ -185,9 +194,5 @@ def sink_upsert_materialize(
     )
     state_schema = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
     output = StructType(list(state_schema.fields) + [changelog.schema[ROWKIND_COLUMN], changelog.schema[SEQ_COLUMN]])
-    return changelog.groupBy(*sink_key).transformWithState(
-        _MaterializerProcessor(logic, state_schema, state_ttl_ms),
-        output,
-        "Append",
-        "ProcessingTime" if state_ttl_ms else "None",
-    )
+    processor = KeyedProcessor(_MaterializerLogic(logic, state_schema), output.names, state_ttl_ms=state_ttl_ms)
+    return processor.apply(changelog.groupBy(*sink_key), output)
