@@ -7,7 +7,7 @@
    malformed record to ``orders`` so that the dead-letter table has something to show,
 3. runs ``lakehouse_job``: the dimension tables, then every SQL pipeline of
    ``sql/`` as a streaming query (``availableNow``) into its Delta table through
-   the materializer, each followed by its Great Expectations checks (the table
+   the Delta upsert writer, each followed by its Great Expectations checks (the table
    against the batch query over the same input),
 4. prints a summary: records per topic, and per pipeline the records read, rows,
    changes, dead letters and checks.

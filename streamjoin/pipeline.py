@@ -1,10 +1,10 @@
-"""Run a pipeline: Kafka sources → changelog query → upsert materializer → Delta.
+"""Run a pipeline: Kafka sources → changelog query → Delta upsert writer → Delta.
 
 A pipeline is its Kafka sources, a function that builds the output changelog
 from the sources' changelog streams (the operators of ``streamjoin.runtime``
 or plain Spark projections), and a Delta sink. :func:`run_pipeline` starts
 
-- the main query, whose ``foreachBatch`` is the :class:`UpsertMaterializer`, and
+- the main query, whose ``foreachBatch`` is the :class:`~streamjoin.sink.delta.DeltaUpsertWriter`, and
 - one dead-letter query appending every undecodable record of the sources to
   ``<sink>_dead_letters`` (Delta's streaming sink, idempotent per batch),
 
@@ -24,7 +24,7 @@ from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
-from streamjoin.sink.delta import DeltaSink, UpsertMaterializer, create_sink_tables
+from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, create_sink_tables
 
 __all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"]
 
@@ -87,7 +87,7 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
     main_checkpoint = lakehouse.checkpoint(pipeline.name, "main")
     writer = (
         changes.writeStream.queryName(pipeline.name)
-        .foreachBatch(UpsertMaterializer(sink, main_checkpoint))
+        .foreachBatch(DeltaUpsertWriter(sink, main_checkpoint))
         .option("checkpointLocation", main_checkpoint)
     )
     bad = None

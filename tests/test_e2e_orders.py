@@ -1,4 +1,4 @@
-"""The foundation path end to end: real Kafka broker → Spark Structured Streaming → upsert materializer → Delta.
+"""The foundation path end to end: real Kafka broker → Spark Structured Streaming → Delta upsert writer → Delta.
 
 TPC-H (scale factor 0.001) orders as a Debezium changelog with updates and
 deletes; the result is compared with the batch recomputation of the final

@@ -1,9 +1,9 @@
-"""The Delta upsert materializer on static micro-batches: collapse per key, MERGE, idempotence, changelog table."""
+"""The Delta upsert writer on static micro-batches: collapse per key, MERGE, idempotence, changelog table."""
 
 from delta.tables import DeltaTable
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from streamjoin.sink.delta import DeltaSink, UpsertMaterializer, create_sink_tables
+from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, create_sink_tables
 
 SCHEMA = StructType([StructField("k", IntegerType()), StructField("v", StringType())])
 BATCH = StructType(SCHEMA.fields + [StructField("_rowkind", StringType()), StructField("_seq", LongType())])
@@ -16,8 +16,8 @@ def table(spark, path):
 def test_collapse_merge_and_replay(spark, tmp_path):
     sink = DeltaSink("t", str(tmp_path / "t"), ("k",))
     create_sink_tables(spark, sink, SCHEMA)
-    materialize = UpsertMaterializer(sink, str(tmp_path / "no-checkpoint"))
-    # Rows deliberately out of _seq order: the materializer must order by _seq, not by position.
+    materialize = DeltaUpsertWriter(sink, str(tmp_path / "no-checkpoint"))
+    # Rows deliberately out of _seq order: the writer must order by _seq, not by position.
     batch0 = spark.createDataFrame(
         [(2, "b", "+I", 1), (1, "a", "+I", 0), (3, "c", "+I", 2), (3, "c", "-D", 3), (4, "x", "-D", 5), (4, "d", "+I", 4)],
         BATCH,
@@ -45,8 +45,8 @@ def test_collapse_merge_and_replay(spark, tmp_path):
 def test_change_data_feed_is_on(spark, tmp_path):
     sink = DeltaSink("t", str(tmp_path / "t"), ("k",))
     create_sink_tables(spark, sink, SCHEMA)
-    UpsertMaterializer(sink, str(tmp_path / "cp"))(spark.createDataFrame([(1, "a", "+I", 0)], BATCH), 0)
-    UpsertMaterializer(sink, str(tmp_path / "cp"))(spark.createDataFrame([(1, "b", "+U", 0)], BATCH), 1)
+    DeltaUpsertWriter(sink, str(tmp_path / "cp"))(spark.createDataFrame([(1, "a", "+I", 0)], BATCH), 0)
+    DeltaUpsertWriter(sink, str(tmp_path / "cp"))(spark.createDataFrame([(1, "b", "+U", 0)], BATCH), 1)
     feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(sink.path)
     assert sorted((r.k, r.v, r._change_type) for r in feed.collect()) == [
         (1, "a", "insert"), (1, "a", "update_preimage"), (1, "b", "update_postimage"),

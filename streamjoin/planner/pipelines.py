@@ -3,7 +3,7 @@
 The compiled pipeline reads the Kafka tables its plan scans (their
 ``KafkaSource``), builds the output changelog with the planner's translation
 (:mod:`streamjoin.planner.translate`), and lands it in the Delta sink table
-through :func:`streamjoin.pipeline.run_pipeline` (the upsert materializer).
+through :func:`streamjoin.pipeline.run_pipeline` (the Delta upsert writer).
 
 Example:
     >>> from streamjoin.planner import load_script, sql_pipelines

@@ -1,6 +1,6 @@
-"""Delta sink: the upsert materializer, the raw changelog table and dead letters (SEMANTICS.md §7).
+"""Delta sink: the upsert writer, the raw changelog table and dead letters (SEMANTICS.md §7).
 
-Per micro-batch (``foreachBatch``), :class:`UpsertMaterializer`
+Per micro-batch (``foreachBatch``), :class:`DeltaUpsertWriter`
 
 1. appends the batch's changes to ``<table>_changelog`` (RowKind, ``_seq``,
    batch id, the batch's source offsets, processing time), and
@@ -31,7 +31,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.errors import SinkError
 
-__all__ = ["DeltaSink", "UpsertMaterializer", "create_sink_tables", "CHANGELOG_METADATA"]
+__all__ = ["DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA"]
 
 BATCH_ID_COLUMN = "_batch_id"
 SOURCE_OFFSETS_COLUMN = "_source_offsets"
@@ -116,13 +116,14 @@ def _batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> str |
     return json.dumps([json.loads(line) if line != "-" else None for line in text.splitlines()[2:]])
 
 
-class UpsertMaterializer:
-    """The ``foreachBatch`` function that lands a changelog stream in a Delta sink.
+class DeltaUpsertWriter:
+    """The ``foreachBatch`` function that lands a changelog stream in a Delta sink: one idempotent MERGE per micro-batch.
 
     Input DataFrame: the sink's columns + ``_rowkind`` (STRING) + ``_seq`` (LONG).
     The sink's primary key must be an upsert key of the stream (each key's
-    changes ordered by ``_seq``); when it is not, put the SinkUpsertMaterializer
-    operator in front (SEMANTICS.md §1).
+    changes ordered by ``_seq``); when it is not, put Flink's SinkUpsertMaterializer
+    operator in front (:func:`~streamjoin.runtime.upsert_materializer.sink_upsert_materialize`,
+    SEMANTICS.md §1): that operator orders the changes, this writer only applies them.
 
     Args:
         sink: the target tables.
@@ -130,7 +131,7 @@ class UpsertMaterializer:
         app_id: Delta transaction app id; stable across restarts of one query. Defaults to the sink name.
 
     Example:
-        >>> stream.writeStream.foreachBatch(UpsertMaterializer(sink, checkpoint)).option(
+        >>> stream.writeStream.foreachBatch(DeltaUpsertWriter(sink, checkpoint)).option(
         ...     "checkpointLocation", checkpoint).start()
     """
 
