@@ -1,0 +1,6 @@
+"""Where a changelog stream lands: Delta tables (upsert table and raw changelog) and, for tests, the driver."""
+
+from streamjoin.sink.collect import collect_changelog
+from streamjoin.sink.delta import CHANGELOG_METADATA, DeltaSink, DeltaUpsertWriter, create_sink_tables
+
+__all__ = ["DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "collect_changelog"]
