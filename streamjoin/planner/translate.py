@@ -30,7 +30,6 @@ them operators use Spark's watermark, which moves once per micro-batch.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 
 from pyspark.errors import AnalysisException
@@ -47,6 +46,13 @@ from streamjoin.planner.plan import (
     Calc, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate, RegularJoin,
     Sink, SinkUpsertMaterializer, TableScan, TemporalJoin, Union,
 )
+from streamjoin.runtime.deduplicate import deduplicate
+from streamjoin.runtime.group_aggregate import group_aggregate
+from streamjoin.runtime.interval_join import interval_join
+from streamjoin.runtime.over_aggregate import over_aggregate
+from streamjoin.runtime.regular_join import regular_join
+from streamjoin.runtime.temporal_join import lookup_join, temporal_join
+from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
 
 __all__ = ["Translator", "ROW_WATERMARK_COLUMN"]
 
@@ -57,24 +63,6 @@ _CHANGELOG = (ROWKIND_COLUMN, SEQ_COLUMN)
 
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0]
-
-
-def _operator(module: str, name: str, node: Node):
-    """The runtime function ``name`` of ``streamjoin.runtime.<module>``.
-
-    Raises:
-        UnsupportedPlanError: naming the plan node when its operator is not available.
-    """
-    path = f"streamjoin.runtime.{module}"
-    try:
-        loaded = importlib.import_module(path)
-    except ModuleNotFoundError as e:
-        if e.name != path:
-            raise  # the module exists but is broken: that is not "unavailable"
-        loaded = None
-    if not hasattr(loaded, name):
-        raise UnsupportedPlanError(f"operator {node.name} is not available: {path}.{name} does not exist yet")
-    return getattr(loaded, name)
 
 
 def _col(name: str):
@@ -141,7 +129,7 @@ class Translator:
         """The changelog DataFrame of ``node`` (its fields + ``_rowkind`` + ``_seq``; hidden columns kept where possible).
 
         Raises:
-            UnsupportedPlanError: when the node's operator is not available.
+            UnsupportedPlanError: a scanned table without an input stream, a lookup join without a Delta location.
         """
         handler = getattr(self, f"_{type(node).__name__}")
         df = handler(node)
@@ -192,25 +180,21 @@ class Translator:
         extra = [row_wm] if row_wm else []
         left = left.select(*[_col(f) for f in node.left.field_names], *_CHANGELOG, *extra)
         right = right.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)], *_CHANGELOG, *extra)
-        on = [(l, node.right_name(r)) for l, r in zip(node.left_keys, node.right_keys)]
+        on = node.equi_pairs
         return left, right, on, row_wm
 
     def _RegularJoin(self, node: RegularJoin) -> DataFrame:
-        regular_join = _operator("regular_join", "regular_join", node)
         left, right, on, _ = self._join_inputs(node)
         typer = Typer({f.name: f.type for f in node.left.fields} | {n: f.type for n, f in zip(node.right_names, node.right.fields)}, self.source)
-        right_key = [node.right_name(c) for c in node.right_unique_key] if node.right_unique_key else None
-        result = regular_join(
+        # The planner's unique keys, upsert keys and state layouts: the operator derives none itself.
+        return regular_join(
             left, right, on=on, how=node.kind,
             condition=spark_sql(node.residual, typer) if node.residual is not None else None,
-            left_unique_key=list(node.left_unique_key) if node.left_unique_key else None,
-            right_unique_key=right_key,
-            state_ttl_ms=node.state_ttl_ms,
+            left_unique_key=node.left_unique_key, right_unique_key=node.right_output_unique_key,
+            state_ttl_ms=node.state_ttl_ms, upsert_keys=node.upsert_keys, layouts=(node.left_layout, node.right_layout),
         )
-        return result
 
     def _IntervalJoin(self, node: IntervalJoin) -> DataFrame:
-        interval_join = _operator("interval_join", "interval_join", node)
         left, right, on, row_wm = self._join_inputs(node, watermark=node.rowtime)
         if not on:
             # No equi key: one group, as Flink runs such a join with parallelism 1.
@@ -228,7 +212,6 @@ class Translator:
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 
     def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:
-        temporal_join = _operator("temporal_join", "temporal_join", node)
         left, right, on, row_wm = self._join_inputs(node, watermark=True)
         return temporal_join(
             left, right, on=on, probe_time=node.left_time, version_time=node.right_name(node.right_time),
@@ -236,7 +219,6 @@ class Translator:
         )
 
     def _LookupJoin(self, node: LookupJoin) -> DataFrame:
-        lookup_join = _operator("temporal_join", "lookup_join", node)
         if self.delta_path is None:
             raise UnsupportedPlanError(f"lookup join against '{node.right.table.name}' needs the Delta table's location")
         probe = self.translate(node.left).select(*[_col(f) for f in node.left.field_names], *_CHANGELOG)
@@ -255,11 +237,10 @@ class Translator:
                 f"its columns: {', '.join(table.columns)}"
             )
         table = table.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)])
-        on = [(l, node.right_name(r)) for l, r in zip(node.left_keys, node.right_keys)]
+        on = node.equi_pairs
         return lookup_join(probe, table, on=on, how=node.kind)
 
     def _OverAggregate(self, node: OverAggregate) -> DataFrame:
-        over_aggregate = _operator("over_aggregate", "over_aggregate", node)
         input = node.inputs[0]
         df = self.translate(input)
         row_wm = None
@@ -273,7 +254,6 @@ class Translator:
         )
 
     def _Deduplicate(self, node: Deduplicate) -> DataFrame:
-        deduplicate = _operator("deduplicate", "deduplicate", node)
         input = node.inputs[0]
         df = self.translate(input)
         row_wm = None
@@ -287,7 +267,6 @@ class Translator:
         return deduplicated.select(*[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG)
 
     def _GroupAggregate(self, node: GroupAggregate) -> DataFrame:
-        group_aggregate = _operator("group_aggregate", "group_aggregate", node)
         input = node.inputs[0]
         df = self._data(self.translate(input), input)
         return group_aggregate(
@@ -296,11 +275,10 @@ class Translator:
         )
 
     def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:
-        materialize = _operator("upsert_materializer", "sink_upsert_materialize", node)
         input = node.inputs[0]
         df = self._data(self.translate(input), input)
         upsert_key = list(input.upsert_keys[0]) if input.upsert_keys else None
-        return materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key, state_ttl_ms=node.state_ttl_ms)
+        return sink_upsert_materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key, state_ttl_ms=node.state_ttl_ms)
 
     def _Sink(self, node: Sink) -> DataFrame:
         input = node.inputs[0]

@@ -325,6 +325,8 @@ def regular_join(
     left_unique_key: Sequence[str] | None = None,
     right_unique_key: Sequence[str] | None = None,
     state_ttl_ms: int | None = None,
+    upsert_keys: Sequence[Sequence[str]] | None = None,
+    layouts: tuple[StateLayout, StateLayout] | None = None,
 ) -> DataFrame:
     """Join two changelog streams with Flink's regular-join semantics (SEMANTICS.md §2).
 
@@ -366,6 +368,12 @@ def regular_join(
             which Spark keeps running empty micro-batches: with TTL use a
             processing-time trigger, or an ``availableNow`` trigger only with
             ``spark.sql.streaming.noDataMicroBatches.enabled=false``, else it never ends.
+        upsert_keys: the output's upsert keys (output column names) as the planner derived them
+            (:mod:`streamjoin.planner.metadata`), for the EXPLAIN line; ``None`` derives them here
+            (:func:`derive_output_keys`) for direct callers.
+        layouts: the ``(left, right)`` state layouts as the planner chose them (Flink's
+            ``JoinInputSideSpec``); ``None`` picks them here from the unique keys. A layout other
+            than InputSideHasNoUniqueKey needs that side's unique key.
 
     Returns:
         The output changelog DataFrame: the left columns, then the right columns (not
@@ -406,6 +414,7 @@ def regular_join(
         len(right_schema.fields),
         _positions(left_unique_key, left_schema, "left_unique_key"),
         _positions(right_unique_key, right_schema, "right_unique_key"),
+        layouts,
     )
     joined_fields = [*left_schema.fields, *right_schema.fields]
     if condition is not None:
@@ -440,9 +449,10 @@ def regular_join(
         )
         changelog = associate_step.apply(kept.groupBy(*both.key_columns), output)
 
-    unique_keys, upsert_keys = derive_output_keys(
-        join_type, left_schema.names, right_schema.names, list(on), left_unique_key, right_unique_key
-    )
+    if upsert_keys is None:
+        _, upsert_keys = derive_output_keys(
+            join_type, left_schema.names, right_schema.names, list(on), left_unique_key, right_unique_key
+        )
     explain = _explain(spec, list(on), condition, two_steps, state_ttl_ms, upsert_keys)
     _log.info("%s", explain)
     return changelog

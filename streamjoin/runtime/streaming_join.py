@@ -345,9 +345,12 @@ class JoinSpec:
         right_arity: number of right columns.
         left_unique_key: positions of a unique key of the left input, or None.
         right_unique_key: positions of a unique key of the right input, or None.
+        layouts: the state layout of each side as the planner chose it (Flink's ``JoinInputSideSpec``);
+            ``None`` picks them from the unique keys (:func:`~streamjoin.runtime.join_state.choose_layout`).
 
     Raises:
-        ValidationError: when the key lists differ in length or a position is out of range.
+        ValidationError: when the key lists differ in length, a position is out of range, or a
+            given layout needs a unique key the side lacks.
     """
 
     def __init__(
@@ -359,6 +362,7 @@ class JoinSpec:
         right_arity: int,
         left_unique_key: Sequence[int] | None = None,
         right_unique_key: Sequence[int] | None = None,
+        layouts: tuple[StateLayout, StateLayout] | None = None,
     ) -> None:
         if len(left_key) != len(right_key):
             raise ValidationError(f"left key {list(left_key)} and right key {list(right_key)} differ in length")
@@ -378,10 +382,12 @@ class JoinSpec:
             tuple(left_unique_key) if left_unique_key else None,
             tuple(right_unique_key) if right_unique_key else None,
         )
-        self.layouts: tuple[StateLayout, StateLayout] = (
-            choose_layout(self.keys[LEFT], self.unique_keys[LEFT]),
-            choose_layout(self.keys[RIGHT], self.unique_keys[RIGHT]),
-        )
+        if layouts is None:
+            layouts = tuple(choose_layout(self.keys[side], self.unique_keys[side]) for side in (LEFT, RIGHT))
+        for side, name in ((LEFT, "left"), (RIGHT, "right")):
+            if layouts[side] is not StateLayout.INPUT_SIDE_HAS_NO_UNIQUE_KEY and self.unique_keys[side] is None:
+                raise ValidationError(f"the {name} state layout {layouts[side].value} needs the {name} unique key")
+        self.layouts: tuple[StateLayout, StateLayout] = tuple(layouts)
 
     def view(self, side: int, store) -> JoinRecordStateView:
         """The state view of ``side`` over ``store``."""
