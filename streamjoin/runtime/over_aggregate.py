@@ -58,16 +58,8 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, parse_calls
 from streamjoin.runtime.over_functions import Frame, OverState, OverWindow
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
-from streamjoin.runtime.tws import (
-    changelog_columns,
-    check_insert,
-    output_schema,
-    require_columns,
-    require_order_value,
-    rows_in_order,
-    unshared_exchange,
-    without_watermark_columns,
-)
+from streamjoin.runtime.tws import changelog_columns, check_insert, output_schema, require_columns
+from streamjoin.runtime.tws import require_order_value, rows_in_order, unshared_exchange, without_watermark_columns
 
 __all__ = ["over_aggregate"]
 

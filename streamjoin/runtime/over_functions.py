@@ -194,12 +194,16 @@ class OverFunction:
         state.cleanup_ts = None
 
 
-class RowTimeRowsBoundedPrecedingFunction(OverFunction):
-    """Event time, ``ROWS BETWEEN n PRECEDING AND CURRENT ROW``; ``offset`` = n + 1 rows in a frame."""
+class _BoundedPrecedingFunction(OverFunction):
+    """A bounded frame: ``offset`` rows (ROWS, counting the current row) or milliseconds (RANGE)."""
 
     def __init__(self, aggregates: Aggregates, offset: int) -> None:
         super().__init__(aggregates)
         self.offset = offset
+
+
+class RowTimeRowsBoundedPrecedingFunction(_BoundedPrecedingFunction):
+    """Event time, ``ROWS BETWEEN n PRECEDING AND CURRENT ROW``; ``offset`` = n + 1 rows in a frame."""
 
     def process_element(self, state, row, time):
         if time > state.last_triggering_ts:
@@ -215,12 +219,8 @@ class RowTimeRowsBoundedPrecedingFunction(OverFunction):
         return out
 
 
-class RowTimeRangeBoundedPrecedingFunction(OverFunction):
+class RowTimeRangeBoundedPrecedingFunction(_BoundedPrecedingFunction):
     """Event time, ``RANGE BETWEEN INTERVAL offset PRECEDING AND CURRENT ROW``; ``offset`` in ms."""
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
 
     def process_element(self, state, row, time):
         if time > state.last_triggering_ts:
@@ -270,12 +270,8 @@ class RowTimeRangeUnboundedPrecedingFunction(_RowTimeUnbounded):
         return self._emit_peers(state, time, rows, keep=False) if rows else []
 
 
-class ProcTimeRowsBoundedPrecedingFunction(OverFunction):
+class ProcTimeRowsBoundedPrecedingFunction(_BoundedPrecedingFunction):
     """Processing time, ``ROWS BETWEEN n PRECEDING AND CURRENT ROW``: each row emitted on arrival."""
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
 
     def process_element(self, state, row, time):
         return self._emit_rows_one_by_one(state, time, [row], self.offset)
@@ -288,16 +284,12 @@ class ProcTimeUnboundedPrecedingFunction(OverFunction):
         return self._emit_rows_one_by_one(state, time, [row], None)
 
 
-class ProcTimeRangeBoundedPrecedingFunction(OverFunction):
+class ProcTimeRangeBoundedPrecedingFunction(_BoundedPrecedingFunction):
     """Processing time, ``RANGE BETWEEN INTERVAL offset PRECEDING AND CURRENT ROW``.
 
     Rows of one instant are buffered and emitted together by a timer one
     millisecond later; the frame keeps rows whose time is ≥ instant − offset.
     """
-
-    def __init__(self, aggregates: Aggregates, offset: int) -> None:
-        super().__init__(aggregates)
-        self.offset = offset
 
     def process_element(self, state, row, time):
         if time not in state.pending:
