@@ -130,8 +130,6 @@ def pipeline_assets(definition: SqlPipelineDef):
     def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource, lakehouse: LakehouseResource):
         session = spark.session()
         home = lakehouse.lakehouse()
-        # Planned again with the lakehouse: lookup tables without a 'path' option live in it.
-        [bound] = [p for p in sql_pipelines(load_script(definition.path), home) if p.name == pipeline.name]
 
         def log_progress(progress) -> None:
             context.log.info(
@@ -139,11 +137,12 @@ def pipeline_assets(definition: SqlPipelineDef):
                 f"{progress.processedRowsPerSecond:.0f} rows/s, sources {[(s.description, s.endOffset) for s in progress.sources]}"
             )
 
-        run = run_pipeline(bound, session, home, kafka.servers, available_now=config.available_now, on_progress=log_progress)
-        sink = bound.sink(home)
+        # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.
+        run = run_pipeline(pipeline, session, home, kafka.servers, available_now=config.available_now, on_progress=log_progress)
+        sink = pipeline.sink(home)
         rows = session.read.format("delta").load(sink.path).count()
         changes = session.read.format("delta").load(sink.changelog_path).count()
-        dead = session.read.format("delta").load(bound.dead_letter_path(home)).count()
+        dead = session.read.format("delta").load(pipeline.dead_letter_path(home)).count()
         yield MaterializeResult(
             asset_key=pipeline.name,
             metadata={
@@ -152,7 +151,7 @@ def pipeline_assets(definition: SqlPipelineDef):
                 "micro_batches": run.batches,
                 "records_read": MetadataValue.json(run.records_read),
                 "dead_letters": dead,
-                "dead_letter_table": MetadataValue.path(bound.dead_letter_path(home)),
+                "dead_letter_table": MetadataValue.path(pipeline.dead_letter_path(home)),
             },
         )
         yield MaterializeResult(

@@ -155,7 +155,7 @@ def _run(args) -> int:
 
     script = load_script(args.file, args.init)
     lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
-    pipelines = sql_pipelines(script, lakehouse)
+    pipelines = sql_pipelines(script)
     if not pipelines:
         raise ValidationError(f"{args.file}: no INSERT INTO statement to run")
     servers = bootstrap_servers(pipelines, args.bootstrap_servers)

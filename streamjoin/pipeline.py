@@ -62,6 +62,14 @@ class Pipeline:
     query: Callable[[Mapping[str, DataFrame]], DataFrame]
     primary_key: tuple[str, ...]
 
+    def changelog(self, tables: Mapping[str, DataFrame], lakehouse: Lakehouse) -> DataFrame:
+        """The output changelog over ``tables`` when run against ``lakehouse``: ``query(tables)``.
+
+        A pipeline reading Delta tables of the lakehouse (a SQL pipeline's lookup joins) resolves them here,
+        at run time, so the same pipeline object runs against any lakehouse.
+        """
+        return self.query(tables)
+
     def sink(self, lakehouse: Lakehouse) -> DeltaSink:
         return DeltaSink(self.name, lakehouse.table_path(self.name), self.primary_key)
 
@@ -79,7 +87,7 @@ class PipelineRun:
 
 def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
     decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
-    changes = pipeline.query({s.name: changelog_rows(decoded[s.name], s) for s in pipeline.sources})
+    changes = pipeline.changelog({s.name: changelog_rows(decoded[s.name], s) for s in pipeline.sources}, lakehouse)
     sink = pipeline.sink(lakehouse)
     sink_schema = changes.drop(ROWKIND_COLUMN, SEQ_COLUMN).schema
     create_sink_tables(spark, sink, sink_schema)

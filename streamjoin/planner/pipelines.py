@@ -8,6 +8,10 @@ through :func:`streamjoin.pipeline.run_pipeline` (the Delta upsert writer).
 Example:
     >>> from streamjoin.planner import load_script, sql_pipelines
     >>> [orders_current] = sql_pipelines(load_script("sql/orders_current.sql"))  # doctest: +SKIP
+
+The plan is made once, when the file is loaded; the lakehouse is bound when the pipeline runs (Delta
+tables looked up without a ``path`` option live in it), so the pipeline planned at Dagster definition
+load is the one its asset runs.
     >>> run_pipeline(orders_current, spark, Lakehouse(".local/lakehouse"), "127.0.0.1:9092")  # doctest: +SKIP
 """
 
@@ -15,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from pyspark.sql import DataFrame
 
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse, Pipeline
 from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import LookupJoin, TableScan, walk
 from streamjoin.planner.script import PlannedStatement, Script
 from streamjoin.planner.translate import Translator
@@ -36,10 +42,17 @@ class SqlPipeline(Pipeline):
     Args (beyond ``Pipeline``'s):
         statement: the planned statement (its plan gives the lineage: ``statement.sink.source_tables()``).
         sink_table: the sink's declaration; its ``path`` option, when set, overrides ``<lakehouse>/<name>``.
+        source: the SQL text the statement was planned from (for expression types and errors).
     """
 
     statement: PlannedStatement | None = field(default=None, compare=False, repr=False)
     sink_table: TableDef | None = field(default=None, compare=False, repr=False)
+    source: SqlSource | None = field(default=None, compare=False, repr=False)
+
+    def changelog(self, tables: Mapping[str, DataFrame], lakehouse: Lakehouse) -> DataFrame:
+        """The statement's plan translated over ``tables``; looked-up Delta tables without a ``path`` option
+        are read from ``lakehouse``."""
+        return _translate(self.statement, self.source, lakehouse, tables)
 
     def sink(self, lakehouse: Lakehouse) -> DeltaSink:
         """The Delta sink: the table's ``path`` option, else ``<lakehouse>/<name>``."""
@@ -69,12 +82,20 @@ def _delta_path(lakehouse: Lakehouse | None):
     return path
 
 
-def sql_pipelines(script: Script, lakehouse: Lakehouse | None = None) -> list[SqlPipeline]:
+def _translate(statement: PlannedStatement, source: SqlSource, lakehouse: Lakehouse | None,
+               tables: Mapping[str, DataFrame]) -> DataFrame:
+    return Translator(tables, source, delta_path=_delta_path(lakehouse)).translate(statement.sink)
+
+
+def sql_pipelines(script: Script) -> list[SqlPipeline]:
     """One :class:`SqlPipeline` per ``INSERT INTO`` a Delta table of ``script``, in file order.
+
+    Each pipeline's ``query`` translates its plan without a lakehouse (looked-up Delta tables need a
+    ``path`` option then); :func:`~streamjoin.pipeline.run_pipeline` calls its ``changelog`` with the
+    lakehouse it runs against.
 
     Args:
         script: a planned SQL file.
-        lakehouse: where Delta tables without a ``path`` option live (needed for lookup-join tables only).
 
     Raises:
         UnsupportedPlanError: for an INSERT into a non-Delta or key-less Delta table, or a source
@@ -100,18 +121,14 @@ def sql_pipelines(script: Script, lakehouse: Lakehouse | None = None) -> list[Sq
                     "pipelines read Kafka tables"
                 )
             sources[scan.table.name] = scan.table.kafka_source()
-        translator_args = (script.source, _delta_path(lakehouse))
-
-        def query(tables: Mapping[str, DataFrame], statement=statement, args=translator_args) -> DataFrame:
-            return Translator(tables, args[0], delta_path=args[1]).translate(statement.sink)
-
         pipelines.append(SqlPipeline(
             name=table.name,
             sources=list(sources.values()),
-            query=query,
+            query=partial(_translate, statement, script.source, None),
             primary_key=tuple(table.primary_key),
             statement=statement,
             sink_table=table,
+            source=script.source,
         ))
     return pipelines
 

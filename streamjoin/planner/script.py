@@ -276,8 +276,14 @@ def catalog_scripts(path: str | Path) -> list[Path]:
     return sorted((Path(path).parent / "catalog").glob("*.sql"))
 
 
+#: resolved path → (resolved path, mtime and size of the file and of each init script; the planned Script).
+_LOADED: dict[Path, tuple[tuple, Script]] = {}
+
+
 def load_script(path: str | Path, init: Sequence[str | Path] | None = None) -> Script:
-    """:func:`plan_script` of the file at ``path`` (errors name the path).
+    """:func:`plan_script` of the file at ``path`` (errors name the path), planned once per process: while
+    neither the file nor its init scripts change (same paths, same mtimes), later calls return the same
+    :class:`Script` (the Dagster definitions, their jobs and the CLI share one plan). Do not modify it.
 
     Args:
         path: the SQL file.
@@ -286,4 +292,9 @@ def load_script(path: str | Path, init: Sequence[str | Path] | None = None) -> S
     """
     path = Path(path)
     init_paths = catalog_scripts(path) if init is None else [Path(p) for p in init]
-    return plan_script(path.read_text(), str(path), [(str(p), p.read_text()) for p in init_paths])
+    stamp = tuple((p.resolve(), p.stat().st_mtime_ns, p.stat().st_size) for p in [path, *init_paths])
+    cached = _LOADED.get(stamp[0][0])
+    if cached is None or cached[0] != stamp:
+        script = plan_script(path.read_text(), str(path), [(str(p), p.read_text()) for p in init_paths])
+        cached = _LOADED[stamp[0][0]] = (stamp, script)
+    return cached[1]
