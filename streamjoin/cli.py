@@ -172,7 +172,7 @@ def _run(args) -> int:
 
 
 def _replay(args) -> int:
-    from streamjoin.planner import replay_cases
+    from streamjoin.testing import replay_cases
 
     results = replay_cases(_spark(), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows,
                            parallelism=args.parallelism)

@@ -1,7 +1,7 @@
 """Every Flink reference case, planned from SQL and run on Spark, reproduces Flink 2.3.0's final result.
 
 Each case runs as a streaming query through the planner and the runtime operators, fed as Flink was
-(``streamjoin.planner.replay``): one arrival per micro-batch, then seven. All cases share one Spark session.
+(``streamjoin.testing.replay``): one arrival per micro-batch, then seven. All cases share one Spark session.
 """
 
 import json
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from flink_cases import CASES_DIR, case_names
-from streamjoin.planner.replay import replay_cases
+from streamjoin.testing import replay_cases
 
 NAMES = case_names()
 ELAPSED: dict[int, float] = {}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from streamjoin.planner.replay import replay_cases
+from streamjoin.testing import replay_cases
 
 CASES = {
     # UNION ALL of a changelog and an insert-only table, then SELECT DISTINCT (a GroupAggregate without calls).

@@ -2,19 +2,23 @@
 
 Public API:
 
-- :func:`plan_script` / :func:`load_script`: a SQL file, parsed and planned (:class:`Script`);
-- :func:`sql_pipelines`: its ``INSERT INTO`` statements as runnable :class:`SqlPipeline` objects;
+- :func:`plan_script` / :func:`load_script`: a SQL text or file, parsed and planned (:class:`Script`, its
+  statements :class:`PlannedStatement` with their plans and EXPLAIN text);
+- :func:`sql_pipelines`: a script's ``INSERT INTO`` statements as runnable :class:`SqlPipeline` objects;
+  :func:`bootstrap_servers`: the Kafka servers they declare;
 - :class:`Translator`: a plan to a Spark changelog DataFrame;
-- :func:`replay_cases`: run ``flink-cases`` test cases through all of it.
+- :class:`Flink`: the sqlglot dialect, to parse or print Flink SQL.
+
+The planner's parts (rules, plan nodes, metadata) are importable from their modules; the case replay
+test tool is :mod:`streamjoin.testing`.
 """
 
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.pipelines import SqlPipeline, bootstrap_servers, sql_pipelines
-from streamjoin.planner.replay import replay_cases
 from streamjoin.planner.script import PlannedStatement, Script, load_script, plan_script
 from streamjoin.planner.translate import Translator
 
 __all__ = [
-    "Flink", "Script", "PlannedStatement", "plan_script", "load_script", "SqlPipeline", "sql_pipelines",
-    "bootstrap_servers", "Translator", "replay_cases",
+    "plan_script", "load_script", "Script", "PlannedStatement", "sql_pipelines", "SqlPipeline", "bootstrap_servers",
+    "Translator", "Flink",
 ]
