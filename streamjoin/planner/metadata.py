@@ -31,7 +31,7 @@ from streamjoin.runtime.regular_join import derive_output_keys
 from streamjoin.runtime.streaming_join import JoinType
 
 if TYPE_CHECKING:
-    from streamjoin.planner.plan import Field, Node
+    from streamjoin.planner.plan import Field, Node, RegularJoin
 
 __all__ = [
     "Keys", "NodeKeys", "JoinInputSideSpec", "NO_KEYS", "scan_keys", "calc_keys", "forwarded_keys",
@@ -124,23 +124,10 @@ def join_input_spec(join_keys: Sequence[str], upsert_keys: Keys) -> JoinInputSid
     return JoinInputSideSpec(unique_key, choose_layout(range(len(join_keys)), positions))
 
 
-def regular_join_keys(
-    kind: str,
-    left_fields: Sequence[str],
-    right_fields: Sequence[str],
-    pairs: Sequence[tuple[str, str]],
-    left_unique_key: Sequence[str] | None,
-    right_unique_key: Sequence[str] | None,
-) -> NodeKeys:
-    """A regular join's output keys, over its output field names (right fields already renamed).
-
-    Args:
-        kind: ``inner``, ``left``, ``right``, ``full``, ``semi`` or ``anti``.
-        left_fields / right_fields: the output names of each side's fields.
-        pairs: the equi-join pairs ``(left field, right output field)``.
-        left_unique_key / right_unique_key: the sides' unique keys from :func:`join_input_spec`
-            (the right one in output names), or ``None``.
-    """
+def regular_join_keys(join: RegularJoin) -> NodeKeys:
+    """A regular join's output keys, in its output field names, from its kind, equi-join pairs and the
+    sides' unique keys (set from :func:`join_input_spec` before this is called)."""
     return NodeKeys(*derive_output_keys(
-        JoinType.parse(kind), left_fields, right_fields, pairs, left_unique_key, right_unique_key,
+        JoinType.parse(join.kind), join.left.field_names, join.right_names, join.equi_pairs,
+        join.left_unique_key, join.right_output_unique_key,
     ))

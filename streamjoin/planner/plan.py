@@ -299,10 +299,7 @@ class RegularJoin(_Join):
         # The state layouts and output keys are handed to the operator, which derives none itself.
         self.left_unique_key, self.left_layout = metadata.join_input_spec(self.left_keys, left.upsert_keys)
         self.right_unique_key, self.right_layout = metadata.join_input_spec(self.right_keys, right.upsert_keys)
-        self.unique_keys, self.upsert_keys = metadata.regular_join_keys(
-            kind, left.field_names, self.right_names, self.equi_pairs,
-            self.left_unique_key, self.right_output_unique_key,
-        )
+        self.unique_keys, self.upsert_keys = metadata.regular_join_keys(self)
 
     @property
     def right_output_unique_key(self) -> tuple[str, ...] | None:

@@ -20,12 +20,27 @@ from streamjoin.planner.rules.project import project
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
-__all__ = ["named_windows", "window_spec", "plan_over"]
+__all__ = ["named_windows", "window_spec", "partition_columns", "plan_over"]
 
 
 def named_windows(select: exp.Select) -> dict[str, exp.Window]:
     """The ``WINDOW w AS (…)`` clause of ``select`` by name."""
     return {w.this.name: w for w in select.args.get("windows") or []}
+
+
+def partition_columns(planner: QueryPlanner, spec: exp.Window, scope: Scope, message: str, rule: str) -> list[str]:
+    """The field names of a window's ``PARTITION BY`` columns; an expression there is refused with ``message``.
+
+    Raises:
+        UnsupportedPlanError: naming ``rule``.
+    """
+    columns = []
+    for p in spec.args.get("partition_by") or []:
+        resolved = resolve(p, scope)
+        if not isinstance(resolved, exp.Column):
+            raise planner.error(UnsupportedPlanError, p, message, rule)
+        columns.append(resolved.name)
+    return columns
 
 
 def window_spec(planner: QueryPlanner, window: exp.Window, named: dict[str, exp.Window]) -> exp.Window:
@@ -93,12 +108,7 @@ def plan_over(planner: QueryPlanner, relation: Relation, items, named: dict[str,
         raise planner.error(ValidationError, ordered, "OVER windows must be ordered by their time attribute ascending", "over-order-by-time")
     if not node.is_insert_only:
         raise planner.error(UnsupportedPlanError, windows[0], f"OverAggregate consumes insert-only input; {planner.producer_name(node)} produces updates", "over-insert-only")
-    partition = []
-    for p in spec.args.get("partition_by") or []:
-        resolved = resolve(p, scope)
-        if not isinstance(resolved, exp.Column):
-            raise planner.error(UnsupportedPlanError, p, "PARTITION BY takes columns", "over-partition")
-        partition.append(resolved.name)
+    partition = partition_columns(planner, spec, scope, "PARTITION BY takes columns", "over-partition")
     frame, preceding = _over_frame(planner, spec, order_field, windows[0])
     extra: list = []
     aggregates: list[Aggregate] = []

@@ -15,7 +15,7 @@ from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import Scope, ScopeColumn, field_column, resolve
 from streamjoin.planner.plan import Calc, Deduplicate, Node, uniquify, walk
 from streamjoin.planner.relation import Relation
-from streamjoin.planner.rules.over import window_spec
+from streamjoin.planner.rules.over import partition_columns, window_spec
 from streamjoin.planner.rules.project import project
 
 if TYPE_CHECKING:
@@ -42,12 +42,7 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
     if alias_item[1] is not window or not alias_item[0]:
         raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() OVER (…) must be a select item of its own with an alias (… AS rn)", "rank-filter")
     spec = window_spec(planner, window, named)
-    keys = []
-    for p in spec.args.get("partition_by") or []:
-        resolved = resolve(p, scope)
-        if not isinstance(resolved, exp.Column):
-            raise planner.error(UnsupportedPlanError, p, "ROW_NUMBER() PARTITION BY takes columns", "rank-partition")
-        keys.append(resolved.name)
+    keys = partition_columns(planner, spec, scope, "ROW_NUMBER() PARTITION BY takes columns", "rank-partition")
     if not keys:
         raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() without PARTITION BY (a global Top-N) is not supported", "rank-partition")
     order = spec.args.get("order")
