@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 
-.PHONY: setup demo test dagster-ui clean
+.PHONY: setup demo test dagster-ui clean flink flink-diff
 
 setup: $(SETUP_STAMP)
 
@@ -27,6 +27,24 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest
+
+# Apache Flink 2.3.0 (PyFlink) in its own venv: it pins its own pyarrow/pandas/numpy.
+FLINK_VENV := $(LOCAL)/flink-venv
+FLINK_STAMP := $(LOCAL)/flink.stamp
+N ?= 1000
+SEED ?= 7
+
+flink: $(FLINK_STAMP)
+
+$(FLINK_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/pip install --quiet --upgrade pip
+	$(FLINK_VENV)/bin/pip install --quiet "$$($(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["flink"][0])')"
+	touch $@
+
+# N generated cases (seed SEED) on Flink and through streamjoin; a summary per operator family.
+flink-diff: setup flink
+	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED)
 
 dagster-ui: setup
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml

@@ -60,7 +60,7 @@ def _type_root(flink_type: str) -> str:
 class FlinkRunner:
     """One local Flink (gateway JVM + MiniCluster per job) that runs cases one after the other."""
 
-    def __init__(self, work: Path, pace_ms: int = 20):
+    def __init__(self, work: Path, pace_ms: int = 30):
         jar = build_source_jar(work)
         # PyFlink's gateway puts FLINK_TEST_LIBS on its JVM's classpath when FLINK_TESTING is set.
         os.environ["FLINK_TESTING"] = "1"
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cases", nargs="+", type=Path)
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--work", type=Path, default=Path(".local/flink-diff"), help="where the source jar is built")
-    parser.add_argument("--pace-ms", type=int, default=20, help="wait after each row (ms) before the next row of any table")
+    parser.add_argument("--pace-ms", type=int, default=30, help="wait after each row (ms) before the next row of any table")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runner = FlinkRunner(args.work, args.pace_ms)

@@ -1,0 +1,99 @@
+"""Differential run: generated cases on Apache Flink 2.3.0 and through streamjoin, with a summary per family.
+
+    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--work .local/flink-diff/run]
+    make flink-diff N=1000 SEED=7
+
+Generates ``n`` cases (:mod:`generate`), runs them on Flink with the Flink venv's python
+(:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
+(``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch, and
+prints, per family, how many cases are equal to Flink (final rows at both batch sizes and the changelog at
+one row per batch), differ only in the changelog, differ in the final rows, are refused by streamjoin, or are
+refused by Flink. Every case, output and difference stays under ``--work`` (``summary.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from tests.flink_diff.compare import difference
+from tests.flink_diff.generate import family_of, generate_cases
+
+ROOT = Path(__file__).resolve().parents[2]
+FLINK_PYTHON = ROOT / ".local" / "flink-venv" / "bin" / "python"
+OUTCOMES = ["equal", "changelog", "final", "refused", "flink-refused"]
+
+
+def run_flink(case_paths: list[Path], out_dir: Path, work: Path) -> None:
+    """Run the cases on Flink (a subprocess in the Flink venv); writes ``out_dir/NAME.json``.
+
+    Raises:
+        subprocess.CalledProcessError: when the runner itself fails (a case Flink refuses is an error document).
+    """
+    subprocess.run([str(FLINK_PYTHON), str(ROOT / "tests" / "flink_diff" / "run_flink.py"), *map(str, case_paths),
+                    "--out-dir", str(out_dir), "--work", str(work)], check=True)
+
+
+def outcome(flink: dict, ours_1: dict, ours_7: dict) -> tuple[str, str | None]:
+    """How streamjoin's results (at 1 and 7 rows per micro-batch) compare with Flink's: ``(outcome, detail)``.
+
+    ``outcome`` is one of :data:`OUTCOMES`; ``detail`` is the first difference found (``None`` when equal).
+    """
+    if flink.get("error"):
+        return "flink-refused", flink["error"]
+    for ours in (ours_1, ours_7):
+        if ours.get("error"):
+            return "refused", ours["error"]
+    for ours in (ours_1, ours_7):
+        found = difference(flink, ours, changelog=False)
+        if found:
+            return "final", found
+    found = difference(flink, ours_1)
+    return ("changelog", found) if found else ("equal", None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--work", type=Path, default=ROOT / ".local" / "flink-diff" / "run")
+    args = parser.parse_args(argv)
+    cases_dir, flink_dir = args.work / "cases", args.work / "flink"
+    cases_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for case in generate_cases(args.n, args.seed):
+        path = cases_dir / f"{case['name']}.json"
+        path.write_text(json.dumps(case, indent=1) + "\n")
+        paths.append(path)
+    run_flink(paths, flink_dir, args.work.parent)
+
+    from streamjoin.session import spark_session
+    from streamjoin.testing.replay import replay_cases
+
+    spark = spark_session("streamjoin-flink-diff")
+    ours = {rows: replay_cases(spark, paths, args.work / f"streamjoin-{rows}", micro_batch_rows=rows) for rows in (1, 7)}
+    table: dict[str, Counter] = defaultdict(Counter)
+    details = {}
+    for path in paths:
+        name = path.stem
+        flink = json.loads((flink_dir / f"{name}.json").read_text())
+        kind, detail = outcome(flink, ours[1][name], ours[7][name])
+        table[family_of(name)][kind] += 1
+        if detail:
+            details[name] = {"outcome": kind, "detail": detail}
+    (args.work / "summary.json").write_text(json.dumps(details, indent=1) + "\n")
+    print(f"\n{'family':18}" + "".join(f"{o:>14}" for o in OUTCOMES))
+    for family in sorted(table):
+        print(f"{family:18}" + "".join(f"{table[family][o]:>14}" for o in OUTCOMES))
+    total = sum(table.values(), Counter())
+    print(f"{'total':18}" + "".join(f"{total[o]:>14}" for o in OUTCOMES))
+    print(f"\ndifferences: {args.work / 'summary.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
