@@ -23,7 +23,7 @@ from dagster import (
     AssetExecutionContext, AssetKey, AssetSpec, Config, MaterializeResult, MetadataValue, multi_asset,
 )
 
-from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, concurrency_pool
+from resources import KafkaResource, LakehouseResource, SparkResource, concurrency_pool
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.pipeline import run_pipeline

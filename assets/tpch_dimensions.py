@@ -1,43 +1,18 @@
 """The TPC-H dimension tables the pipelines look up, written to Delta from the generated input.
 
-``customer_currencies`` (``c_custkey`` BIGINT, ``n_name`` STRING, ``currency``
-STRING: the customer's nation's ISO 4217 currency) and ``part`` (``p_partkey``
-BIGINT, ``p_name``, ``p_brand``, ``p_type`` STRING, ``p_size`` INT,
-``p_retailprice`` DECIMAL(15, 2)) at ``<lakehouse>/<name>``, replaced on
-every materialisation (Delta keeps the earlier versions).
+``customer_currencies`` and ``part`` (schemas in :mod:`streamjoin.datagen.dimensions`) at
+``<lakehouse>/<name>``, replaced on every materialisation (Delta keeps the earlier versions).
 """
 
-from collections.abc import Iterable
-
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
-from dagster_project.resources import LakehouseResource, SparkResource, TpchResource
+from resources import LakehouseResource, SparkResource, TpchResource
+from streamjoin.datagen.dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA, rows_frame
 from streamjoin.datagen.tpch import customer_currencies as customer_currency_rows
 from streamjoin.datagen.tpch import parts
 
-__all__ = ["customer_currencies", "part", "rows_frame", "CUSTOMER_CURRENCIES_SCHEMA", "PART_SCHEMA"]
-
-CUSTOMER_CURRENCIES_SCHEMA = StructType([
-    StructField("c_custkey", LongType(), False),
-    StructField("n_name", StringType()),
-    StructField("currency", StringType()),
-])
-
-PART_SCHEMA = StructType([
-    StructField("p_partkey", LongType(), False),
-    StructField("p_name", StringType()),
-    StructField("p_brand", StringType()),
-    StructField("p_type", StringType()),
-    StructField("p_size", IntegerType()),
-    StructField("p_retailprice", DecimalType(15, 2)),
-])
-
-
-def rows_frame(spark: SparkSession, rows: Iterable[dict], schema: StructType) -> DataFrame:
-    """A batch DataFrame of ``schema`` from dict rows (column name → value)."""
-    return spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+__all__ = ["customer_currencies", "part"]
 
 
 def _write(spark: SparkResource, lakehouse: LakehouseResource, name: str, rows: list[dict], schema: StructType) -> MaterializeResult:

@@ -12,8 +12,8 @@ import great_expectations as gx
 
 from pyspark.sql import DataFrame, SparkSession
 
-from assets.tpch_dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA, rows_frame
 from checks.expectations import expectation_check, table_difference
+from streamjoin.datagen.dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA, rows_frame
 from streamjoin.datagen.topics import LINEITEM, ORDER_EVENTS, ORDERS, RATES, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, parts
 

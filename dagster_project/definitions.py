@@ -21,7 +21,7 @@ from checks.orders_current import orders_current_checks
 from checks.orders_in_eur import orders_in_eur_checks
 from checks.orders_shipped_fast import orders_shipped_fast_checks
 from checks.part_price_over import part_price_over_checks
-from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
+from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 from jobs.sensors import new_records_sensor
 

@@ -6,13 +6,11 @@ Every job runs its steps in one process (the code location's default executor,
 """
 
 from dagster import (
-    AssetSelection, OpExecutionContext, RunConfig, ScheduleDefinition, define_asset_job, job, op,
+    AssetSelection, OpExecutionContext, ScheduleDefinition, define_asset_job, job, op,
 )
 
-from dagster_project.resources import KafkaResource, TpchResource, concurrency_pool
+from resources import KafkaResource, TpchResource, concurrency_pool
 from streamjoin.datagen.topics import load_topics
-
-from assets.sql_pipelines import StreamingRunConfig
 
 __all__ = ["lakehouse_job", "pipeline_jobs", "hourly_schedule", "load_tpch_topics_job"]
 
@@ -39,7 +37,8 @@ def pipeline_jobs(name: str) -> tuple:
     )
     streaming = define_asset_job(
         f"{name}_streaming_job", selection=selection,
-        config=RunConfig(ops={name: StreamingRunConfig(available_now=False)}),
+        # The asset's run config (assets.sql_pipelines.StreamingRunConfig), as plain run config.
+        config={"ops": {name: {"config": {"available_now": False}}}},
         description=f"Continuous streaming run of `{name}`; terminate the run to stop the query.",
     )
     return backfill, streaming

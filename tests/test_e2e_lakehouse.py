@@ -10,7 +10,7 @@ from dagster import DagsterInstance
 from assets.sql_pipelines import load_sql_pipelines
 from conftest import SCALE_FACTOR
 from dagster_project.definitions import defs
-from dagster_project.resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
+from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 from streamjoin.datagen.topics import LINEITEM, ORDERS
 
 

@@ -1,5 +1,8 @@
 """Dagster resources: the Spark session, the Kafka cluster, the lakehouse and the demo's TPC-H input.
 
+The layer between the engine and the Dagster definitions: ``assets``, ``checks`` and ``jobs``
+import these; they import only ``streamjoin``.
+
 Each is a ``ConfigurableResource`` so a deployment swaps values, not code:
 the embedded default (Spark ``local[2]``, a broker started by the project,
 Delta tables under ``.local/lakehouse``) or a cluster (``master`` unset under
