@@ -1,6 +1,6 @@
 -- lineitem_with_order: every TPC-H line item with its current order.
 --
--- A LEFT regular join (SEMANTICS.md §2) of two Debezium changelogs: an order's update retracts
+-- A LEFT regular join (docs/semantics.md §2) of two Debezium changelogs: an order's update retracts
 -- its line items' joined rows and emits them again with the new order; a line item whose order is
 -- not (or no longer) there carries nulls, and is retracted and re-emitted when its order arrives.
 -- The sink key (l_orderkey, l_linenumber) is an upsert key of the join output (the line item's key

@@ -1,6 +1,6 @@
 -- orders_by_status: how many orders are in each status, and their total price, kept current.
 --
--- The shape of seed 003 (SEMANTICS.md §6) on TPC-H: the latest event of each order (a rowtime
+-- The shape of the worked example of docs/semantics.md §1.6 on TPC-H: the latest event of each order (a rowtime
 -- deduplication keeping the last row: an order's later event retracts its earlier one with -U/+U),
 -- cancellations filtered out after it (a cancelled order's -U passes, its +U does not: the order
 -- leaves its group), then a group aggregate that consumes those retractions.

@@ -1,6 +1,6 @@
 -- orders_in_eur: every TPC-H order placement with its amount in euros at the ECB rate of its time.
 --
--- Two temporal joins (SEMANTICS.md §4):
+-- Two temporal joins (docs/semantics.md §4):
 -- * a lookup join (processing time) against the Delta table `customer_currencies`, which gives
 --   the customer's nation and currency as of when the order is processed;
 -- * an event-time temporal join against the versioned table `rates` (primary key `currency`,

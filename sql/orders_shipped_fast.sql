@@ -1,5 +1,5 @@
 -- orders_shipped_fast: each placed order with its line items shipped within 30 days of the order,
--- an event-time interval join (SEMANTICS.md §3), LEFT: an order with no such shipment is emitted
+-- an event-time interval join (docs/semantics.md §3), LEFT: an order with no such shipment is emitted
 -- once, with null line-item columns, when the watermark has passed its 30 days.
 --
 -- Both inputs are append-only event streams (an interval join consumes insert-only input); the

@@ -1,5 +1,5 @@
 -- part_price_over: for each shipped line item, the highest retail price among line items of the
--- same part type, over two frames (SEMANTICS.md §5, the seed's tmall_item query on TPC-H):
+-- same part type, over two frames (docs/semantics.md §5.4, its tmall_item example on TPC-H):
 --   frame 'ROWS 2 PRECEDING'  — this line item and the 2 before it (by ship time) of its type;
 --   frame 'RANGE 7 DAYS'      — every line item of its type shipped in the 7 days up to it.
 -- Flink computes one OVER window per SELECT, so each frame is its own OverAggregate and the two

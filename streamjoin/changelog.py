@@ -1,4 +1,4 @@
-"""The changelog vocabulary every layer shares (SEMANTICS.md §1).
+"""The changelog vocabulary every layer shares (docs/semantics.md §1).
 
 A changelog row is a tuple of column values plus a :class:`RowKind`. On Spark
 DataFrames the RowKind travels in the string column :data:`ROWKIND_COLUMN`
@@ -120,7 +120,7 @@ class ChangelogMode:
 
 
 def materialize(changes: Iterable[tuple[RowKind, tuple]]) -> Counter:
-    """Materialise a changelog as a multiset of rows (SEMANTICS.md §1).
+    """Materialise a changelog as a multiset of rows (docs/semantics.md §1).
 
     ``+I``/``+U`` add one occurrence of the row, ``-U``/``-D`` remove one.
 
@@ -148,7 +148,7 @@ def materialize(changes: Iterable[tuple[RowKind, tuple]]) -> Counter:
 
 
 def materialize_upsert(changes: Iterable[tuple[RowKind, tuple]], key: Sequence[int]) -> dict[Hashable, tuple]:
-    """Materialise a changelog by key, as an upsert sink does (SEMANTICS.md §7).
+    """Materialise a changelog by key, as an upsert sink does (docs/semantics.md §7).
 
     ``+I``/``+U`` upsert the row under its key, ``-U``/``-D`` delete the key.
 

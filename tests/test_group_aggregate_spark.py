@@ -1,4 +1,4 @@
-"""Deduplication → group aggregate on Spark: Flink's changelog cases (seed 003) and a seeded property.
+"""Deduplication → group aggregate on Spark: Flink's changelog cases (docs/semantics.md §1.6) and a seeded property.
 
 The three ``changelog_*`` cases share their input, so they run in one query:
 

@@ -1,5 +1,5 @@
-"""Interval join logic in plain Python: Flink's reference cases, the seed's worked example,
-random streams against a batch interval join, and flat state (SEMANTICS.md §3)."""
+"""Interval join logic in plain Python: Flink's reference cases, the worked example of docs/semantics.md §3.4,
+random streams against a batch interval join, and flat state (docs/semantics.md §3)."""
 
 from __future__ import annotations
 
@@ -112,8 +112,8 @@ def test_seed_worked_example_emitted_stored_and_expiry():
     assert key1001.left_rows == {at("10:00:00"): [[(1001, "10:00"), False]]}
     assert t1001.registered == [at("10:10:00") + 1]
 
-    # right 1002 @10:01:02; the seed takes the watermark as 10:00 (Flink's min over the inputs is
-    # still 0 here; the outcome is the same): stored, its timer 10:11:02.001 (seed: 10:21:02.001).
+    # right 1002 @10:01:02; the example's first write-up took the watermark as 10:00 (Flink's min over the inputs is
+    # still 0 here; the outcome is the same): stored, its timer 10:11:02.001 (the first write-up: 10:21:02.001).
     assert join.process_right(key1002, (1002, "10:01:02"), at("10:01:02"), at("10:00:00"), t1002) == []
     assert key1002.right_rows == {at("10:01:02"): [[(1002, "10:01:02"), False]]}
     assert t1002.registered == [at("10:11:02") + 1]
@@ -230,7 +230,7 @@ def run_random(rows, how, bounds, delay):
     driver = LocalKeyedDriver(IntervalJoinOperator(join), (delay, delay))
     late, not_stored = set(), set()
     for side, key, rowtime, ident in rows:
-        # The harness's own rules (SEMANTICS.md §3), from the operator watermark at arrival.
+        # The harness's own rules (docs/semantics.md §3), from the operator watermark at arrival.
         watermark = max(driver.watermark, 0)
         window_end = bounds.upper_ms if side == 0 else -bounds.lower_ms
         if rowtime <= watermark:

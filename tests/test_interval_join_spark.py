@@ -1,5 +1,5 @@
 """The interval join on Spark: Flink's reference cases replayed through real streaming queries
-(exact micro-batches from Parquet files), and flat state (SEMANTICS.md §3).
+(exact micro-batches from Parquet files), and flat state (docs/semantics.md §3).
 
 Also holds the replay helpers the temporal-join Spark tests share.
 """

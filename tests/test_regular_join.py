@@ -1,4 +1,4 @@
-"""The regular join's worked behaviours (SEMANTICS.md §2), state layouts, output keys and arguments.
+"""The regular join's worked behaviours (docs/semantics.md §2), state layouts, output keys and arguments.
 
 Exact changelogs in plain Python (``LocalRegularJoin``), one list of changes per
 input change. Rows are ``(key, value)``; L/R say which input a change comes from.

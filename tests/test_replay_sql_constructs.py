@@ -1,6 +1,6 @@
 """SQL constructs beyond the Flink reference cases, run on Spark: the final result equals the batch query.
 
-Expected results are worked out by hand from batch SQL semantics over the final inputs (SEMANTICS.md §1);
+Expected results are worked out by hand from batch SQL semantics over the final inputs (docs/semantics.md §1);
 each case is replayed seven arrivals per micro-batch through the planner and the operators.
 """
 

@@ -1,5 +1,5 @@
 """Temporal join logic in plain Python: Flink's reference cases, the classic rates example,
-random streams against a batch temporal join, and flat state (SEMANTICS.md §4)."""
+random streams against a batch temporal join, and flat state (docs/semantics.md §4)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_flink_case(name):
     )
 
 
-# -- the classic rates example (SEMANTICS.md §4) ---------------------------------------------------
+# -- the classic rates example (docs/semantics.md §4) ---------------------------------------------------
 
 
 def hm(text: str) -> int:

@@ -1,5 +1,5 @@
 """The temporal joins on Spark: Flink's event-time cases replayed through real streaming queries,
-and the lookup join against a Delta table that changes between micro-batches (SEMANTICS.md §4)."""
+and the lookup join against a Delta table that changes between micro-batches (docs/semantics.md §4)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ and the reason. Nothing is dropped silently and the query keeps running.
 Order: ``_seq = offset * 2 + i`` where ``i`` is the change's index inside its
 record (a Debezium update gives two changes), so changes of one partition are
 ordered; a producer that keys records by primary key keeps each key's changes
-in one partition and therefore in order (SEMANTICS.md §1, upsert key).
+in one partition and therefore in order (docs/semantics.md §1, upsert key).
 """
 
 from __future__ import annotations

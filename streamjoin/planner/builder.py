@@ -2,7 +2,7 @@
 
 :class:`QueryPlanner` holds what every rule needs (the catalog, the SQL source for error
 locations, the state TTL) and dispatches as Flink's planner applies its rule set
-(SEMANTICS.md); each rule lives in its own module of :mod:`streamjoin.planner.rules`:
+(docs/semantics.md); each rule lives in its own module of :mod:`streamjoin.planner.rules`:
 
 | SQL | rule | node |
 | --- | --- | --- |

@@ -1,4 +1,4 @@
-"""Changelog-mode inference and the sink check (SEMANTICS.md §1), as Flink's FlinkChangelogModeInferenceProgram.
+"""Changelog-mode inference and the sink check (docs/semantics.md §1), as Flink's FlinkChangelogModeInferenceProgram.
 
 Two passes over a planned statement:
 

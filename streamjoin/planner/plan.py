@@ -10,7 +10,7 @@ Every node knows, from its inputs, at construction:
 
 - ``fields``: its output columns (:class:`Field`: name, :class:`~streamjoin.planner.types.SqlType`);
   names are unique within a node and are the DataFrame column names at run time;
-- ``modify_kinds``: Flink's ModifyKindSet, a subset of ``{"I", "U", "D"}`` (SEMANTICS.md §1);
+- ``modify_kinds``: Flink's ModifyKindSet, a subset of ``{"I", "U", "D"}`` (docs/semantics.md §1);
 - ``unique_keys`` and ``upsert_keys``: tuples of field names, from the rules of :mod:`streamjoin.planner.metadata`.
 
 The changelog pass (:mod:`streamjoin.planner.changelog_modes`) then sets
@@ -278,7 +278,7 @@ class _Join(Node):
 
 
 class RegularJoin(_Join):
-    """A regular (unbounded) join, incl. semi and anti (Flink's ``Join``); SEMANTICS.md §2.
+    """A regular (unbounded) join, incl. semi and anti (Flink's ``Join``); docs/semantics.md §2.
 
     Args:
         residual: the non-equi part of the condition over the output fields (for semi/anti: over
@@ -320,7 +320,7 @@ class RegularJoin(_Join):
 
 
 class IntervalJoin(_Join):
-    """An interval join (Flink's ``IntervalJoin``): ``right.time - left.time`` in ``[lower_ms, upper_ms]``; SEMANTICS.md §3.
+    """An interval join (Flink's ``IntervalJoin``): ``right.time - left.time`` in ``[lower_ms, upper_ms]``; docs/semantics.md §3.
 
     ``left_time`` / ``right_time`` are rowtime fields, or proctime fields (``rowtime=False``).
     ``post_filter`` is the rest of an INNER join's condition, applied to the joined rows.
@@ -350,7 +350,7 @@ class IntervalJoin(_Join):
 
 
 class TemporalJoin(_Join):
-    """An event-time temporal join against a versioned table (Flink's ``TemporalJoin``); SEMANTICS.md §4.
+    """An event-time temporal join against a versioned table (Flink's ``TemporalJoin``); docs/semantics.md §4.
 
     ``right`` is the versioned table; with ``append_only_versions`` it is the append-only log of a versioned
     view (``ROW_NUMBER() … ORDER BY time DESC = 1``), deduplicated into versions by the operator.
@@ -399,7 +399,7 @@ class LookupJoin(_Join):
 
 
 class OverAggregate(Node):
-    """``agg(…) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``; SEMANTICS.md §5.
+    """``agg(…) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``; docs/semantics.md §5.
 
     ``order_by`` is a rowtime field, or a proctime field (``rowtime=False``); ``preceding`` is a row
     count (ROWS) or milliseconds (RANGE), ``None`` for UNBOUNDED.
@@ -432,7 +432,7 @@ class OverAggregate(Node):
 
 
 class Deduplicate(Node):
-    """``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_by {ASC|DESC}) = 1``; SEMANTICS.md §6.
+    """``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_by {ASC|DESC}) = 1``; docs/semantics.md §6.
 
     Flink plans it as ``Deduplicate`` when ``order_by`` is a time attribute (``time`` = ``"ROWTIME"`` /
     ``"PROCTIME"``) and as ``Rank`` (Top-1) otherwise (``time=None``). ``keep`` is ``"first"`` (ASC) or
@@ -466,7 +466,7 @@ class Deduplicate(Node):
 
 
 class GroupAggregate(Node):
-    """``GROUP BY group_by`` with ``aggregates`` over any changelog; SEMANTICS.md §6."""
+    """``GROUP BY group_by`` with ``aggregates`` over any changelog; docs/semantics.md §6."""
 
     name = "GroupAggregate"
     supports_only_update_after = True
@@ -515,7 +515,7 @@ class DropUpdateBefore(Node):
 
 
 class SinkUpsertMaterializer(Node):
-    """Keeps per sink key the rows the changelog holds, so out-of-order changes end in the right row (SEMANTICS.md §1)."""
+    """Keeps per sink key the rows the changelog holds, so out-of-order changes end in the right row (docs/semantics.md §1)."""
 
     name = "SinkUpsertMaterializer"
 

@@ -3,7 +3,7 @@
 Like Flink's ``StreamExec*`` translation, this is the single place that picks
 the operator for a plan node and hands it its arguments; operators execute and
 never validate SQL. Every DataFrame between nodes is a changelog (the node's
-field names + ``_rowkind`` + ``_seq``, SEMANTICS.md §1).
+field names + ``_rowkind`` + ``_seq``, docs/semantics.md §1).
 
 | node | runtime call |
 | --- | --- |

@@ -1,4 +1,4 @@
-"""Aggregate functions shared by OVER aggregation and GROUP BY (SEMANTICS.md §5, §6).
+"""Aggregate functions shared by OVER aggregation and GROUP BY (docs/semantics.md §5, §6).
 
 Each function follows Flink's built-in one: its result type, its null handling
 and, where a changelog or a bounded OVER frame takes values out again, its

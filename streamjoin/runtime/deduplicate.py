@@ -1,4 +1,4 @@
-"""Deduplication: ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY t {ASC|DESC}) = 1`` (SEMANTICS.md §6).
+"""Deduplication: ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY t {ASC|DESC}) = 1`` (docs/semantics.md §6).
 
 Flink's ``operators/deduplicate/``; input is insert-only. Per key:
 
@@ -218,7 +218,7 @@ def deduplicate(
     keep: Literal["first", "last"],
     watermark_column: str | None = None,
 ) -> DataFrame:
-    """Keep one row per key of an insert-only changelog stream (SEMANTICS.md §6).
+    """Keep one row per key of an insert-only changelog stream (docs/semantics.md §6).
 
     ``SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY key ORDER BY
     order_by {ASC if keep == "first" else DESC}) AS rn FROM df) WHERE rn = 1``.

@@ -1,4 +1,4 @@
-"""Group aggregate over any changelog: ``SELECT key, agg(col), … FROM df GROUP BY key`` (SEMANTICS.md §6).
+"""Group aggregate over any changelog: ``SELECT key, agg(col), … FROM df GROUP BY key`` (docs/semantics.md §6).
 
 Flink's ``operators/aggregate/GroupAggFunction`` (no mini-batch, no state
 TTL). Per group key, for each input change:
@@ -191,7 +191,7 @@ def group_aggregate(
     aggregates: Sequence[AggregateCall | tuple[str, str, str | None]],
     insert_only_input: bool = False,
 ) -> DataFrame:
-    """GROUP BY aggregation of a changelog stream, emitting a retract changelog (SEMANTICS.md §6).
+    """GROUP BY aggregation of a changelog stream, emitting a retract changelog (docs/semantics.md §6).
 
     See the module docstring for what is emitted. Runs as a row-based
     ``transformWithState`` without timers; a key's rows of one micro-batch are

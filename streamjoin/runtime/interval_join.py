@@ -1,4 +1,4 @@
-"""Interval join (time-bounded stream-stream join), as Flink SQL runs it (SEMANTICS.md §3).
+"""Interval join (time-bounded stream-stream join), as Flink SQL runs it (docs/semantics.md §3).
 
 ``A JOIN B ON A.k = B.k AND B.t BETWEEN A.t + lower AND A.t + upper`` (and the
 ``<``, ``<=``, ``>``, ``>=`` forms), INNER / LEFT / RIGHT / FULL, on event time
@@ -354,7 +354,7 @@ def interval_join(
     upper_inclusive: bool = True,
     row_watermark_column: str | None = None,
 ) -> DataFrame:
-    """Interval join of two insert-only changelog streams, with Flink SQL's semantics (SEMANTICS.md §3).
+    """Interval join of two insert-only changelog streams, with Flink SQL's semantics (docs/semantics.md §3).
 
     ``left [INNER|LEFT|RIGHT|FULL] JOIN right ON left.k = right.k AND right.t
     BETWEEN left.t + lower_bound_ms AND left.t + upper_bound_ms`` (each bound

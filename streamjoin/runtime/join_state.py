@@ -1,4 +1,4 @@
-"""The three state layouts of the regular join, behind one small interface (SEMANTICS.md §2).
+"""The three state layouts of the regular join, behind one small interface (docs/semantics.md §2).
 
 Mirrors Flink's ``JoinRecordStateViews`` / ``OuterJoinRecordStateViews``: what one
 side of the join keeps for one join key is chosen from what is known of the

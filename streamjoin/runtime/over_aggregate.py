@@ -1,6 +1,6 @@
 """OVER aggregation: ``agg(col) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``.
 
-SEMANTICS.md §5; Flink's ``flink-table-runtime/.../operators/over/``. One
+docs/semantics.md §5; Flink's ``flink-table-runtime/.../operators/over/``. One
 output row per input row: the input row followed by the aggregates over its
 frame. Input is insert-only, output is insert-only (``+I``).
 
@@ -124,7 +124,7 @@ def over_aggregate(
     aggregates: Sequence[AggregateCall | tuple[str, str, str | None]],
     watermark_column: str | None = None,
 ) -> DataFrame:
-    """OVER aggregation of an insert-only changelog stream (SEMANTICS.md §5).
+    """OVER aggregation of an insert-only changelog stream (docs/semantics.md §5).
 
     ``SELECT *, agg(col) OVER w AS name, … FROM df WINDOW w AS (PARTITION BY
     partition_by ORDER BY order_by {ROWS|RANGE} BETWEEN {preceding|INTERVAL

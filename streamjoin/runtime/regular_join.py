@@ -1,4 +1,4 @@
-"""The regular streaming join with retraction: INNER, LEFT, RIGHT, FULL, SEMI, ANTI (SEMANTICS.md §2).
+"""The regular streaming join with retraction: INNER, LEFT, RIGHT, FULL, SEMI, ANTI (docs/semantics.md §2).
 
 Spark's own stream-stream join takes append-only inputs and emits outer rows
 only behind watermarks; this operator takes changelogs of any RowKind and
@@ -8,7 +8,7 @@ Layers, one way:
 
 * :mod:`streamjoin.runtime.streaming_join`: the decision tree for one change
   of one join key, over the state views of ``join_state``, and its plain-Python
-  runner; no Spark (STYLE.md habit 7).
+  runner; no Spark (docs/architecture.md, "Where to add things").
 * :func:`regular_join` (here): the Spark operator: the processor shell (``processor``) on the
   union of both inputs grouped by join key (``two_input``), RocksDB state store.
 
@@ -328,7 +328,7 @@ def regular_join(
     upsert_keys: Sequence[Sequence[str]] | None = None,
     layouts: tuple[StateLayout, StateLayout] | None = None,
 ) -> DataFrame:
-    """Join two changelog streams with Flink's regular-join semantics (SEMANTICS.md §2).
+    """Join two changelog streams with Flink's regular-join semantics (docs/semantics.md §2).
 
     Every row of either side meets all past and future rows of the other side;
     retractions on either side retract the joined rows; outer sides send a

@@ -1,5 +1,5 @@
 """Flink's regular streaming join logic in plain Python: ``StreamingJoinOperator`` and
-``StreamingSemiAntiJoinOperator`` (flink-table-runtime ``operators/join/stream``), SEMANTICS.md §2.
+``StreamingSemiAntiJoinOperator`` (flink-table-runtime ``operators/join/stream``), docs/semantics.md §2.
 
 * :class:`StreamingJoin` / :class:`StreamingSemiAntiJoin`: the decision tree for one change of
   one join key, over the state views of :mod:`streamjoin.runtime.join_state` (association

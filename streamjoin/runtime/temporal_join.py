@@ -1,4 +1,4 @@
-"""Temporal table joins (SEMANTICS.md §4): event time against a versioned table, and the
+"""Temporal table joins (docs/semantics.md §4): event time against a versioned table, and the
 processing-time lookup join against the current rows of a Delta table.
 
 Event time, ``probe JOIN versioned FOR SYSTEM_TIME AS OF probe.rowtime ON probe.k = versioned.pk``
@@ -263,7 +263,7 @@ def temporal_join(
     append_only_versions: bool = False,
     row_watermark_column: str | None = None,
 ) -> DataFrame:
-    """Event-time temporal join ``probe JOIN versioned FOR SYSTEM_TIME AS OF probe.probe_time`` (SEMANTICS.md §4).
+    """Event-time temporal join ``probe JOIN versioned FOR SYSTEM_TIME AS OF probe.probe_time`` (docs/semantics.md §4).
 
     Each probe row is emitted once the watermark reaches its time, joined with
     the version of its key valid at that time (latest ``version_time`` ≤ probe
@@ -339,7 +339,7 @@ def lookup_join(
     """Processing-time temporal join (lookup join): each probe row joins the current row of ``table``.
 
     ``probe JOIN table FOR SYSTEM_TIME AS OF probe.proctime ON probe.k = table.pk``
-    (SEMANTICS.md §4), with a Delta table as the current rows: a stream-static
+    (docs/semantics.md §4), with a Delta table as the current rows: a stream-static
     join, for which Spark plans the table scan again in every micro-batch, so a
     micro-batch reads the table's latest committed version when it starts.
     Consistency: every row of one micro-batch sees the same table version

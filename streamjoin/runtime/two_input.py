@@ -1,4 +1,4 @@
-"""The shared two-input mechanism of the join operators (DESIGN.md "Key technical choices").
+"""The shared two-input mechanism of the join operators (docs/architecture.md).
 
 Spark's stateful-processing API takes one grouped input, so a two-input
 operator (regular, interval, temporal join) runs on the **union of both

@@ -1,6 +1,6 @@
 """SinkUpsertMaterializer: an upsert view of a changelog whose order per sink key is not guaranteed.
 
-SEMANTICS.md §1, Flink's ``SinkUpsertMaterializer``. When a sink's primary key
+docs/semantics.md §1, Flink's ``SinkUpsertMaterializer``. When a sink's primary key
 is not an upsert key of the query (e.g. ``s1 JOIN s2 ON s1.level = s2.id`` into a
 sink keyed by ``s1.id``: the changes of one ``s1.id`` come from different join
 keys), the changes of one sink key reach the sink out of order across those
@@ -154,7 +154,7 @@ def sink_upsert_materialize(
     upsert_key: Sequence[str] | None = None,
     state_ttl_ms: int | None = None,
 ) -> DataFrame:
-    """Put a SinkUpsertMaterializer in front of a sink keyed by ``sink_key`` (SEMANTICS.md §1).
+    """Put a SinkUpsertMaterializer in front of a sink keyed by ``sink_key`` (docs/semantics.md §1).
 
     Changes are grouped by ``sink_key`` and taken in ``_seq`` order inside a
     micro-batch: ``_seq`` keeps the order of the changes of each upstream key,

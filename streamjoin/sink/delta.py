@@ -1,4 +1,4 @@
-"""Delta sink: the upsert writer, the raw changelog table and dead letters (SEMANTICS.md §7).
+"""Delta sink: the upsert writer, the raw changelog table and dead letters (docs/semantics.md §7).
 
 Per micro-batch (``foreachBatch``), :class:`DeltaUpsertWriter`
 
@@ -123,7 +123,7 @@ class DeltaUpsertWriter:
     The sink's primary key must be an upsert key of the stream (each key's
     changes ordered by ``_seq``); when it is not, put Flink's SinkUpsertMaterializer
     operator in front (:func:`~streamjoin.runtime.upsert_materializer.sink_upsert_materialize`,
-    SEMANTICS.md §1): that operator orders the changes, this writer only applies them.
+    docs/semantics.md §1): that operator orders the changes, this writer only applies them.
 
     Args:
         sink: the target tables.
