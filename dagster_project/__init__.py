@@ -1,0 +1,3 @@
+"""The Dagster code location (``workspace.yaml``): :data:`dagster_project.definitions.defs`."""
+
+__all__: list[str] = []

@@ -13,27 +13,18 @@ import os
 
 from dagster import Definitions, in_process_executor
 
-from assets.sql_pipelines import load_sql_pipelines, pipeline_assets, topic_specs
-from assets.tpch_dimensions import customer_currencies, part
-from checks.lineitem_with_order import lineitem_with_order_checks
-from checks.orders_by_status import orders_by_status_checks
-from checks.orders_current import orders_current_checks
-from checks.orders_in_eur import orders_in_eur_checks
-from checks.orders_shipped_fast import orders_shipped_fast_checks
-from checks.part_price_over import part_price_over_checks
-from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
+from assets import customer_currencies, load_sql_pipelines, part, pipeline_assets, topic_specs
+from checks import ALL_CHECKS
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 from jobs.sensors import new_records_sensor
+from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 
 SQL_PIPELINES = load_sql_pipelines()
 PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
-    asset_checks=[
-        *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
-        *orders_by_status_checks, *part_price_over_checks,
-    ],
+    asset_checks=ALL_CHECKS,
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
     schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
     sensors=[

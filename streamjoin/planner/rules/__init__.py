@@ -17,3 +17,6 @@ returning plan nodes; the planner's ``plan_select`` dispatches to them:
 | :mod:`.over` | ``agg(…) OVER (… ORDER BY time …)`` | ``OverAggregate`` |
 | :mod:`.rank` | ``ROW_NUMBER() OVER (…)`` filtered ``= 1`` | ``Deduplicate`` / ``Rank`` (Top-1) |
 """
+
+# The rules are called by the planner only; nothing here is public API.
+__all__: list[str] = []
