@@ -15,7 +15,13 @@ from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeve
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["validate", "expectation_check", "table_difference"]
+__all__ = ["validate", "expectation_check", "table_difference", "CheckNotApplicable"]
+
+
+class CheckNotApplicable(Exception):
+    """Raised by a check's ``build`` when what it compares with does not exist yet (e.g. an
+    upstream table never materialised): the check reports a warning naming ``reason`` instead of
+    failing the run, since launching one pipeline alone is a normal thing to do."""
 
 
 def validate(df: DataFrame, name: str, expectations: Sequence[gx.expectations.Expectation]) -> tuple[bool, list[dict]]:
@@ -80,7 +86,8 @@ def expectation_check(
             ``context.resources``.
         required_resource_keys: the resources ``build`` uses.
         blocking: a failed check stops downstream assets.
-        additional_deps: other assets the check reads (they are materialised before it runs).
+        additional_deps: other assets the check reads (materialised before it when in the same run;
+            ``build`` raises :class:`CheckNotApplicable` when one has no table yet).
 
     Returns:
         An ``AssetChecksDefinition`` whose result has ``passed`` and per-expectation metadata.
@@ -91,7 +98,10 @@ def expectation_check(
         required_resource_keys=required_resource_keys, additional_deps=list(additional_deps),
     )
     def _check(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        df, expectations = build(context)
+        try:
+            df, expectations = build(context)
+        except CheckNotApplicable as reason:
+            return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata={"not evaluated": str(reason)})
         passed, details = validate(df, name, expectations)
         metadata = {
             f"{d['expectation']}({', '.join(f'{k}={v}' for k, v in d['kwargs'].items())})": (

@@ -1,10 +1,11 @@
 """Great Expectations checks of ``lineitem_with_order``."""
 
 import great_expectations as gx
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from checks.batch_inputs import RESOURCES, equals_batch_check, read_table
-from checks.expectations import expectation_check
+from checks.expectations import CheckNotApplicable, expectation_check
 from streamjoin.datagen.topics import LINEITEM, ORDERS
 
 _ORDER_COLUMNS = ORDERS.schema.names
@@ -17,6 +18,9 @@ def expected_lineitem_with_order(inputs):
 
 
 def _key_and_orders(context):
+    path = context.resources.lakehouse.lakehouse().table_path("orders_current")
+    if not DeltaTable.isDeltaTable(context.resources.spark.session(), path):
+        raise CheckNotApplicable(f"orders_current has no Delta table at {path} yet: materialize it, then re-run this check")
     joined = read_table(context, "lineitem_with_order")
     current = read_table(context, "orders_current").select(*[F.col(c).alias(f"cur_{c}") for c in _ORDER_COLUMNS])
     # A row's order columns are either all null (no order) or exactly the order's current row.
