@@ -1,12 +1,14 @@
 # Two commands for a newcomer: `make demo` and `make test`. Each brings a fresh
 # machine to a working state by itself (virtual environment, Python packages,
-# JVM jars for Spark and for the embedded Kafka broker, from Maven Central), once.
+# JVM jars for Spark and for the embedded Kafka broker, from Maven Central, and
+# Debian's Chromium for the browser test), once.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup demo test dagster-ui clean flink flink-diff
 
@@ -20,6 +22,9 @@ $(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.x
 	    -DoutputDirectory=$(abspath $(LOCAL))/jars/kafka-broker -DincludeScope=runtime
 	mvn --batch-mode --quiet -f jvm/spark-packages/pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(LOCAL))/jars/spark -DincludeScope=runtime
+	# Debian's Chromium and its ChromeDriver for the Dagster UI test (no browser is downloaded).
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	    { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	touch $@
 
 demo: setup
@@ -48,6 +53,8 @@ flink-diff: setup flink
 
 dagster-ui: setup
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml
+	# The storage is created before the services start: each of them would migrate a new one at once.
+	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster instance migrate
 	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster dev -w workspace.yaml
 
 clean:
