@@ -1,0 +1,292 @@
+"""Runs launched the way users launch them: from the Dagster UI and with ``dagster job launch``.
+
+``make demo`` and the other Dagster tests execute jobs in their own process; here every run goes
+through ``dagster dev`` (webserver, daemon, code server) on a temporary ``DAGSTER_HOME`` with the
+project's ``dagster.yaml``, so runs are queued by the run coordinator and executed by Dagster's run
+worker in a fresh process, as in production. The UI is driven by Debian's Chromium through its
+ChromeDriver (``make setup`` installs both); screenshots go to ``.local/test-artifacts/dagster-ui/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from dagster import AssetCheckSeverity, DagsterInstance, DagsterRunStatus
+
+from streamjoin.config import PROJECT_ROOT, local_dir
+
+pytestmark = pytest.mark.e2e
+
+VENV_BIN = Path(sys.executable).parent
+ARTIFACTS = local_dir("test-artifacts", "dagster-ui")
+FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+
+
+def test_definitions_load_in_a_bare_interpreter():
+    """Dagster's run worker imports the code location from a ``__main__`` without a file.
+
+    PySpark's Spark Connect dependency check (reached through Great Expectations) takes such a
+    process for a doctest run and calls ``sys.exit(0)`` when the connect extras are missing, so
+    the process would end before the definitions load, with exit code 0 and no error.
+    """
+    code = "import dagster_project.definitions as d; print('loaded', len(d.defs.resolve_all_job_defs()))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("loaded "), f"the interpreter exited before the definitions loaded:\n{result.stdout}\n{result.stderr}"
+    assert int(result.stdout.split()[1]) > 10
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DagsterDev:
+    """``dagster dev`` (webserver + daemon) on 127.0.0.1 with its own instance and local state."""
+
+    def __init__(self, root: Path):
+        self.home = root / "dagster_home"
+        self.home.mkdir()
+        shutil.copy(PROJECT_ROOT / "dagster_project" / "dagster.yaml", self.home / "dagster.yaml")
+        # Local state (broker data, lakehouse) of its own; the jars and generated TPC-H are shared.
+        state = root / "local"
+        state.mkdir()
+        for shared in ("jars", "tpch"):
+            (state / shared).symlink_to(local_dir(shared))
+        self.state = state
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ, "DAGSTER_HOME": str(self.home), "STREAMJOIN_LOCAL_DIR": str(state), "TPCH_SCALE_FACTOR": "0.001",
+        }
+        self.env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # the embedded default
+        self.env.pop("STREAMJOIN_LAKEHOUSE", None)
+        # Created before the services start: on a new DAGSTER_HOME the webserver, the daemon and the
+        # code server would each create the SQLite storage and race on its schema migrations.
+        self.instance = DagsterInstance.from_config(str(self.home))
+        self.instance.get_runs()
+        self.log = open(root / "dagster-dev.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [VENV_BIN / "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(self.port)],
+            cwd=PROJECT_ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float = 240) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"dagster dev exited with {self.process.returncode}; see {self.log.name}"
+            try:
+                # The code location is loaded once the GraphQL API lists its jobs.
+                with urllib.request.urlopen(f"{self.url}/server_info", timeout=5):
+                    pass
+                if self._location_loaded():
+                    return
+            except OSError:
+                pass
+            time.sleep(2)
+        raise AssertionError(f"dagster dev not ready after {timeout_s} s; see {self.log.name}")
+
+    def _location_loaded(self) -> bool:
+        query = b'{"query": "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus } } } }"}'
+        request = urllib.request.Request(f"{self.url}/graphql", data=query, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return b'"LOADED"' in response.read()
+
+    def launch(self, job: str) -> str:
+        """``dagster job launch``: the run goes into the queue; its id."""
+        before = {r.run_id for r in self.instance.get_runs()}
+        result = subprocess.run(
+            [VENV_BIN / "dagster", "job", "launch", "-w", "workspace.yaml", "-j", job],
+            cwd=PROJECT_ROOT, env=self.env, capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        [run_id] = [r.run_id for r in self.instance.get_runs() if r.run_id not in before]
+        return run_id
+
+    def runs(self, job: str | None = None) -> list:
+        return [r for r in self.instance.get_runs() if job is None or r.job_name == job]
+
+    def wait(self, run_id: str, statuses=FINISHED, timeout_s: float = 600):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            run = self.instance.get_run_by_id(run_id)
+            if run.status in statuses:
+                return run
+            time.sleep(2)
+        raise AssertionError(f"run {run_id} still {self.instance.get_run_by_id(run_id).status} after {timeout_s} s")
+
+    def failure(self, run_id: str) -> str:
+        """The run's error events, for an assertion message."""
+        events = [e for e in self.instance.all_logs(run_id) if e.dagster_event and e.dagster_event.is_failure]
+        return "\n".join(str(e.user_message) for e in events)
+
+    def check_results(self, run_id: str) -> dict:
+        """``{"<asset>:<check>": AssetCheckEvaluation}`` of a run's asset check evaluations."""
+        from dagster import DagsterEventType
+
+        records = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
+        results = {}
+        for record in records:
+            evaluation = record.event_log_entry.dagster_event.event_specific_data
+            results[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"] = evaluation
+        return results
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def dagster_dev(tmp_path_factory):
+    """A running ``dagster dev`` whose demo topics are loaded by a launched ``load_tpch_topics_job``."""
+    dev = DagsterDev(tmp_path_factory.mktemp("dagster-dev"))
+    try:
+        dev.wait_ready()
+        run = dev.wait(dev.launch("load_tpch_topics_job"))
+        assert run.status == DagsterRunStatus.SUCCESS, dev.failure(run.run_id)
+        yield dev
+    finally:
+        dev.stop()
+
+
+def test_jobs_launched_with_dagster_job_launch_run_in_the_run_worker(dagster_dev):
+    """A pipeline's catch-up job with its checks, and a continuous run, through the queue and the run worker.
+
+    The jobs of every pipeline are one definition (``jobs.pipeline_jobs``) over different SQL files;
+    ``lakehouse_job`` runs them all in-process in ``tests/test_e2e_lakehouse.py``.
+    """
+    run = dagster_dev.wait(dagster_dev.launch("lineitem_with_order_job"))
+    assert run.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(run.run_id)
+    checks = dagster_dev.check_results(run.run_id)
+    # Its comparison with orders_current cannot run before orders_current has a table: a warning, not a failed run.
+    consistency = checks.pop("lineitem_with_order:lineitem_with_order_matches_current_orders")
+    assert not consistency.passed and consistency.severity == AssetCheckSeverity.WARN
+    assert "orders_current has no Delta table" in consistency.metadata["not evaluated"].value
+    assert checks and all(c.passed for c in checks.values()), checks
+    assert all(name.startswith("lineitem_with_order") for name in checks)
+
+    streaming = dagster_dev.launch("orders_current_streaming_job")
+    dagster_dev.wait(streaming, {DagsterRunStatus.STARTED, *FINISHED})
+    commits = dagster_dev.state / "lakehouse" / "_checkpoints" / "orders_current" / "main" / "commits"
+    deadline = time.monotonic() + 300
+    while not (commits.is_dir() and any(commits.iterdir())):
+        assert dagster_dev.instance.get_run_by_id(streaming).status == DagsterRunStatus.STARTED, dagster_dev.failure(streaming)
+        assert time.monotonic() < deadline, "the continuous run committed no micro-batch in 300 s"
+        time.sleep(2)
+    # As the UI's "Terminate" button does.
+    assert dagster_dev.instance.run_launcher.terminate(streaming)
+    assert dagster_dev.wait(streaming, timeout_s=120).status == DagsterRunStatus.CANCELED
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    # Without the background-networking flags Chromium keeps calling home through a closed network.
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1600,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+def _shot(driver, name: str) -> None:
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def _click(driver, xpath: str, timeout_s: float = 60) -> None:
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout_s).until(ec.element_to_be_clickable(("xpath", xpath))).click()
+
+
+def _dismiss_welcome(driver) -> None:
+    # The first visit of an instance asks to join the community; "Skip" records the answer.
+    for button in driver.find_elements("xpath", "//button[normalize-space()='Skip']"):
+        button.click()
+
+
+def _materialize_selected(driver) -> None:
+    _click(driver, "//button[starts-with(normalize-space(), 'Materialize selected')]")
+    # The sink and its changelog table are one multi-asset: the UI asks to confirm materialising both.
+    _click(driver, "//button[normalize-space()='Confirm']")
+
+
+def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue(dagster_dev, browser):
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser
+    driver.get(f"{dagster_dev.url}/asset-groups")  # the global asset lineage graph
+    jump = WebDriverWait(driver, 120).until(lambda d: d.find_elements("xpath", "//input[@placeholder='Jump to…']"))[0]
+    time.sleep(2)  # the welcome dialog opens once the page has settled
+    _dismiss_welcome(driver)
+    # The graph draws only the nodes in view: "Jump to" selects the asset and brings it there.
+    jump.send_keys("orders_current", Keys.ENTER)
+    WebDriverWait(driver, 60).until(lambda d: d.find_elements("xpath", "//h3[normalize-space()='orders_current']"))
+    _shot(driver, "1-asset-graph-orders_current-selected")
+
+    before = {r.run_id for r in dagster_dev.runs()}
+    _materialize_selected(driver)
+    deadline = time.monotonic() + 60
+    while len(new := [r for r in dagster_dev.runs() if r.run_id not in before]) < 1:
+        if time.monotonic() > deadline:
+            _shot(driver, "1b-materialize-launched-no-run")
+            raise AssertionError("clicking Materialize launched no run")
+        time.sleep(1)
+    first = new[0].run_id
+    dagster_dev.wait(first, {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, *FINISHED})
+
+    # The same pipeline again while the first run holds the broker: it must wait in the queue.
+    _materialize_selected(driver)
+    deadline = time.monotonic() + 60
+    while len(new := [r for r in dagster_dev.runs() if r.run_id not in before]) < 2:
+        assert time.monotonic() < deadline, "the second click launched no run"
+        time.sleep(1)
+    [second] = [r.run_id for r in new if r.run_id != first]
+    assert dagster_dev.instance.get_run_by_id(second).status == DagsterRunStatus.QUEUED
+    assert dagster_dev.instance.get_run_by_id(first).status in {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
+    driver.get(f"{dagster_dev.url}/runs")
+    WebDriverWait(driver, 60).until(lambda d: "Queued" in d.find_element("tag name", "body").text)
+    _shot(driver, "2-runs-second-queued")
+
+    one = dagster_dev.wait(first)
+    assert one.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(first)
+    two = dagster_dev.wait(second)
+    assert two.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(second)
+    records = {r.dagster_run.run_id: r for r in dagster_dev.instance.get_run_records()}
+    assert records[second].start_time >= records[first].end_time, "the second run started before the first ended"
+    for run_id in (first, second):
+        checks = dagster_dev.check_results(run_id)
+        assert checks and all(c.passed for c in checks.values()), checks
+        assert all(name.startswith("orders_current") for name in checks)
+
+    driver.get(f"{dagster_dev.url}/runs/{first}")
+    WebDriverWait(driver, 60).until(lambda d: "Success" in d.find_element("tag name", "body").text)
+    _shot(driver, "3-run-succeeded")
+    driver.get(f"{dagster_dev.url}/assets/orders_current?view=checks")
+    WebDriverWait(driver, 60).until(lambda d: "Passed" in d.find_element("tag name", "body").text)
+    _shot(driver, "4-checks-passed")
