@@ -3,7 +3,7 @@
 import pytest
 
 from streamjoin.changelog import ChangelogMode, RowKind
-from streamjoin.errors import SinkError, UnsupportedPlanError, ValidationError
+from streamjoin.errors import SinkError, ValidationError
 from streamjoin.planner import Flink, plan_script
 from streamjoin.planner.plan import (
     Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, OverAggregate, RegularJoin,
@@ -301,13 +301,13 @@ def test_insert_casts_to_the_sink_column_types():
     assert "CAST(price AS BIGINT) AS n" in sink.inputs[0].describe()
 
 
-def test_upsert_source_is_consumed_by_key_or_refused():
+def test_upsert_source_is_consumed_by_key_or_normalized():
     ddl = DDL + "CREATE TABLE U (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');\n" \
                 "CREATE TABLE u_sink (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');\n"
     scan = only(plan("INSERT INTO u_sink SELECT * FROM U", ddl), TableScan)
     assert scan.changelog_mode == mode("+I", "+U", "-D")  # no DropUpdateBefore needed
-    with pytest.raises(UnsupportedPlanError, match=r"test\.sql:\d+:\d+: table .U. is an upsert changelog .* ChangelogNormalize.*\[rule: changelog-normalize\]"):
-        plan("SELECT v, COUNT(*) FROM U GROUP BY v", ddl)
+    # A consumer retracting by value gets a ChangelogNormalize (tests/test_planner_changelog_normalize.py).
+    assert "ChangelogNormalize(key=[k]" in plan_script(ddl + "SELECT v, COUNT(*) FROM U GROUP BY v;").statements[0].explain
 
 
 def test_union_all_forwards_every_inputs_changes():

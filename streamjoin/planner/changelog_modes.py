@@ -29,7 +29,7 @@ from streamjoin.changelog import RowKind
 from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.plan import (
-    Calc, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
+    Calc, ChangelogNormalize, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
     TemporalJoin, Union,
 )
 
@@ -54,7 +54,7 @@ def producer(node: Node, kind: str) -> Node:
     """The node that introduces changes of ``kind`` (``"U"`` or ``"D"``) into ``node``'s output."""
     if isinstance(node, _FORWARDING) and kind in node.inputs[0].modify_kinds:
         return producer(node.inputs[0], kind)
-    if isinstance(node, (DropUpdateBefore, SinkUpsertMaterializer)):
+    if isinstance(node, (DropUpdateBefore, SinkUpsertMaterializer, ChangelogNormalize)):
         return producer(node.inputs[0], kind)
     return node
 
@@ -65,14 +65,14 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
     Args:
         sink: the planned statement.
         source / at: the statement's text and the sink's name in it, for error locations.
-        state_ttl_ms: idle state retention of the materializer, if one is added.
+        state_ttl_ms: idle state retention of a materializer or ChangelogNormalize, if one is added.
 
     Returns:
         ``sink``, its input possibly wrapped (materializer, DropUpdateBefore).
 
     Raises:
         SinkError: an append-only sink fed updates or deletes; the message names the sink and the producing node.
-        UnsupportedPlanError: an upsert source (no UPDATE_BEFORE) whose consumer needs retractions.
+        UnsupportedPlanError: an upsert source without a primary key whose consumer needs full rows.
     """
     query = sink.inputs[0]
     kind = sink_kind(sink)
@@ -93,7 +93,8 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
         else:
             sink.inputs[0] = query = SinkUpsertMaterializer(query, tuple(sink.table.primary_key), state_ttl_ms)
     try:
-        sink.inputs[0] = assign_update_kinds(query, required)
+        sink.inputs[0] = assign_update_kinds(
+            query, required, keyed_deletes=required == "ONLY_UPDATE_AFTER", state_ttl_ms=state_ttl_ms)
     except UnsupportedPlanError as e:
         raise error(UnsupportedPlanError, source, at, str(e), "changelog-normalize") from None
     sink.update_kind = "NONE"
@@ -106,17 +107,61 @@ def _requirement(node: Node, index: int) -> str:
     return "BEFORE_AND_AFTER"
 
 
-def assign_update_kinds(node: Node, required: str) -> Node:
-    """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; returns the (maybe wrapped) node."""
+def _filters_by_value(node: Node) -> bool:
+    """A Calc whose condition reads a column outside its input's upsert key (Flink's ``isNonUpsertKeyCondition``):
+    an update that stops matching must retract the old row, so it cannot pass upserts (FLINK-9528)."""
+    if not isinstance(node, Calc) or node.condition is None or "U" not in node.inputs[0].modify_kinds:
+        return False
+    keys = node.inputs[0].upsert_keys
+    used = {c.name for c in node.condition.find_all(exp.Column)}
+    return not keys or not used <= set(keys[0])
+
+
+def _normalized(scan: TableScan, own: str, keyed_deletes: bool, state_ttl_ms: int | None) -> Node:
+    """An upsert source scan, behind a ChangelogNormalize where Flink 2.3 keeps one (docs/semantics.md §1).
+
+    Flink adds it to every upsert source and removes it again when the consumer needs no ``-U``, takes deletes
+    that carry only the key (an upsert sink keyed by the same key) and no filter was pushed into it. A table
+    with a watermark also loses it then: Flink's WatermarkAssigner declares full deletes whatever its input.
+    """
+    scan.update_kind = "ONLY_UPDATE_AFTER"
+    if own == "ONLY_UPDATE_AFTER" and (keyed_deletes or scan.table.watermark is not None):
+        return scan
+    if not scan.table.primary_key:
+        raise UnsupportedPlanError(
+            f"table '{scan.table.name}' is an upsert changelog (no UPDATE_BEFORE) without a PRIMARY KEY, and its "
+            "consumer needs full rows; ChangelogNormalize keys it by the primary key: declare PRIMARY KEY (...) NOT ENFORCED"
+        )
+    normalize = ChangelogNormalize(scan, scan.table.primary_key, state_ttl_ms)
+    normalize.update_kind = own
+    return normalize
+
+
+def assign_update_kinds(node: Node, required: str, *, keyed_deletes: bool = False, state_ttl_ms: int | None = None) -> Node:
+    """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; returns the (maybe wrapped) node.
+
+    Args:
+        keyed_deletes: the consumer takes deletes that carry only the key (Flink's DELETE_BY_KEY): an upsert
+            sink keyed by the query's upsert key. Otherwise an upsert source gets a ChangelogNormalize.
+        state_ttl_ms: idle state retention of an added ChangelogNormalize.
+
+    Raises:
+        UnsupportedPlanError: an upsert source without a primary key whose consumer needs full rows.
+    """
+    def visit(child: Node, child_required: str, child_keyed: bool = False) -> Node:
+        return assign_update_kinds(child, child_required, keyed_deletes=child_keyed, state_ttl_ms=state_ttl_ms)
+
     if isinstance(node, Union):
-        node.inputs = [assign_update_kinds(child, required) for child in node.inputs]
+        node.inputs = [visit(child, required, keyed_deletes) for child in node.inputs]
         kinds = {child.update_kind for child in node.inputs} - {"NONE"}
         node.update_kind = "NONE" if not kinds else kinds.pop() if len(kinds) == 1 else "BEFORE_AND_AFTER"
         return node
     if isinstance(node, _FORWARDING):
-        node.inputs[0] = assign_update_kinds(node.inputs[0], required)
+        by_value = _filters_by_value(node)
+        node.inputs[0] = visit(node.inputs[0], "BEFORE_AND_AFTER" if by_value else required,
+                               keyed_deletes and isinstance(node, Calc) and not by_value)
         for i in range(1, len(node.inputs)):
-            node.inputs[i] = assign_update_kinds(node.inputs[i], _requirement(node, i))
+            node.inputs[i] = visit(node.inputs[i], _requirement(node, i))
         node.update_kind = node.inputs[0].update_kind if "U" in node.modify_kinds else "NONE"
         return node
     if "U" not in node.modify_kinds:
@@ -128,17 +173,10 @@ def assign_update_kinds(node: Node, required: str) -> Node:
     else:
         own = "BEFORE_AND_AFTER"
     for i, child in enumerate(node.inputs):
-        node.inputs[i] = assign_update_kinds(child, _requirement(node, i))
+        node.inputs[i] = visit(child, _requirement(node, i))
     if isinstance(node, TableScan) and "U" in node.modify_kinds:
         if RowKind.UPDATE_BEFORE not in node.table.source_kinds:
-            if own == "BEFORE_AND_AFTER":
-                raise UnsupportedPlanError(
-                    f"table '{node.table.name}' is an upsert changelog (no UPDATE_BEFORE), but its consumer retracts "
-                    "by value; Flink would add a ChangelogNormalize, which is not supported: declare the source "
-                    "with -U rows (e.g. debezium-json) or consume it by key (an upsert sink, a temporal join)"
-                )
-            node.update_kind = "ONLY_UPDATE_AFTER"
-            return node
+            return _normalized(node, own, keyed_deletes, state_ttl_ms)
         if own == "ONLY_UPDATE_AFTER":
             node.update_kind = "BEFORE_AND_AFTER"
             return DropUpdateBefore(node)

@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 from streamjoin.planner.plan import (
-    Deduplicate, GroupAggregate, Node, OverAggregate, Sink, SinkUpsertMaterializer, _Join,
+    ChangelogNormalize, Deduplicate, GroupAggregate, Node, OverAggregate, Sink, SinkUpsertMaterializer, _Join,
 )
 
 __all__ = ["explain_plan"]
@@ -56,6 +56,8 @@ def _distribution(node: Node, index: int) -> str | None:
         keys = node.keys
     elif isinstance(node, SinkUpsertMaterializer):
         keys = list(node.primary_key)
+    elif isinstance(node, ChangelogNormalize):
+        keys = list(node.key)
     else:
         return None
     return f"hash[{', '.join(keys)}]" if keys else "single"

@@ -4,7 +4,7 @@ Nodes mirror Flink's ``StreamPhysical*`` nodes (and print under their names in
 EXPLAIN): ``TableSourceScan``, ``Calc`` (projection + filter), ``Join``
 (regular, incl. semi/anti), ``IntervalJoin``, ``TemporalJoin``, ``LookupJoin``,
 ``OverAggregate``, ``Deduplicate`` / ``Rank``, ``GroupAggregate``,
-``DropUpdateBefore``, ``SinkUpsertMaterializer``, ``Sink``.
+``DropUpdateBefore``, ``ChangelogNormalize``, ``SinkUpsertMaterializer``, ``Sink``.
 
 Every node knows, from its inputs, at construction:
 
@@ -35,7 +35,7 @@ from streamjoin.planner.types import SqlType
 __all__ = [
     "Field", "Aggregate", "Node", "TableScan", "Calc", "RegularJoin", "IntervalJoin", "TemporalJoin",
     "LookupJoin", "OverAggregate", "Deduplicate", "GroupAggregate", "DropUpdateBefore",
-    "SinkUpsertMaterializer", "Sink", "Union", "JoinKind", "UpdateKind", "uniquify", "walk",
+    "ChangelogNormalize", "SinkUpsertMaterializer", "Sink", "Union", "JoinKind", "UpdateKind", "uniquify", "walk",
 ]
 
 JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
@@ -512,6 +512,28 @@ class DropUpdateBefore(Node):
         self.modify_kinds = input.modify_kinds
         self.unique_keys, self.upsert_keys = metadata.forwarded_keys(input)
         self.update_kind = "ONLY_UPDATE_AFTER"
+
+
+class ChangelogNormalize(Node):
+    """An upsert source's changes made a full changelog, keyed by its primary key (Flink's ``ChangelogNormalize``).
+
+    Added by the changelog pass (docs/semantics.md §1); emits ``[I,UB,UA,D]`` or ``[I,UA,D]`` as its
+    consumer needs, deletes always with the full row.
+    """
+
+    name = "ChangelogNormalize"
+    supports_only_update_after = True
+
+    def __init__(self, input: Node, key: tuple[str, ...], state_ttl_ms: int | None = None):
+        self.inputs = [input]
+        self.key = key
+        self.state_ttl_ms = state_ttl_ms
+        self.fields = input.fields
+        self.modify_kinds = ALL_KINDS
+        self.unique_keys, self.upsert_keys = metadata.grouping_keys(key)
+
+    def attributes(self):
+        return [("key", _names(self.key))]
 
 
 class SinkUpsertMaterializer(Node):

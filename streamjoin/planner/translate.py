@@ -17,6 +17,7 @@ field names + ``_rowkind`` + ``_seq``, docs/semantics.md §1).
 | Deduplicate / Rank | ``deduplicate.deduplicate`` |
 | GroupAggregate | ``group_aggregate.group_aggregate`` |
 | SinkUpsertMaterializer | ``upsert_materializer.sink_upsert_materialize`` |
+| ChangelogNormalize | ``changelog_normalize.changelog_normalize`` |
 | Union | ``unionByName`` |
 | DropUpdateBefore (and nodes that omit ``-U``) | a filter on ``_rowkind`` |
 
@@ -43,9 +44,10 @@ from streamjoin.planner.expressions import Typer, spark_sql
 from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import (
-    Calc, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node, OverAggregate, RegularJoin,
-    Sink, SinkUpsertMaterializer, TableScan, TemporalJoin, Union,
+    Calc, ChangelogNormalize, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node,
+    OverAggregate, RegularJoin, Sink, SinkUpsertMaterializer, TableScan, TemporalJoin, Union,
 )
+from streamjoin.runtime.changelog_normalize import changelog_normalize
 from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import interval_join
@@ -206,9 +208,10 @@ class Translator:
             right_time=node.right_name(node.right_time) if node.rowtime else None,
             lower_bound_ms=node.lower_ms, upper_bound_ms=node.upper_ms, how=node.kind,
             row_watermark_column=row_wm,
+            condition=None if node.post_filter is None else spark_sql(
+                node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source)
+            ),
         )
-        if node.post_filter is not None:
-            joined = joined.where(F.expr(spark_sql(node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source))))
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 
     def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:
@@ -279,6 +282,11 @@ class Translator:
         df = self._data(self.translate(input), input)
         upsert_key = list(input.upsert_keys[0]) if input.upsert_keys else None
         return sink_upsert_materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key, state_ttl_ms=node.state_ttl_ms)
+
+    def _ChangelogNormalize(self, node: ChangelogNormalize) -> DataFrame:
+        input = node.inputs[0]
+        return changelog_normalize(self._data(self.translate(input), input), key=list(node.key),
+                                   update_before=node.update_kind == "BEFORE_AND_AFTER", state_ttl_ms=node.state_ttl_ms)
 
     def _Sink(self, node: Sink) -> DataFrame:
         input = node.inputs[0]
