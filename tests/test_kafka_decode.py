@@ -85,6 +85,132 @@ def test_debezium_envelopes(spark):
     assert [(o, r) for o, r, _ in bad] == [(3, "field before is missing"), (4, "unknown Debezium op x")]
 
 
+def canal(kind, data, old=None, database="shop", table="orders", **extra):
+    return {"data": data, "old": old, "type": kind, "database": database, "table": table, "isDdl": False, **extra}
+
+
+def test_canal_rows_updates_and_skips(spark):
+    source = KafkaSource("t", "t", SCHEMA, format="canal-json", primary_key=("id",))
+    stride = 1 << 16
+    good, bad = run(spark, source, [
+        canal("INSERT", [{"id": 1, "price": "1.00", "note": "a"}, {"id": 2, "price": "2.00", "note": "b"}]),
+        # old holds the changed fields; note is held by old[0] only, so row 2's before-image gets old[1]'s
+        # missing note (null), as Flink's findValue over the whole old array does
+        canal("UPDATE", [{"id": 1, "price": "1.50", "note": "x"}, {"id": 2, "price": "2.50", "note": "b"}],
+              [{"price": "1.00", "note": "a"}, {"price": "2.00"}]),
+        canal("DELETE", [{"id": 2, "price": "2.50", "note": "b"}]),
+        {"data": None, "old": None, "type": "CREATE", "isDdl": True, "sql": "CREATE TABLE x (i INT)"},
+        canal("INSERT", []),
+        canal("UPDATE", [], None),  # no rows: Flink never reads old
+        "",
+        canal("UPDATE", [{"id": 1, "price": "1.50", "note": "x"}], [{"note": None}]),
+    ])
+    assert good == [
+        ("+I", 0, 1, Decimal("1.00"), None, "a"),
+        ("+I", 1, 2, Decimal("2.00"), None, "b"),
+        ("-U", stride, 1, Decimal("1.00"), None, "a"),
+        ("+U", stride + 1, 1, Decimal("1.50"), None, "x"),
+        ("-U", stride + 2, 2, Decimal("2.00"), None, None),
+        ("+U", stride + 3, 2, Decimal("2.50"), None, "b"),
+        ("-D", 2 * stride, 2, Decimal("2.50"), None, "b"),
+        ("-U", 7 * stride, 1, Decimal("1.50"), None, None),  # an explicit null in old is the old value
+        ("+U", 7 * stride + 1, 1, Decimal("1.50"), None, "x"),
+    ]
+    assert bad == []
+
+
+def test_canal_dead_letters(spark):
+    source = KafkaSource("t", "t", SCHEMA, format="canal-json", primary_key=("id",))
+    row = {"id": 1, "price": "1.00"}
+    _, bad = run(spark, source, [
+        "{not json",
+        [row],
+        canal("QUERY", None, sql="BEGIN"),
+        canal("ALTER", None, isDdl=True),
+        {"data": [row], "type": None},
+        canal("INSERT", None),
+        canal("INSERT", row),
+        canal("INSERT", [row], {"id": 1}),
+        canal("INSERT", [row, 7]),
+        canal("INSERT", [row, None]),
+        canal("INSERT", [{"id": "x"}]),
+        canal("CREATE", [row], [{"price": "cheap"}]),
+        canal("UPDATE", [row, row], [{"price": "0"}]),
+        canal("UPDATE", [row], None),
+        canal("UPDATE", [row], [None]),
+        canal("DELETE", [{"price": "1.00"}]),
+    ])
+    assert [(o, r) for o, r, _ in bad] == [
+        (0, "malformed JSON"),
+        (1, "not a JSON object"),
+        (2, "unknown Canal type QUERY"),
+        (3, "unknown Canal type ALTER"),
+        (4, "field type is missing"),
+        (5, "field data is missing"),
+        (6, "field data is not a JSON array"),
+        (7, "field old is not a JSON array"),
+        (8, "field data[1] is not a JSON object"),
+        (9, "field data[1] is missing"),
+        (10, 'field data[0]: column id: value "x" is not INT'),
+        (11, 'field old[0]: column price: value "cheap" is not DECIMAL(15,2)'),
+        (12, "field old has 1 rows, data has 2"),
+        (13, "field old is missing"),
+        (14, "field old[0] is missing"),
+        (15, "primary key column id is null"),
+    ]
+
+
+def test_canal_database_and_table_filters(spark):
+    source = KafkaSource("t", "t", SCHEMA, format="canal-json", database_include="shop|crm", table_include="ord.*")
+    good, bad = run(spark, source, [
+        canal("INSERT", [{"id": 1}]),
+        canal("INSERT", [{"id": 2}], database="shop2"),  # the whole name must match
+        canal("INSERT", [{"id": 3}], table="my_orders"),
+        canal("INSERT", [{"id": "x"}], database="other"),  # excluded before its rows are read
+        canal("UNKNOWN", None, table="users"),
+        canal("INSERT", [{"id": 6}], database="crm", table="orders_2024"),
+        {"data": [{"id": 7}], "type": "INSERT", "table": "orders"},
+    ])
+    assert [(k, i) for k, _, i, *_ in good] == [("+I", 1), ("+I", 6)]
+    assert [(o, r) for o, r, _ in bad] == [(6, "field database is missing")]
+
+
+def test_maxwell(spark):
+    source = KafkaSource("t", "t", SCHEMA, format="maxwell-json", primary_key=("id",))
+    row = {"id": 1, "price": "1.00", "note": "a"}
+    good, bad = run(spark, source, [
+        {"database": "shop", "table": "orders", "type": "insert", "ts": 1, "data": row},
+        {"type": "update", "data": {"id": 1, "price": "2.00", "note": "a"}, "old": {"price": "1.00"}},
+        {"type": "update", "data": {"id": 1, "price": "2.00", "note": "b"}, "old": {"note": None}},
+        {"type": "delete", "data": {"id": 1, "price": "2.00", "note": "b"}},
+        "",
+        {"type": "table-create", "def": {}},
+        {"type": "insert"},
+        {"type": "insert", "data": [row]},
+        {"type": "update", "data": row},
+        {"type": "insert", "data": row, "old": {"price": "cheap"}},
+        {"data": row},
+        {"type": "delete", "data": {"price": 1}},
+    ])
+    assert [(k, s, i, p, n) for k, s, i, p, _, n in good] == [
+        ("+I", 0, 1, Decimal("1.00"), "a"),
+        ("-U", 2, 1, Decimal("1.00"), "a"),
+        ("+U", 3, 1, Decimal("2.00"), "a"),
+        ("-U", 4, 1, Decimal("2.00"), None),
+        ("+U", 5, 1, Decimal("2.00"), "b"),
+        ("-D", 6, 1, Decimal("2.00"), "b"),
+    ]
+    assert [(o, r) for o, r, _ in bad] == [
+        (5, "unknown Maxwell type table-create"),
+        (6, "field data is missing"),
+        (7, "field data is not a JSON object"),
+        (8, "field old is missing"),
+        (9, 'field old: column price: value "cheap" is not DECIMAL(15,2)'),
+        (10, "field type is missing"),
+        (11, "primary key column id is null"),
+    ]
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -92,6 +218,8 @@ def test_debezium_envelopes(spark):
         ({"primary_key": ("nope",)}, "column 'nope' is not declared"),
         ({"rowtime": "missing"}, "column 'missing' is not declared"),
         ({"watermark_delay_ms": -1}, "watermark delay must be >= 0 ms"),
+        ({"database_include": "shop"}, "database_include applies to format 'canal-json' only"),
+        ({"format": "canal-json", "table_include": "ord("}, "table_include 'ord\\(' is not a regular expression"),
     ],
 )
 def test_source_validation(kwargs, message):

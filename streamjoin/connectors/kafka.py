@@ -1,26 +1,19 @@
 """Kafka source: Spark's Kafka connector, records decoded into changelog rows.
 
-Formats (Flink's names):
+Value formats (``json``, ``debezium-json``, ``canal-json``, ``maxwell-json``) are
+decoded by :mod:`streamjoin.connectors.formats`, in Spark SQL over VARIANT. A
+record Flink would fail on is a **dead letter**: it is left out of the changelog
+and reported by :func:`dead_letters` with its raw bytes, topic, partition, offset
+and the reason. Nothing is dropped silently and the query keeps running; what
+Flink's format skips (a canal DDL event, a record a canal filter excludes, a
+canal / maxwell tombstone) is skipped.
 
-- ``json``: one JSON object per record, one field per declared column, and an
-  optional RowKind field (``rowkind_field``, default ``"op"``) holding
-  ``"+I"``/``"-U"``/``"+U"``/``"-D"``; a record without it is an INSERT.
-- ``debezium-json``: a Debezium change event ``{"before", "after", "op"}``,
-  optionally wrapped in ``{"schema", "payload"}``: ``c``/``r`` → ``+I(after)``,
-  ``u`` → ``-U(before)``, ``+U(after)``, ``d`` → ``-D(before)``.
-
-Decoding uses Spark's VARIANT functions (``try_parse_json`` /
-``try_variant_get``), so values are cast by Spark's rules. A record that is not
-valid JSON, not an object, has an unknown RowKind/op, misses the row a Debezium
-op needs, holds a value that does not cast to its column's type, or has a null
-primary-key column is a **dead letter**: it is left out of the changelog and
-reported by :func:`dead_letters` with its raw bytes, topic, partition, offset
-and the reason. Nothing is dropped silently and the query keeps running.
-
-Order: ``_seq = offset * 2 + i`` where ``i`` is the change's index inside its
-record (a Debezium update gives two changes), so changes of one partition are
-ordered; a producer that keys records by primary key keeps each key's changes
-in one partition and therefore in order (docs/semantics.md §1, upsert key).
+Order: ``_seq = offset * n + i`` where ``i`` is the change's index inside its
+record and ``n`` the most changes a record of the format gives
+(:func:`~streamjoin.connectors.formats.changes_per_record`: 2, canal 65536),
+so changes of one partition are ordered; a producer that keys records by
+primary key keeps each key's changes in one partition and therefore in order
+(docs/semantics.md §1, upsert key).
 """
 
 from __future__ import annotations
@@ -34,14 +27,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.connectors.formats import CHANGES, ERROR, FORMATS, changes_per_record, decode
 from streamjoin.errors import ValidationError
 
 __all__ = ["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_FORMATS = ("json", "debezium-json")
-_ERROR = "_error"
-_CHANGES = "_changes"
 
 #: Columns of a dead-letter table (and of :func:`dead_letters`' DataFrame).
 DEAD_LETTER_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "reason")
@@ -55,31 +46,47 @@ class KafkaSource:
         name: table name.
         topic: Kafka topic.
         schema: the declared columns; JSON fields are looked up by these names.
-        format: ``"json"`` or ``"debezium-json"``.
+        format: ``"json"``, ``"debezium-json"``, ``"canal-json"`` or ``"maxwell-json"``
+            (:mod:`streamjoin.connectors.formats`).
         primary_key: columns that identify a row; a record with a null one is a dead letter.
         rowtime: event-time column (TIMESTAMP); with it the stream carries a watermark.
         watermark_delay_ms: the watermark is ``max(rowtime) - watermark_delay_ms`` (milliseconds).
         rowkind_field: ``json`` only: the field holding the RowKind, ``None`` for insert-only topics.
+        database_include, table_include: ``canal-json`` only: a regular expression (Java syntax) the
+            record's whole ``database`` / ``table`` must match, else the record is skipped
+            (Flink's ``canal-json.database.include`` / ``canal-json.table.include``).
         options: extra options for Spark's Kafka source (e.g. ``maxOffsetsPerTrigger``).
 
     Raises:
         ValidationError: for an unknown format, a column name that is not an identifier,
-            or a primary key / rowtime column that is not declared.
+            a primary key / rowtime column that is not declared, or a canal filter on another format
+            or that does not compile.
     """
 
     name: str
     topic: str
     schema: StructType
-    format: Literal["json", "debezium-json"] = "json"
+    format: Literal["json", "debezium-json", "canal-json", "maxwell-json"] = "json"
     primary_key: tuple[str, ...] = ()
     rowtime: str | None = None
     watermark_delay_ms: int = 0
     rowkind_field: str | None = "op"
+    database_include: str | None = None
+    table_include: str | None = None
     options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.format not in _FORMATS:
-            raise ValidationError(f"table {self.name}: unknown format {self.format!r}; supported: {', '.join(_FORMATS)}")
+        if self.format not in FORMATS:
+            raise ValidationError(f"table {self.name}: unknown format {self.format!r}; supported: {', '.join(FORMATS)}")
+        for option, pattern in (("database_include", self.database_include), ("table_include", self.table_include)):
+            if pattern is None:
+                continue
+            if self.format != "canal-json":
+                raise ValidationError(f"table {self.name}: {option} applies to format 'canal-json' only")
+            try:
+                re.compile(pattern)  # Python's syntax is close to Java's, which Spark matches with
+            except re.error as e:
+                raise ValidationError(f"table {self.name}: {option} {pattern!r} is not a regular expression: {e}") from e
         names = self.schema.names
         for column in names:
             if not _IDENTIFIER.match(column):
@@ -108,88 +115,6 @@ def read_kafka(spark: SparkSession, source: KafkaSource, bootstrap_servers: str,
     return reader.load()
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _row_struct(source: KafkaSource, row: str) -> str:
-    """SQL for a struct of the declared columns read from the variant ``row``."""
-    parts = []
-    for f in source.schema.fields:
-        parts.append(f"{_lit(f.name)}, try_variant_get({row}, '$.{f.name}', {_lit(f.dataType.simpleString())})")
-    return "named_struct(" + ", ".join(parts) + ")"
-
-
-def _row_error(source: KafkaSource, row: str) -> str:
-    """SQL for the first reason why the variant ``row`` does not fit the schema, or NULL."""
-    checks = [f"WHEN {row} IS NULL OR is_variant_null({row}) THEN concat('field ', c.field, ' is missing')"]
-    for f in source.schema.fields:
-        value = f"variant_get({row}, '$.{f.name}')"
-        typed = f"try_variant_get({row}, '$.{f.name}', {_lit(f.dataType.simpleString())})"
-        type_name = f.dataType.simpleString().upper()
-        checks.append(
-            f"WHEN {value} IS NOT NULL AND NOT is_variant_null({value}) AND {typed} IS NULL "
-            f"THEN concat('column {f.name}: value ', to_json({value}), ' is not {type_name}')"
-        )
-        if f.name in source.primary_key:
-            checks.append(f"WHEN {typed} IS NULL THEN 'primary key column {f.name} is null'")
-    return "CASE " + " ".join(checks) + " END"
-
-
-def _changes(source: KafkaSource) -> tuple[str, str]:
-    """SQL for (array of (kind, index, row variant), record-level error) from the parsed value ``_v``."""
-    if source.format == "json":
-        if source.rowkind_field is None:
-            kind = "'+I'"
-        else:
-            kind = f"coalesce(try_variant_get(_v, '$.{source.rowkind_field}', 'string'), '+I')"
-        changes = f"array(named_struct('kind', {kind}, 'i', 0, 'field', 'value', 'row', _v))"
-        error = (
-            f"CASE WHEN {kind} NOT IN ('+I', '-U', '+U', '-D') "
-            f"THEN concat('unknown RowKind ', {kind}, ' in field {source.rowkind_field}') END"
-        )
-        return changes, error
-    env = "(CASE WHEN variant_get(_v, '$.payload') IS NOT NULL AND NOT is_variant_null(variant_get(_v, '$.payload')) THEN variant_get(_v, '$.payload') ELSE _v END)"
-    op = f"try_variant_get({env}, '$.op', 'string')"
-    before, after = f"variant_get({env}, '$.before')", f"variant_get({env}, '$.after')"
-    changes = (
-        f"CASE {op} "
-        f"WHEN 'c' THEN array(named_struct('kind', '+I', 'i', 0, 'field', 'after', 'row', {after})) "
-        f"WHEN 'r' THEN array(named_struct('kind', '+I', 'i', 0, 'field', 'after', 'row', {after})) "
-        f"WHEN 'u' THEN array(named_struct('kind', '-U', 'i', 0, 'field', 'before', 'row', {before}), "
-        f"named_struct('kind', '+U', 'i', 1, 'field', 'after', 'row', {after})) "
-        f"WHEN 'd' THEN array(named_struct('kind', '-D', 'i', 0, 'field', 'before', 'row', {before})) END"
-    )
-    error = f"CASE WHEN {op} IS NULL OR {op} NOT IN ('c', 'r', 'u', 'd') THEN concat('unknown Debezium op ', coalesce({op}, 'null')) END"
-    return changes, error
-
-
-def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
-    """Decode Spark's Kafka records: one row per record, with its changes and its error.
-
-    Returns:
-        The Kafka columns plus ``_changes`` (ARRAY<STRUCT<kind STRING, i INT, values STRUCT<declared columns>>>)
-        and ``_error`` (STRING, NULL for a good record).
-    """
-    changes, kind_error = _changes(source)
-    change_error = _row_error(source, "c.row")
-    parsed = raw.withColumn("_v", F.expr("try_parse_json(CAST(value AS STRING))"))
-    with_changes = parsed.withColumn(
-        "_raw_changes",
-        F.expr(f"transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'err', {change_error}, 'values', {_row_struct(source, 'c.row')}))"),
-    )
-    error = F.expr(
-        "CASE WHEN _v IS NULL THEN 'malformed JSON' "
-        "WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' "
-        f"ELSE coalesce({kind_error}, try_element_at(filter(_raw_changes, c -> c.err IS NOT NULL), 1).err) END"
-    )
-    return (
-        with_changes.withColumn(_ERROR, error)
-        .withColumn(_CHANGES, F.expr("transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values))"))
-        .drop("_v", "_raw_changes")
-    )
-
-
 def changelog_rows(decoded: DataFrame, source: KafkaSource) -> DataFrame:
     """The good records' changes as a changelog DataFrame.
 
@@ -198,12 +123,12 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource) -> DataFrame:
         ``source.rowtime`` when declared.
     """
     rows = (
-        decoded.where(F.col(_ERROR).isNull())
-        .select("offset", F.explode(_CHANGES).alias("c"))
+        decoded.where(F.col(ERROR).isNull())
+        .select("offset", F.explode(CHANGES).alias("c"))
         .select(
             *[F.col(f"c.values.{name}").alias(name) for name in source.schema.names],
             F.col("c.kind").alias(ROWKIND_COLUMN),
-            (F.col("offset") * 2 + F.col("c.i")).alias(SEQ_COLUMN),
+            (F.col("offset") * changes_per_record(source.format) + F.col("c.i")).alias(SEQ_COLUMN),
         )
     )
     if source.rowtime:
@@ -213,6 +138,6 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource) -> DataFrame:
 
 def dead_letters(decoded: DataFrame) -> DataFrame:
     """The records that could not be decoded, with the reason (columns :data:`DEAD_LETTER_COLUMNS`)."""
-    return decoded.where(F.col(_ERROR).isNotNull()).select(
-        "topic", "partition", "offset", "timestamp", "key", "value", F.col(_ERROR).alias("reason")
+    return decoded.where(F.col(ERROR).isNotNull()).select(
+        "topic", "partition", "offset", "timestamp", "key", "value", F.col(ERROR).alias("reason")
     )

@@ -1,0 +1,288 @@
+"""Value formats of the Kafka source: one record's JSON → its changes, or the reason it is a dead letter.
+
+Formats (Flink's names; each mirrors Flink's ``flink-json`` deserialization schema):
+
+- ``json``: one JSON object per record, one field per declared column, and an
+  optional RowKind field (``rowkind_field``, default ``"op"``) holding
+  ``"+I"``/``"-U"``/``"+U"``/``"-D"``; a record without it is an INSERT.
+- ``debezium-json``: a Debezium change event ``{"before", "after", "op"}``,
+  optionally wrapped in ``{"schema", "payload"}``: ``c``/``r`` → ``+I(after)``,
+  ``u`` → ``-U(before)``, ``+U(after)``, ``d`` → ``-D(before)``.
+- ``canal-json`` (``CanalJsonDeserializationSchema``): ``{"data": [rows], "old":
+  [rows], "type", "database", "table"}``; one record gives a change per row of
+  ``data``: ``INSERT`` → ``+I(data[i])``, ``DELETE`` → ``-D(data[i])``,
+  ``UPDATE`` → ``-U(before)``, ``+U(data[i])`` where ``before`` is ``data[i]``
+  with the fields that ``old`` holds taken from ``old[i]``; ``CREATE`` (a DDL
+  event) is skipped. ``database_include`` / ``table_include`` are regular
+  expressions the whole ``database`` / ``table`` value must match, else the
+  record is skipped.
+- ``maxwell-json`` (``MaxwellJsonDeserializationSchema``): ``{"data": row, "old":
+  row, "type"}``: ``insert`` → ``+I(data)``, ``delete`` → ``-D(data)``,
+  ``update`` → ``-U(before)``, ``+U(data)``, ``before`` built as canal's.
+
+A field counts as held by ``old`` when it is present there, even as ``null``;
+for canal, present in *any* element of ``old`` (Flink's ``findValue`` over the
+whole array), the value then being ``old[i]``'s.
+
+Flink fails the job on a record it cannot read (without ``ignore-parse-errors``);
+here such a record is a **dead letter** with a reason: not valid JSON, not an
+object, an unknown RowKind / op / type, a missing row or ``type``, ``data`` /
+``old`` of the wrong JSON kind, fewer ``old`` rows than ``data`` rows in a
+canal ``UPDATE``, a value that does not cast to its column's type (canal and
+maxwell: anywhere in ``data`` or ``old``, as Flink converts both whole), a null
+primary-key column (this project's addition), or a canal record missing
+``database`` / ``table`` while a filter on it is set. What Flink skips is
+skipped without a dead letter: a canal / maxwell record with a null or empty
+value (a tombstone), a canal ``CREATE``, a canal record that a filter excludes,
+a canal message whose ``data`` is an empty array.
+
+Decoding is Spark SQL over VARIANT (``try_parse_json`` / ``try_variant_get``),
+so values are cast by Spark's rules, not Flink's JSON converters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from streamjoin.connectors.kafka import KafkaSource
+
+__all__ = ["FORMATS", "CDC_FORMATS", "changes_per_record", "decode"]
+
+#: Value formats the Kafka source reads.
+FORMATS = ("json", "debezium-json", "canal-json", "maxwell-json")
+#: Formats whose records are change events: the table is a full changelog (I, UB, UA, D).
+CDC_FORMATS = ("debezium-json", "canal-json", "maxwell-json")
+
+ERROR = "_error"
+CHANGES = "_changes"
+# A canal record gives two changes per updated row; 2^16 leaves room for 32768 rows while
+# ``offset * stride * SEQ_STRIDE^stages`` stays far inside a LONG.
+_CANAL_STRIDE = 1 << 16
+_NO_OLD = "CAST(NULL AS VARIANT)"
+
+
+def changes_per_record(format: str) -> int:
+    """The most changes one record of ``format`` gives: a change's ``_seq`` is ``offset * this + i``."""
+    return _CANAL_STRIDE if format == "canal-json" else 2
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _absent(variant: str) -> str:
+    return f"({variant} IS NULL OR is_variant_null({variant}))"
+
+
+def _typed(source: KafkaSource, row: str, name: str) -> str:
+    kind = source.schema[name].dataType.simpleString()
+    return f"try_variant_get({row}, '$.{name}', {_lit(kind)})"
+
+
+def _change(kind: str, i: str, field: str, row: str, old: str = _NO_OLD) -> str:
+    return f"named_struct('kind', {kind}, 'i', {i}, 'field', {field}, 'row', {row}, 'old', {old})"
+
+
+def _first(errors: str) -> str:
+    """SQL: the first non-null string of the array ``errors``."""
+    return f"try_element_at(filter({errors}, e -> e IS NOT NULL), 1)"
+
+
+def _cast_error(source: KafkaSource, row: str) -> str:
+    """SQL: the first column of the variant object ``row`` whose value does not cast to its type, or NULL."""
+    checks = []
+    for f in source.schema.fields:
+        value = f"variant_get({row}, '$.{f.name}')"
+        checks.append(
+            f"WHEN {value} IS NOT NULL AND NOT is_variant_null({value}) AND {_typed(source, row, f.name)} IS NULL "
+            f"THEN concat('column {f.name}: value ', to_json({value}), ' is not {f.dataType.simpleString().upper()}')"
+        )
+    return "CASE " + " ".join(checks) + " END"
+
+
+def _object_error(source: KafkaSource, name: str, variant: str, *, labelled: bool = True) -> str:
+    """SQL: why the variant ``variant`` (JSON field named by the SQL string ``name``) is not a row of the
+    schema, NULL if it is one or is absent; ``labelled``: a cast error names the field."""
+    cast = _cast_error(source, variant)
+    if labelled:
+        cast = f"concat('field ', {name}, ': ', {cast})"
+    return (
+        f"CASE WHEN {_absent(variant)} THEN NULL "
+        f"WHEN schema_of_variant({variant}) NOT LIKE 'OBJECT%' THEN concat('field ', {name}, ' is not a JSON object') "
+        f"ELSE {cast} END"
+    )
+
+
+def _rows_error(source: KafkaSource, field: str, rows: str) -> str:
+    """SQL: why an element of the variant array ``rows`` (JSON field ``field``) is not a row, or NULL."""
+    name = f"concat('{field}[', i, ']')"
+    return _first(f"transform({rows}, (r, i) -> {_object_error(source, name, 'r')})")
+
+
+def _json(source: KafkaSource) -> tuple[str, str]:
+    if source.rowkind_field is None:
+        kind = "'+I'"
+    else:
+        kind = f"coalesce(try_variant_get(_v, '$.{source.rowkind_field}', 'string'), '+I')"
+    changes = f"array({_change(kind, '0', _lit('value'), '_v')})"
+    error = (
+        f"CASE WHEN {kind} NOT IN ('+I', '-U', '+U', '-D') "
+        f"THEN concat('unknown RowKind ', {kind}, ' in field {source.rowkind_field}') END"
+    )
+    return changes, error
+
+
+def _debezium(source: KafkaSource) -> tuple[str, str]:
+    payload = "variant_get(_v, '$.payload')"
+    env = f"(CASE WHEN NOT {_absent(payload)} THEN {payload} ELSE _v END)"
+    op = f"try_variant_get({env}, '$.op', 'string')"
+    before, after = f"variant_get({env}, '$.before')", f"variant_get({env}, '$.after')"
+
+    def one(kind: str, i: int, field: str) -> str:
+        return _change(_lit(kind), str(i), _lit(field), before if field == "before" else after)
+
+    changes = (
+        f"CASE {op} WHEN 'c' THEN array({one('+I', 0, 'after')}) WHEN 'r' THEN array({one('+I', 0, 'after')}) "
+        f"WHEN 'u' THEN array({one('-U', 0, 'before')}, {one('+U', 1, 'after')}) "
+        f"WHEN 'd' THEN array({one('-D', 0, 'before')}) END"
+    )
+    error = f"CASE WHEN {op} IS NULL OR {op} NOT IN ('c', 'r', 'u', 'd') THEN concat('unknown Debezium op ', coalesce({op}, 'null')) END"
+    return changes, error
+
+
+def _include_filter(field: str, pattern: str | None) -> tuple[str, str]:
+    """SQL (error, excluded) for canal's ``<field>.include``: Flink's ``Pattern.matcher(asText()).matches()``."""
+    if pattern is None:
+        return "CAST(NULL AS STRING)", "false"
+    value = f"variant_get(_v, '$.{field}')"
+    text = f"CASE WHEN is_variant_null({value}) THEN 'null' ELSE coalesce(try_variant_get({value}, '$', 'string'), '') END"
+    # \A…\z: the whole value must match, as Java's matches(); Spark's regexp_like finds a match anywhere.
+    whole = _lit("\\A(?:" + pattern + ")\\z")
+    return f"CASE WHEN {value} IS NULL THEN 'field {field} is missing' END", f"NOT regexp_like({text}, {whole})"
+
+
+def _canal(source: KafkaSource) -> tuple[str, str]:
+    kind = "try_variant_get(_v, '$.type', 'string')"
+    data, old = "variant_get(_v, '$.data')", "variant_get(_v, '$.old')"
+    rows, olds = "try_variant_get(_v, '$.data', 'array<variant>')", "try_variant_get(_v, '$.old', 'array<variant>')"
+    (database_error, database_out), (table_error, table_out) = (
+        _include_filter("database", source.database_include), _include_filter("table", source.table_include))
+    excluded = f"({database_out}) OR ({table_out})"
+    element = "concat('data[', i, ']')"
+
+    def each(kind: str) -> str:
+        return f"transform({rows}, (r, i) -> {_change(_lit(kind), 'i', element, 'r')})"
+
+    before = _change("'-U'", "2 * i", element, "r", f"get({olds}, i)")
+    update = f"flatten(transform({rows}, (r, i) -> array({before}, {_change(_lit('+U'), '2 * i + 1', element, 'r')})))"
+    changes = (
+        f"CASE WHEN {excluded} THEN NULL ELSE CASE {kind} WHEN 'INSERT' THEN {each('+I')} "
+        f"WHEN 'UPDATE' THEN {update} WHEN 'DELETE' THEN {each('-D')} END END"
+    )
+    missing_old = _first(f"transform({rows}, (r, i) -> CASE WHEN {_absent(f'get({olds}, i)')} THEN concat('field old[', i, '] is missing') END)")
+    error = (
+        f"CASE WHEN {database_error} IS NOT NULL THEN {database_error} WHEN {table_error} IS NOT NULL THEN {table_error} "
+        f"WHEN {excluded} THEN NULL "
+        f"WHEN NOT {_absent(data)} AND {rows} IS NULL THEN 'field data is not a JSON array' "
+        f"WHEN NOT {_absent(old)} AND {olds} IS NULL THEN 'field old is not a JSON array' "
+        f"ELSE coalesce({_rows_error(source, 'data', rows)}, {_rows_error(source, 'old', olds)}, CASE "
+        f"WHEN {kind} IS NULL THEN 'field type is missing' "
+        f"WHEN {kind} = 'CREATE' THEN NULL "
+        f"WHEN {kind} NOT IN ('INSERT', 'UPDATE', 'DELETE') THEN concat('unknown Canal type ', {kind}) "
+        f"WHEN {rows} IS NULL THEN 'field data is missing' "
+        f"WHEN {kind} = 'UPDATE' AND size({rows}) > 0 AND {olds} IS NULL THEN 'field old is missing' "
+        f"WHEN {kind} = 'UPDATE' AND size({rows}) > size({olds}) THEN concat('field old has ', size({olds}), ' rows, data has ', size({rows})) "
+        f"WHEN {kind} = 'UPDATE' THEN {missing_old} END) END"
+    )
+    return changes, error
+
+
+def _maxwell(source: KafkaSource) -> tuple[str, str]:
+    kind = "try_variant_get(_v, '$.type', 'string')"
+    data, old = "variant_get(_v, '$.data')", "variant_get(_v, '$.old')"
+
+    def one(kind: str, i: int, before: bool = False) -> str:
+        return _change(_lit(kind), str(i), _lit("data"), data, old if before else _NO_OLD)
+
+    changes = (
+        f"CASE {kind} WHEN 'insert' THEN array({one('+I', 0)}) "
+        f"WHEN 'update' THEN array({one('-U', 0, before=True)}, {one('+U', 1)}) "
+        f"WHEN 'delete' THEN array({one('-D', 0)}) END"
+    )
+    error = (
+        f"coalesce({_object_error(source, _lit('data'), data)}, {_object_error(source, _lit('old'), old)}, CASE "
+        f"WHEN {kind} IS NULL THEN 'field type is missing' "
+        f"WHEN {kind} NOT IN ('insert', 'update', 'delete') THEN concat('unknown Maxwell type ', {kind}) "
+        f"WHEN {kind} = 'update' AND {_absent(old)} THEN 'field old is missing' END)"
+    )
+    return changes, error
+
+
+_DECODERS = {"json": _json, "debezium-json": _debezium, "canal-json": _canal, "maxwell-json": _maxwell}
+
+
+def _old_keys(source: KafkaSource) -> str:
+    """SQL: the declared columns that ``old`` holds (canal: any of its elements), as ARRAY<STRING>."""
+    if source.format == "canal-json":
+        held = "exists(try_variant_get(_v, '$.old', 'array<variant>'), o -> variant_get(o, '$.{name}') IS NOT NULL)"
+    elif source.format == "maxwell-json":
+        held = "variant_get(_v, '$.old.{name}') IS NOT NULL"
+    else:
+        return "CAST(array() AS ARRAY<STRING>)"
+    return "array_compact(array(" + ", ".join(f"CASE WHEN {held.format(name=n)} THEN '{n}' END" for n in source.schema.names) + "))"
+
+
+def _values(source: KafkaSource) -> str:
+    """SQL: the change ``c``'s row as a struct of the declared columns; a before-image takes ``old``'s held fields."""
+    parts = []
+    for name in source.schema.names:
+        value = _typed(source, "c.row", name)
+        if source.format in ("canal-json", "maxwell-json"):
+            value = f"CASE WHEN c.old IS NOT NULL AND array_contains(_old_keys, '{name}') THEN {_typed(source, 'c.old', name)} ELSE {value} END"
+        parts.append(f"{_lit(name)}, {value}")
+    return "named_struct(" + ", ".join(parts) + ")"
+
+
+def _change_error(source: KafkaSource) -> str:
+    """SQL: why the change ``c`` (with its ``values``) cannot be emitted, or NULL."""
+    keys = " ".join(f"WHEN c.values.{k} IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
+    return (
+        f"CASE WHEN {_absent('c.row')} THEN concat('field ', c.field, ' is missing') "
+        f"ELSE coalesce({_object_error(source, 'c.field', 'c.row', labelled=False)}, CASE {keys or 'WHEN false THEN NULL'} END) END"
+    )
+
+
+def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
+    """Decode Spark's Kafka records: one row per record, with its changes and its error.
+
+    Args:
+        raw: Spark's Kafka columns (``value`` BINARY, ``offset`` LONG, …).
+        source: the table; its ``format`` picks the decoder.
+
+    Returns:
+        The Kafka columns plus ``_changes`` (ARRAY<STRUCT<kind STRING, i INT, values STRUCT<declared columns>>>,
+        NULL or empty for a record that gives none) and ``_error`` (STRING, NULL for a good or skipped record).
+    """
+    changes, format_error = _DECODERS[source.format](source)
+    skipped = "value IS NULL OR length(value) = 0" if source.format in ("canal-json", "maxwell-json") else "false"
+    stride = changes_per_record(source.format)
+    parsed = raw.withColumn("_v", F.expr("try_parse_json(CAST(value AS STRING))")).withColumn("_old_keys", F.expr(_old_keys(source)))
+    with_values = parsed.withColumn(
+        "_raw_changes",
+        F.expr(f"transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, 'row', c.row, 'values', {_values(source)}))"),
+    )
+    error = F.expr(
+        f"CASE WHEN {skipped} THEN NULL WHEN _v IS NULL THEN 'malformed JSON' "
+        "WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' "
+        f"ELSE coalesce({format_error}, {_first(f'transform(_raw_changes, c -> {_change_error(source)})')}, "
+        f"CASE WHEN size(_raw_changes) > {stride} THEN 'more than {stride} changes in one record' END) END"
+    )
+    return (
+        with_values.withColumn(ERROR, error)
+        .withColumn(CHANGES, F.expr("transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values))"))
+        .drop("_v", "_old_keys", "_raw_changes")
+    )
