@@ -8,6 +8,7 @@ it takes and gives. Inside, every stateful one is a per-key logic object
 """
 
 from streamjoin.runtime.aggregates import AggregateCall
+from streamjoin.runtime.changelog_normalize import changelog_normalize
 from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import IntervalBounds, interval_join
@@ -27,6 +28,7 @@ __all__ = [
     "group_aggregate",
     "deduplicate",
     "sink_upsert_materialize",
+    "changelog_normalize",
     "AggregateCall",
     "IntervalBounds",
     "KeyedProcessor",
