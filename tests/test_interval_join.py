@@ -1,5 +1,6 @@
 """Interval join logic in plain Python: Flink's reference cases, the worked example of docs/semantics.md §3.4,
-random streams against a batch interval join, and flat state (docs/semantics.md §3)."""
+residual conditions of outer joins, random streams against a batch interval join, and flat state
+(docs/semantics.md §3)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ from streamjoin.runtime.interval_join import (
     ProcTimeIntervalJoin,
     RowTimeIntervalJoin,
 )
+from streamjoin.planner.script import plan_script
+from streamjoin.runtime.interval_residual import ResidualPadding
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
+from streamjoin.runtime.processor import Element
 
 MINUTE = 60_000
 EPOCH = dt.datetime(1970, 1, 1)
@@ -205,7 +209,142 @@ def test_arguments_are_checked():
         driver.process(0, (1,), RowKind.DELETE, (1,), 5)
 
 
-# -- random streams against a batch interval join ----------------------------------------------
+# -- residual conditions of outer joins (docs/semantics.md §3) ----------------------------------
+
+
+class ResidualPipeline:
+    """An outer interval join with a residual as the Spark plan runs it, in plain Python: step 1 (the
+    join in candidate mode, fed like Flink's operator), step 2 (``residual(left values, right values)``
+    in place of Spark's filter: a pair is kept only when it returns True, so None drops it, as
+    Spark's ``coalesce(condition, false)``) and step 3 (:class:`ResidualPadding` per join key).
+    Rows of both inputs have the join key at ``key_index``.
+
+    ``changelog`` / ``steps`` are the output and when each change came, as :class:`LocalKeyedDriver`'s."""
+
+    def __init__(self, how, bounds, arities, residual, delays=(0, 0), key_index=1, time=RowTimeIntervalJoin):
+        self.join = time(how, bounds, *arities, candidates=True)
+        self.driver = LocalKeyedDriver(IntervalJoinOperator(self.join), delays)
+        columns = [f"c{i}" for i in range(sum(arities))]
+        self.padding = ResidualPadding(columns, (self.join.left_outer, self.join.right_outer))
+        self.residual, self.left_arity, self.key_index = residual, arities[0], key_index
+        self.states, self.changelog, self.steps = {}, [], []
+        self._fed = 0
+
+    def process(self, side, key, row, rowtime):
+        self.driver.process(side, key, RowKind.INSERT, row, rowtime)
+        self._feed()
+
+    def finish(self):
+        self.driver.finish()
+        self._feed()
+
+    def _feed(self):
+        for (kind, values), step in zip(self.driver.changelog[self._fed :], self.driver.steps[self._fed :]):
+            *data, left_id, right_id = values
+            left, right = tuple(data[: self.left_arity]), tuple(data[self.left_arity :])
+            if left_id is not None and right_id is not None and self.residual(left, right) is not True:
+                continue
+            key = left[self.key_index] if left_id is not None else right[self.key_index]
+            state = self.states.setdefault(key, self.padding.new_state((key,)))
+            for change in self.padding.on_element(state, Element(0, kind, values), None):
+                self.changelog.append(change)
+                self.steps.append(step)
+            if self.padding.is_done(state):
+                del self.states[key]
+        self._fed = len(self.driver.changelog)
+
+
+def tag_differs(left, right):
+    """``l.tag <> r.tag`` over rows ``(id, key, tag)``: NULL when a tag is NULL."""
+    return None if left[2] is None or right[2] is None else left[2] != right[2]
+
+
+def run_tags(how, arrivals, bounds=IntervalBounds.between(-10, 10), residual=tag_differs):
+    """``arrivals``: ``(side, key, rowtime, tag)``; row ids ``L<n>`` / ``R<n>`` by arrival; the output rows
+    as ``(left id, right id)`` and the step each came in."""
+    pipeline = ResidualPipeline(how, bounds, (3, 3), residual)
+    for n, (side, key, time, tag) in enumerate(arrivals):
+        pipeline.process(side, (key,), (f"{'LR'[side]}{n}", key, tag), time)
+    pipeline.finish()
+    assert not pipeline.driver.states and not pipeline.states, "state is cleaned when rows expire"
+    return [(v[0], v[3]) for _, v in pipeline.changelog], pipeline.steps
+
+
+def test_a_pair_failing_the_residual_is_no_match_and_its_rows_are_padded_once():
+    out, steps = run_tags("left", [(0, 1, 100, "a"), (1, 1, 105, "a"), (0, 9, 200, "x"), (1, 9, 200, "x")])
+    # L0-R1 fails (a <> a is false): not emitted; L0 is padded once, when the watermark (200) passes 110.
+    assert out == [("L0", None), ("L2", None)]
+    assert steps == [4, 5]  # L0 after row 3 (the watermark moved to 200), L2 at the end of input
+
+
+def test_a_row_matching_later_after_a_failing_pair_is_not_padded():
+    out, _ = run_tags("full", [(0, 1, 100, "a"), (1, 1, 101, "a"), (1, 1, 102, "b")])
+    assert out == [("L0", "R2"), (None, "R1")]
+
+
+def test_a_null_residual_is_no_match():
+    out, _ = run_tags("full", [(0, 1, 100, None), (1, 1, 101, "a"), (1, 1, 102, "b")])
+    assert sorted(out, key=repr) == sorted([("L0", None), (None, "R1"), (None, "R2")], key=repr)
+
+
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        ("left", [("L0", "R2"), ("L1", None)]),
+        ("right", [("L0", "R2"), (None, "R3")]),
+        ("full", [("L0", "R2"), ("L1", None), (None, "R3")]),
+    ],
+)
+def test_each_outer_type_pads_its_outer_sides_rows_without_a_passing_pair(how, expected):
+    # L0-R2 passes (a <> b); L1-R2 fails (b <> b); both pairs with R3 are NULL.
+    out, _ = run_tags(how, [(0, 1, 100, "a"), (0, 1, 100, "b"), (1, 1, 100, "b"), (1, 1, 100, None)])
+    assert sorted(out, key=repr) == sorted(expected, key=repr)
+
+
+def test_a_late_row_whose_only_pair_fails_is_padded_at_once_after_it():
+    # The watermark is 107 when R3 @95 arrives: late (its window [85, 105] is behind), it meets L0
+    # (cached until 110) and fails; its expiry follows its pair at once.
+    pipeline = ResidualPipeline("right", IntervalBounds.between(-10, 10), (3, 3), tag_differs)
+    for n, (side, key, time, tag) in enumerate([(0, 1, 100, "a"), (0, 2, 107, "x"), (1, 2, 107, "y"), (1, 1, 95, "a")]):
+        pipeline.process(side, (key,), (f"{'LR'[side]}{n}", key, tag), time)
+    candidates = pipeline.driver.changelog
+    assert [v[-2:] for _, v in candidates[-2:]] == [(0, 1), (None, 1)]  # pair (L id 0, R id 1), then R's expiry
+    assert pipeline.changelog[-1] == (RowKind.INSERT, (None, None, None, "R3", 1, "a"))
+    assert pipeline.steps[-1] == 3
+
+
+def test_candidate_mode_numbers_rows_per_key_and_emits_every_outer_rows_expiry():
+    join = RowTimeIntervalJoin("left", IntervalBounds.between(-10, 10), 1, 1, candidates=True)
+    state, timers = join.new_state((1,)), RecordingTimers()
+    assert join.process_left(state, ("l",), 100, 0, timers) == []
+    assert join.process_right(state, ("r",), 100, 0, timers) == [("l", "r", 0, 1)]
+    assert state.left_rows == {100: [[("l",), True, 0]]}
+    # Matched or not, the left row's expiry comes: only the next step knows whether a pair passed.
+    assert join.on_timer(state, 111, 111, timers) == [("l", None, 0, None)]
+    assert join.on_timer(state, 111, 111, timers) == []
+
+
+def test_residual_padding_state_holds_only_matched_outer_rows_until_they_expire():
+    padding = ResidualPadding(["l", "r"], (True, False))
+    state = padding.new_state((1,))
+    assert padding.on_element(state, Element(0, RowKind.INSERT, ("l", "r", 0, 7)), None) == [(RowKind.INSERT, ("l", "r"))]
+    assert state == ({0}, set())  # the inner side's ids are not kept
+    assert padding.on_element(state, Element(1, RowKind.INSERT, ("l", None, 0, None)), None) == []
+    assert padding.is_done(state)
+    assert padding.on_element(state, Element(2, RowKind.INSERT, ("m", None, 1, None)), None) == [(RowKind.INSERT, ("m", None))]
+
+
+def test_an_outer_interval_join_with_a_residual_plans_and_explains_it():
+    ddl = """
+    CREATE TABLE L (id STRING, k INT, rt TIMESTAMP(3), WATERMARK FOR rt AS rt) WITH ('connector' = 'values');
+    CREATE TABLE R (tag STRING, k INT, rt TIMESTAMP(3), WATERMARK FOR rt AS rt) WITH ('connector' = 'values');
+    """
+    for how, name in (("LEFT", "LeftOuterJoin"), ("RIGHT", "RightOuterJoin"), ("FULL", "FullOuterJoin")):
+        script = plan_script(ddl + f"SELECT l.id, r.tag FROM L l {how} JOIN R r ON l.k = r.k "
+                             "AND r.rt BETWEEN l.rt - INTERVAL '5' SECOND AND l.rt AND l.id <> 'x';")
+        explain = script.statements[0].explain
+        assert f"IntervalJoin(joinType=[{name}]" in explain
+        assert "where=[k = k0 AND id <> 'x']" in explain, explain
 
 
 def generate(rng: random.Random, n: int, keys: int, delay: int, late_share: float):

@@ -208,9 +208,10 @@ class Translator:
             right_time=node.right_name(node.right_time) if node.rowtime else None,
             lower_bound_ms=node.lower_ms, upper_bound_ms=node.upper_ms, how=node.kind,
             row_watermark_column=row_wm,
+            condition=None if node.post_filter is None else spark_sql(
+                node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source)
+            ),
         )
-        if node.post_filter is not None:
-            joined = joined.where(F.expr(spark_sql(node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source))))
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 
     def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:

@@ -32,14 +32,17 @@ feeds an operator, or on Spark with ``transformWithState``); and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.interval_residual import ID_FIELDS, pad_after_residual
 from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
 from streamjoin.runtime.timers import MAX_TIME, TimerService
 from streamjoin.runtime.two_input import data_schema
@@ -57,6 +60,8 @@ __all__ = [
 
 JoinHow = Literal["inner", "left", "right", "full"]
 _JOIN_HOWS = ("inner", "left", "right", "full")
+_FLINK_TYPE_NAMES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin", "full": "FullOuterJoin"}
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,8 @@ class IntervalJoinState:
     only when it was not). ``left_cleanup_timer`` is the timer that cleans the
     left cache (Flink's ``rightTimerState``), likewise for the right.
     ``joinable`` is False when the key has a null column: SQL's null never matches.
+    In candidate mode (:class:`TimeIntervalJoin` ``candidates=True``) each entry is
+    ``[row, matched, id]``, ``id`` from ``next_id``: the key's rows numbered in arrival order.
     """
 
     left_rows: dict[int, list[list]] = field(default_factory=dict)
@@ -126,6 +133,7 @@ class IntervalJoinState:
     left_cleanup_timer: int | None = None
     right_cleanup_timer: int | None = None
     joinable: bool = True
+    next_id: int = 0
 
     @property
     def row_count(self) -> int:
@@ -148,17 +156,27 @@ class TimeIntervalJoin:
     rows to emit, all ``+I``: ``left values + right values``, the missing side
     padded with ``None``.
 
+    In candidate mode (the first step of an outer join with a residual, see
+    :mod:`streamjoin.runtime.interval_residual`) the logic cannot know whether a
+    pair matches, so it emits every pair in the window as ``left values + right
+    values + (left id, right id)``, and every row of an outer side, when it leaves
+    the cache (or at once if it is late), as its *expiry*: the null-padded row +
+    ``(id, None)`` (left) or ``(None, id)`` (right), after all the row's pairs.
+
     Args:
         how: ``"inner"``, ``"left"``, ``"right"`` or ``"full"``.
         bounds: the time condition.
         left_arity / right_arity: number of columns of each input (for padding).
+        candidates: candidate mode (see above).
 
     Raises:
         ValidationError: for an unknown ``how``, a non-IntervalBounds ``bounds``
             or a negative arity.
     """
 
-    def __init__(self, how: JoinHow, bounds: IntervalBounds, left_arity: int, right_arity: int):
+    def __init__(
+        self, how: JoinHow, bounds: IntervalBounds, left_arity: int, right_arity: int, *, candidates: bool = False
+    ):
         if how not in _JOIN_HOWS:
             raise ValidationError(f"interval join type {how!r} is not supported; expected one of {_JOIN_HOWS}")
         if not isinstance(bounds, IntervalBounds):
@@ -172,6 +190,7 @@ class TimeIntervalJoin:
         self.right_outer = how in ("right", "full")
         self._left_nulls = (None,) * left_arity
         self._right_nulls = (None,) * right_arity
+        self.candidates = candidates
 
     def new_state(self, key: tuple) -> IntervalJoinState:
         """Empty state for ``key`` (a tuple of join-key values)."""
@@ -218,12 +237,14 @@ class TimeIntervalJoin:
     def _process(self, state, row, row_time, operator_time, timers, *, from_left: bool) -> list[tuple]:
         out: list[tuple] = []
         b = self.bounds
+        own = [row, False]
+        if self.candidates:
+            own.append(state.next_id)
+            state.next_id += 1
         if b.is_empty:
             # Flink plans no join at all: an outer side passes through null-padded.
-            if self.left_outer and from_left:
-                out.append(row + self._right_nulls)
-            elif self.right_outer and not from_left:
-                out.append(self._left_nulls + row)
+            if self.left_outer if from_left else self.right_outer:
+                out.extend(self._expired([own], left=from_left))
             return out
         if from_left:
             lower, upper = row_time + b.lower_ms, row_time + b.upper_ms
@@ -241,20 +262,21 @@ class TimeIntervalJoin:
                 entries = other_rows[time]
                 if state.joinable and lower <= time <= upper:
                     for entry in entries:
-                        out.append(row + entry[0] if from_left else entry[0] + row)
+                        out.append(self._pair(own, entry) if from_left else self._pair(entry, own))
                         matched = True
                         entry[1] = True
                 if time <= other_expiration:
                     if other_outer:
-                        out.extend(self._pad(entry[0], left=not from_left) for entry in entries if not entry[1])
+                        out.extend(self._expired(entries, left=not from_left))
                     del other_rows[time]
+        own[1] = matched
         if operator_time < upper:
             own_rows = state.left_rows if from_left else state.right_rows
-            own_rows.setdefault(row_time, []).append([row, matched])
+            own_rows.setdefault(row_time, []).append(own)
             if (state.left_cleanup_timer if from_left else state.right_cleanup_timer) is None:
                 self._register_cleanup(state, row_time, timers, left=from_left)
-        elif not matched and (self.left_outer if from_left else self.right_outer):
-            out.append(self._pad(row, left=from_left))
+        elif self.left_outer if from_left else self.right_outer:
+            out.extend(self._expired([own], left=from_left))
         return out
 
     def _remove_expired(self, state, expiration: int, timers: TimerService, *, left: bool, out: list) -> None:
@@ -264,7 +286,7 @@ class TimeIntervalJoin:
             if time > expiration:
                 break
             if outer:
-                out.extend(self._pad(entry[0], left=left) for entry in rows[time] if not entry[1])
+                out.extend(self._expired(rows[time], left=left))
             del rows[time]
         if rows:
             self._register_cleanup(state, min(rows), timers, left=left)
@@ -287,8 +309,20 @@ class TimeIntervalJoin:
         """Rows at or before this time can match nothing that is still to come."""
         return MAX_TIME if operator_time >= MAX_TIME else operator_time - window_end - 1
 
-    def _pad(self, row: tuple, *, left: bool) -> tuple:
-        return row + self._right_nulls if left else self._left_nulls + row
+    def _pair(self, left: list, right: list) -> tuple:
+        """The joined row of two cache entries (with their ids in candidate mode)."""
+        joined = left[0] + right[0]
+        return joined + (left[2], right[2]) if self.candidates else joined
+
+    def _expired(self, entries: list[list], *, left: bool) -> list[tuple]:
+        """What rows of an outer side emit when they leave: the null-padded row of each that never
+        matched, or in candidate mode every row's expiry (whether a pair matched is not known here)."""
+        if self.candidates:
+            return [
+                (e[0] + self._right_nulls + (e[2], None)) if left else (self._left_nulls + e[0] + (None, e[2]))
+                for e in entries
+            ]
+        return [e[0] + self._right_nulls if left else self._left_nulls + e[0] for e in entries if not e[1]]
 
 
 class RowTimeIntervalJoin(TimeIntervalJoin):
@@ -353,6 +387,7 @@ def interval_join(
     lower_inclusive: bool = True,
     upper_inclusive: bool = True,
     row_watermark_column: str | None = None,
+    condition: str | None = None,
 ) -> DataFrame:
     """Interval join of two insert-only changelog streams, with Flink SQL's semantics (docs/semantics.md §3).
 
@@ -365,6 +400,12 @@ def interval_join(
     behind the watermark) is joined with the rows still in state, never
     stored, and null-padded at once on an outer side if it matched nothing. A
     null join key never matches. See the module docstring for Flink's rules.
+    A residual ``condition`` is part of the match, as in Flink: a pair for
+    which it is false or NULL is not emitted and does not keep an outer row
+    from being null-padded (INNER: a filter on the joined rows; outer: two
+    stateful steps around a Spark filter, :mod:`streamjoin.runtime.interval_residual`).
+    One line describing the operator, Flink-style, is logged at INFO by
+    ``streamjoin.runtime.interval_join``.
 
     Spark specifics (what differs from Flink, and why):
 
@@ -406,6 +447,8 @@ def interval_join(
         row_watermark_column: optional LONG column on both inputs with the
             combined watermark (epoch ms) in effect when the row arrived; the
             operator advances to it before the row (not part of the output).
+        condition: residual predicate, a Spark SQL boolean expression over the
+            output's data columns (``"l_id <> r_tag"``), or None.
 
     Returns:
         A changelog DataFrame: left data columns, right data columns (nullable),
@@ -415,6 +458,7 @@ def interval_join(
     Raises:
         ValidationError: for bad arguments (unknown columns, rowtime without
             watermark, clashing names, unknown ``how``, non-int bounds).
+        pyspark.errors.AnalysisException: for a ``condition`` Spark cannot analyse.
         pyspark.errors.StreamingQueryException: at run time, wrapping
             :class:`~streamjoin.changelog.ChangelogError` for a row that is not ``+I``.
 
@@ -430,12 +474,36 @@ def interval_join(
     extra = 0 if row_watermark_column is None else 1
     arities = (len(data_schema(left, "left").fields) - extra, len(data_schema(right, "right").fields) - extra)
     join_class = ProcTimeIntervalJoin if left_time is None else RowTimeIntervalJoin
-    return keyed_two_input(
+    two_steps = condition is not None and how != "inner"
+    join = join_class(how, bounds, *arities, candidates=two_steps)
+    joined = keyed_two_input(
         left,
         right,
         on=pairs,
         left_time=left_time,
         right_time=right_time,
-        logic=IntervalJoinOperator(join_class(how, bounds, *arities)),
+        logic=IntervalJoinOperator(join),
         row_watermark_column=row_watermark_column,
+        extra_output=ID_FIELDS if two_steps else (),
+    )
+    _log.info("%s", _explain(how, bounds, pairs, left_time is not None, condition))
+    if two_steps:
+        return pad_after_residual(joined, condition=condition, on=pairs, outer=(join.left_outer, join.right_outer))
+    if condition is not None:
+        return joined.filter(F.coalesce(F.expr(condition), F.lit(False)))
+    return joined
+
+
+def _explain(how: str, bounds: IntervalBounds, on: list[tuple[str, str]], rowtime: bool, condition: str | None) -> str:
+    where = " AND ".join(f"{l} = {r}" for l, r in on)
+    if condition is None:
+        residual = "none"
+    else:
+        where += f" AND ({condition})"
+        residual = "Spark filter on the joined rows" if how == "inner" else (
+            "Spark filter on candidate pairs between two stateful steps; outer rows padded at expiry"
+        )
+    return (
+        f"IntervalJoin(joinType=[{_FLINK_TYPE_NAMES[how]}], windowBounds=[isRowTime={str(rowtime).lower()}, "
+        f"leftLowerBound={-bounds.upper_ms}, leftUpperBound={-bounds.lower_ms}], where=[{where}], residual=[{residual}])"
     )

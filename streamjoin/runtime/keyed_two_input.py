@@ -269,6 +269,7 @@ def keyed_two_input(
     right_time: str | None,
     logic: KeyedTwoInputLogic,
     row_watermark_column: str | None = None,
+    extra_output: Sequence[StructField] = (),
 ) -> DataFrame:
     """Run a :class:`KeyedTwoInputLogic` over two changelog streams on Spark (``transformWithState``).
 
@@ -294,10 +295,11 @@ def keyed_two_input(
         row_watermark_column: optional LONG column on both inputs: the operator
             watermark (epoch ms) in effect when the row arrived, as Flink's
             per-record watermark, or NULL; the key advances to it before the row.
+        extra_output: columns the logic appends to every output row, after the data columns.
 
     Returns:
         A changelog DataFrame: the left data columns, the right data columns
-        (all nullable), ``_rowkind`` and ``_seq`` (the key's emission order within
+        (all nullable), ``extra_output``, ``_rowkind`` and ``_seq`` (the key's emission order within
         the micro-batch). Rowtime columns carry no watermark: set one again
         before another event-time operator.
 
@@ -337,7 +339,7 @@ def keyed_two_input(
 
     fields = [StructField(c, both.left_schema[c].dataType, True) for c in data[0]]
     fields += [StructField(c, both.right_schema[c].dataType, True) for c in data[1]]
-    schema = output_schema(fields)
+    schema = output_schema(fields + list(extra_output))
     processor = KeyedProcessor(
         _KeyedTwoInputLogic(logic, _Columns(rowtime, row_watermark)),
         schema.names,

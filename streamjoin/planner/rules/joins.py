@@ -108,13 +108,9 @@ def choose_join(planner: QueryPlanner, kind, left: Node, right: Node, pairs, res
                     f"produces {'updates' if 'U' in node.modify_kinds else 'deletes'}",
                     "interval-join-insert-only",
                 )
+        # The rest is part of the match, also for outer joins (Flink's IntervalJoinFunction): the runtime
+        # evaluates it per candidate pair before deciding on null padding.
         remaining = [c for c in rest if c not in bounds.conditions]
-        if remaining and kind != "inner":
-            raise planner.error(
-                UnsupportedPlanError, remaining[0],
-                f"an outer interval join supports only equality and time-bound conditions; '{remaining[0].sql(Flink)}' is neither",
-                "interval-join-condition",
-            )
         return IntervalJoin(kind, left, right, left_keys, right_keys, bounds.lower_ms, bounds.upper_ms,
                             bounds.left_time, original[bounds.right_time], attribute == "ROWTIME", and_all(remaining))
     _check_watermarks_for_bounds(planner, rest, left, right, original)
