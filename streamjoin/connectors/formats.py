@@ -42,6 +42,7 @@ so values are cast by Spark's rules, not Flink's JSON converters.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -50,7 +51,7 @@ from pyspark.sql import functions as F
 if TYPE_CHECKING:
     from streamjoin.connectors.kafka import KafkaSource
 
-__all__ = ["FORMATS", "CDC_FORMATS", "changes_per_record", "decode"]
+__all__ = ["FORMATS", "CDC_FORMATS", "changes_per_record", "pattern_error", "decode"]
 
 #: Value formats the Kafka source reads.
 FORMATS = ("json", "debezium-json", "canal-json", "maxwell-json")
@@ -68,6 +69,18 @@ _NO_OLD = "CAST(NULL AS VARIANT)"
 def changes_per_record(format: str) -> int:
     """The most changes one record of ``format`` gives: a change's ``_seq`` is ``offset * this + i``."""
     return _CANAL_STRIDE if format == "canal-json" else 2
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Why ``pattern`` (a canal ``database`` / ``table`` filter) is not a regular expression, or None.
+
+    Checked with Python's ``re``, whose syntax is close to Java's that Spark matches with.
+    """
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return f"{pattern!r} is not a regular expression: {e}"
+    return None
 
 
 def _lit(text: str) -> str:

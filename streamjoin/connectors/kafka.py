@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
-from streamjoin.connectors.formats import CHANGES, ERROR, FORMATS, changes_per_record, decode
+from streamjoin.connectors.formats import CHANGES, ERROR, FORMATS, changes_per_record, decode, pattern_error
 from streamjoin.errors import ValidationError
 
 __all__ = ["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"]
@@ -83,10 +83,8 @@ class KafkaSource:
                 continue
             if self.format != "canal-json":
                 raise ValidationError(f"table {self.name}: {option} applies to format 'canal-json' only")
-            try:
-                re.compile(pattern)  # Python's syntax is close to Java's, which Spark matches with
-            except re.error as e:
-                raise ValidationError(f"table {self.name}: {option} {pattern!r} is not a regular expression: {e}") from e
+            if problem := pattern_error(pattern):
+                raise ValidationError(f"table {self.name}: {option} {problem}")
         names = self.schema.names
         for column in names:
             if not _IDENTIFIER.match(column):

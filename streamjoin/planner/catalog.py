@@ -15,7 +15,7 @@ Defaults: ``OVERWRITING OPTIONS``, ``INCLUDING`` the rest.
 
 | connector | options |
 | --- | --- |
-| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``) |
+| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular expression the whole ``database`` / ``table`` must match) |
 | ``delta`` | ``path`` (default: ``<lakehouse>/<table>``) |
 | ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
 """
@@ -29,6 +29,7 @@ from pyspark.sql.types import StructField, StructType
 from sqlglot import exp
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.connectors.formats import CDC_FORMATS, FORMATS, pattern_error
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.diagnostics import SqlSource, error
@@ -39,11 +40,11 @@ __all__ = ["Column", "Watermark", "TableDef", "ViewDef", "Catalog", "table_from_
 
 #: Options each connector accepts (a ``properties.`` prefix passes Kafka client settings through).
 CONNECTORS = {
-    "kafka": ("connector", "topic", "format", "properties.bootstrap.servers", "scan.startup.mode", "json.rowkind-field"),
+    "kafka": ("connector", "topic", "format", "properties.bootstrap.servers", "scan.startup.mode", "json.rowkind-field",
+              "canal-json.database.include", "canal-json.table.include"),
     "delta": ("connector", "path"),
     "values": ("connector", "changelog-mode"),
 }
-_FORMATS = ("json", "debezium-json")
 _STARTUP_MODES = {"earliest-offset": "earliest", "latest-offset": "latest"}
 _MODE_KINDS = {"I": RowKind.INSERT, "UB": RowKind.UPDATE_BEFORE, "UA": RowKind.UPDATE_AFTER, "D": RowKind.DELETE}
 _RESERVED = (ROWKIND_COLUMN, SEQ_COLUMN)
@@ -127,10 +128,11 @@ class TableDef:
         """The RowKinds this table produces as a source (its ``changelogMode``).
 
         ``json`` is insert-only unless ``json.rowkind-field`` names a RowKind field;
-        ``debezium-json`` is a full changelog; ``values`` follows ``changelog-mode``.
+        ``debezium-json``, ``canal-json`` and ``maxwell-json`` are full changelogs; ``values`` follows
+        ``changelog-mode``.
         """
         if self.connector == "kafka":
-            if self.options["format"] == "debezium-json" or "json.rowkind-field" in self.options:
+            if self.options["format"] in CDC_FORMATS or "json.rowkind-field" in self.options:
                 return frozenset(RowKind)
             return frozenset({RowKind.INSERT})
         if self.connector == "values":
@@ -159,6 +161,8 @@ class TableDef:
             primary_key=self.primary_key,
             rowtime=physical_rowtime,
             watermark_delay_ms=self.watermark.delay_ms if physical_rowtime else 0,
+            database_include=self.options.get("canal-json.database.include"),
+            table_include=self.options.get("canal-json.table.include"),
             options=options,
             **json_only,
         )
@@ -441,10 +445,10 @@ def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | No
         for required in ("topic", "format"):
             if required not in options:
                 raise error(ValidationError, source, create.this.this, f"table '{table}': connector 'kafka' needs option '{required}'", "table-options")
-        if options["format"] not in _FORMATS:
+        if options["format"] not in FORMATS:
             raise error(
                 ValidationError, source, create.this.this,
-                f"table '{table}': format {options['format']!r} is not supported; supported: {', '.join(_FORMATS)}",
+                f"table '{table}': format {options['format']!r} is not supported; supported: {', '.join(FORMATS)}",
                 "table-format",
             )
         mode = options.get("scan.startup.mode", "earliest-offset")
@@ -454,8 +458,12 @@ def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | No
                 f"table '{table}': scan.startup.mode {mode!r} is not supported; supported: {', '.join(_STARTUP_MODES)}",
                 "table-options",
             )
-        if "json.rowkind-field" in options and options["format"] != "json":
-            raise error(ValidationError, source, create.this.this, f"table '{table}': json.rowkind-field applies to format 'json' only", "table-options")
+        for key in options:
+            prefix = key.split(".")[0]
+            if prefix in ("json", "canal-json") and options["format"] != prefix:
+                raise error(ValidationError, source, create.this.this, f"table '{table}': {key} applies to format '{prefix}' only", "table-options")
+            if prefix == "canal-json" and (problem := pattern_error(options[key])):
+                raise error(ValidationError, source, create.this.this, f"table '{table}': {key} {problem}", "table-options")
     if connector == "values":
         kinds = [k.strip() for k in options.get("changelog-mode", "I").split(",")]
         if not kinds or any(k not in _MODE_KINDS for k in kinds) or "I" not in kinds:

@@ -16,9 +16,9 @@ Two passes over a planned statement:
    materializer, retract sinks) gets BEFORE_AND_AFTER.
 
 Sink kinds: ``delta`` with a primary key is an upsert sink; ``delta`` without
-one and ``kafka`` with ``json`` are append-only; ``kafka`` with
-``debezium-json``, ``values`` and the collecting sink of a ``SELECT`` take a
-retract changelog.
+one and ``kafka`` with ``json`` are append-only; ``kafka`` with a CDC format
+(``debezium-json``, ``canal-json``, ``maxwell-json``), ``values`` and the
+collecting sink of a ``SELECT`` take a retract changelog.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from streamjoin.changelog import RowKind
+from streamjoin.connectors.formats import CDC_FORMATS
 from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.plan import (
@@ -43,7 +44,7 @@ def sink_kind(sink: Sink) -> str:
         return "retract"
     if table.connector == "delta":
         return "upsert" if table.primary_key else "append"
-    return "retract" if table.options.get("format") == "debezium-json" else "append"
+    return "retract" if table.options.get("format") in CDC_FORMATS else "append"
 
 
 # Nodes that forward their (first) input's changes as they are.

@@ -32,6 +32,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from streamjoin.connectors.formats import FORMATS
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.builder import QueryPlanner, check_ranks, merge_calc
 from streamjoin.planner.catalog import Catalog, TableDef, ViewDef, table_from_ddl
@@ -158,7 +159,7 @@ def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog,
         what = "a view" if name in catalog.views else "not declared"
         raise error(ValidationError, source, target, f"INSERT INTO '{name}': the sink table is {what}", "sink-table")
     table = catalog.tables[name]
-    if table.connector == "kafka" and table.options.get("format") not in ("json", "debezium-json"):
+    if table.connector == "kafka" and table.options.get("format") not in FORMATS:
         raise error(ValidationError, source, target, f"sink '{name}' has no supported format", "sink-table")
     relation = planner.plan_query(insert.expression)
     query = relation.node
