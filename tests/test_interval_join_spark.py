@@ -7,6 +7,7 @@ Also holds the replay helpers the temporal-join Spark tests share.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import pickle
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -17,14 +18,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType
 
-from flink_cases import Case, load_case
+from flink_cases import Case, Table, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.interval_join import IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import STATE_NAME, LocalKeyedDriver
 from streamjoin.sink.collect import collect_changelog
-from test_interval_join import CASES, KEY, LEFT, LEFT_TIME, RIGHT, RIGHT_TIME, millis, typed
+from test_interval_join import (
+    CASES, KEY, LEFT, LEFT_TIME, MINUTE, RIGHT, RIGHT_TIME, ResidualPipeline, millis, tag_differs, typed,
+)
 
 # Case column types -> Spark types of the Parquet files. TIMESTAMP columns are written as
 # TIMESTAMP_NTZ and cast to TIMESTAMP after reading (the file writer cannot take TIMESTAMP).
@@ -293,3 +296,86 @@ def test_processing_time_interval_join_on_spark(spark, tmp_path):
         spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
     # Key 2's right row waits an hour for its null-padded row: not within this test.
     assert changes == [(1, RowKind.INSERT, (1, "a", 1, "b"))]
+
+
+# -- residual conditions of outer joins (docs/semantics.md §3) ------------------------------------
+
+RESIDUAL_TABLES = {
+    LEFT: [("order_id", "INT"), ("ts", "TIMESTAMP(3)"), ("note", "STRING")],
+    RIGHT: [("order_id", "INT"), ("ship_ts", "TIMESTAMP(3)"), ("tag", "STRING")],
+}
+RESIDUAL_ARRIVALS = [
+    (LEFT, (1, "2024-01-01 10:00:00", "a")),
+    (LEFT, (2, "2024-01-01 10:00:00", "a")),
+    (RIGHT, (1, "2024-01-01 10:01:00", "a")),  # fails with order 1 (a <> a)
+    (LEFT, (3, "2024-01-01 10:00:00", None)),
+    (RIGHT, (2, "2024-01-01 10:03:00", "a")),  # fails with order 2: both padded
+    (RIGHT, (3, "2024-01-01 10:04:00", "x")),  # NULL with order 3: both padded
+    (RIGHT, (4, "2024-01-01 10:30:00", "z")),
+    (LEFT, (6, "2024-01-01 10:00:00", "m")),
+    (RIGHT, (1, "2024-01-01 10:02:00", "b")),  # passes: order 1 matches after a failing pair
+    (LEFT, (5, "2024-01-01 10:40:00", "q")),  # the watermark moves to 10:30
+    (RIGHT, (1, "2024-01-01 10:35:00", "c")),  # key 1 advances to 10:30 first: order 1 expires, matched
+]
+RESIDUAL_BOUNDS = IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)
+
+
+def residual_case() -> Case:
+    tables = {
+        name: Table(name, columns, [("+I", v) for t, v in RESIDUAL_ARRIVALS if t == name],
+                    rowtime=ROWTIMES[name], watermark_delay_ms=0)
+        for name, columns in RESIDUAL_TABLES.items()
+    }
+    return Case("interval_residual", tables, [t for t, _ in RESIDUAL_ARRIVALS], "", [], [], [], [])
+
+
+def residual_reference(how: str) -> ResidualPipeline:
+    """The case through the plain-Python steps, the residual ``note <> tag`` as :func:`tag_differs`."""
+    pipeline = ResidualPipeline(how, RESIDUAL_BOUNDS, (3, 3), tag_differs, key_index=0)
+    for table, values in RESIDUAL_ARRIVALS:
+        row = typed(RESIDUAL_TABLES[table], values)
+        pipeline.process(0 if table == LEFT else 1, (row[0],), RowKind.INSERT, row, millis(row[1]))
+    pipeline.finish()
+    return pipeline
+
+
+def residual_run(how: str, row_watermarks: bool = False) -> Run:
+    extra = {"row_watermark_column": ROW_WATERMARK} if row_watermarks else {}
+
+    def build(streams):
+        return interval_join(
+            streams[LEFT], streams[RIGHT], on=[(KEY, RIGHT_PREFIX + KEY)], left_time=LEFT_TIME,
+            right_time=RIGHT_PREFIX + RIGHT_TIME, lower_bound_ms=RESIDUAL_BOUNDS.lower_ms,
+            upper_bound_ms=RESIDUAL_BOUNDS.upper_ms, how=how, condition="note <> r_tag", **extra,
+        )
+
+    return Run(how, residual_case(), ROWTIMES, build, row_watermarks)
+
+
+def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_the_same_step(spark, tmp_path):
+    hows = ["left", "right", "full"]
+    results, data_batches = run_together(spark, tmp_path, [residual_run(h) for h in hows], 1)
+    for how in hows:
+        expected = expected_by_batch(residual_reference(how), lambda v: v, data_batches[how])
+        assert by_batch(results[how]) == expected, how
+    at = lambda hhmm: dt.datetime.fromisoformat(f"2024-01-01 {hhmm}")  # noqa: E731
+    pads = [(2, at("10:00"), "a"), (3, at("10:00"), None), (6, at("10:00"), "m"), (5, at("10:40"), "q")]
+    ship_pads = [(1, at("10:01"), "a"), (2, at("10:03"), "a"), (3, at("10:04"), "x"), (4, at("10:30"), "z"), (1, at("10:35"), "c")]
+    full = Counter(
+        [(1, at("10:00"), "a", 1, at("10:02"), "b")]
+        + [p + (None,) * 3 for p in pads] + [(None,) * 3 + s for s in ship_pads]
+    )
+    assert materialize((k, v) for _, k, v in results["full"]) == full
+
+
+def test_outer_residual_four_rows_per_micro_batch_with_flinks_watermarks_give_the_reference_result(spark, tmp_path, caplog):
+    # Micro-batch 2 holds the passing pair of order 1 (row 8) and its expiry (row 10, per-row
+    # watermark 10:30): step 3 must take them in that order, else order 1 would also be padded.
+    caplog.set_level(logging.INFO, logger="streamjoin.runtime.interval_join")
+    results, _ = run_together(spark, tmp_path, [residual_run("full", row_watermarks=True)], 4)
+    assert materialize((k, v) for _, k, v in results["full"]) == materialize(residual_reference("full").changelog)
+    assert caplog.messages[-1] == (
+        "IntervalJoin(joinType=[FullOuterJoin], windowBounds=[isRowTime=true, leftLowerBound=-600000, "
+        "leftUpperBound=600000], where=[order_id = r_order_id AND (note <> r_tag)], residual=[Spark filter on "
+        "candidate pairs between two stateful steps; outer rows padded at expiry])"
+    )
