@@ -323,7 +323,7 @@ class IntervalJoin(_Join):
     """An interval join (Flink's ``IntervalJoin``): ``right.time - left.time`` in ``[lower_ms, upper_ms]``; docs/semantics.md §3.
 
     ``left_time`` / ``right_time`` are rowtime fields, or proctime fields (``rowtime=False``).
-    ``post_filter`` is the rest of an INNER join's condition, applied to the joined rows.
+    ``post_filter`` is the rest of the condition (the residual), part of the match for every join type (§3.5).
     """
 
     name = "IntervalJoin"
