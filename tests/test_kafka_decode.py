@@ -211,6 +211,83 @@ def test_maxwell(spark):
     ]
 
 
+def keyed(spark, source, pairs):
+    """Decode (key, value) records; a dict is sent as JSON, a str as it is, None as null."""
+    def raw(x):
+        return None if x is None else (x if isinstance(x, str) else json.dumps(x)).encode()
+
+    now = dt.datetime(2024, 1, 1)
+    rows = [(raw(k), raw(v), "t", 0, i, now) for i, (k, v) in enumerate(pairs)]
+    decoded = decode(spark.createDataFrame(rows, KAFKA), source)
+    good = [(r["_rowkind"], r["_seq"], *(r[n] for n in source.schema.names)) for r in changelog_rows(decoded, source).collect()]
+    bad = [(r["offset"], r["reason"]) for r in dead_letters(decoded).collect()]
+    return sorted(good, key=lambda g: g[1]), sorted(bad)
+
+
+UPSERT = dict(format="json", primary_key=("id",), rowkind_field=None, upsert=True)
+
+
+def test_upsert_all_takes_key_columns_from_the_value_and_tombstones_from_the_key(spark):
+    source = KafkaSource("t", "t", SCHEMA, **UPSERT)
+    good, bad = keyed(spark, source, [
+        ({"id": 1}, {"id": 1, "price": "1.00", "note": "a"}),
+        ({"id": 1}, {"id": 1, "price": "2.00", "note": "b", "op": "-D"}),  # no RowKind field: an upsert value is +I
+        ({"id": 2}, {"id": 7, "price": "3.00"}),  # ALL: the value's key column wins, as Flink projects it last
+        ({"id": 1}, None),  # a tombstone: -D with the key, the other columns null
+        ({"id": 3}, ""),  # an empty value: Flink's JSON format gives no row
+        ({"id": 4}, {"price": "4.00"}),  # ALL: the value lacks the key column
+    ])
+    assert [(k, s, i, p, n) for k, s, i, p, _, n in good] == [
+        ("+I", 0, 1, Decimal("1.00"), "a"),
+        ("+I", 2, 1, Decimal("2.00"), "b"),
+        ("+I", 4, 7, Decimal("3.00"), None),
+        ("-D", 6, 1, None, None),
+    ]
+    assert bad == [(5, "primary key column id is null")]
+
+
+def test_upsert_except_key_with_prefix(spark):
+    schema = StructType([StructField("k_id", IntegerType()), StructField("k_region", StringType()), StructField("id", StringType())])
+    source = KafkaSource("t", "t", schema, format="json", primary_key=("k_id", "k_region"), rowkind_field=None, upsert=True,
+                         key_fields_prefix="k_", value_fields_include="EXCEPT_KEY")
+    good, bad = keyed(spark, source, [
+        ({"id": 1, "region": "eu"}, {"id": "value's own id", "k_id": 99}),  # the value's fields are read by column name
+        ({"id": 1, "region": "eu"}, None),
+        ({"id": 2}, {"id": "x"}),
+        ({"id": "two", "region": "us"}, {"id": "y"}),
+    ])
+    assert good == [("+I", 0, 1, "eu", "value's own id"), ("-D", 2, 1, "eu", None)]
+    assert bad == [(2, "primary key column k_region is null"), (3, 'key: column k_id: value "two" is not INT')]
+
+
+def test_upsert_dead_letters(spark):
+    source = KafkaSource("t", "t", SCHEMA, **UPSERT)
+    _, bad = keyed(spark, source, [
+        (None, {"id": 1}),
+        (None, None),
+        ("", {"id": 1}),
+        ("{not json", {"id": 1}),
+        ("[1]", {"id": 1}),
+        ({"id": 1}, "{not json"),
+        ({"id": 1}, "null"),
+        ({"id": 1}, {"id": 1, "price": "cheap"}),
+        ({"id": None}, None),
+        ({"id": 1}, {"id": 1, "ts": "yesterday"}),
+    ])
+    assert bad == [
+        (0, "null key"),
+        (1, "null key"),
+        (2, "empty key"),
+        (3, "malformed JSON key"),
+        (4, "key is not a JSON object"),
+        (5, "malformed JSON"),
+        (6, "not a JSON object"),
+        (7, 'column price: value "cheap" is not DECIMAL(15,2)'),
+        (8, "primary key column id is null"),
+        (9, 'column ts: value "yesterday" is not TIMESTAMP'),
+    ]
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -220,6 +297,13 @@ def test_maxwell(spark):
         ({"watermark_delay_ms": -1}, "watermark delay must be >= 0 ms"),
         ({"database_include": "shop"}, "database_include applies to format 'canal-json' only"),
         ({"format": "canal-json", "table_include": "ord("}, "table_include 'ord\\(' is not a regular expression"),
+        ({"upsert": True, "rowkind_field": None}, "an upsert source needs a primary key"),
+        (UPSERT | {"format": "debezium-json"}, "reads format 'json' without rowkind_field"),
+        (UPSERT | {"rowkind_field": "op"}, "reads format 'json' without rowkind_field"),
+        (UPSERT | {"key_fields_prefix": "i"}, "a key prefix is not allowed with value_fields_include 'ALL'"),
+        (UPSERT | {"key_fields_prefix": "k_", "value_fields_include": "EXCEPT_KEY"}, "primary key column 'id' is not prefixed"),
+        (UPSERT | {"value_fields_include": "NONE"}, "value_fields_include must be 'ALL' or 'EXCEPT_KEY'"),
+        ({"value_fields_include": "EXCEPT_KEY"}, "apply to upsert sources only"),
     ],
 )
 def test_source_validation(kwargs, message):

@@ -20,6 +20,12 @@ Formats (Flink's names; each mirrors Flink's ``flink-json`` deserialization sche
   row, "type"}``: ``insert`` → ``+I(data)``, ``delete`` → ``-D(data)``,
   ``update`` → ``-U(before)``, ``+U(data)``, ``before`` built as canal's.
 
+- ``upsert-kafka`` (``DynamicKafkaDeserializationSchema`` in upsert mode, value format ``json``, key format
+  ``json``): the record key is a JSON object of the primary-key columns (named without ``key_fields_prefix``),
+  the value a JSON object of every column (``ALL``, whose key columns win over the key's) or of the others
+  (``EXCEPT_KEY``); a record is ``+I``, one with a null value (a tombstone) ``-D`` of its key's row, the other
+  columns null. An empty value gives nothing, as in Flink (its JSON format returns no row).
+
 A field counts as held by ``old`` when it is present there, even as ``null``;
 for canal, present in *any* element of ``old`` (Flink's ``findValue`` over the
 whole array), the value then being ``old[i]``'s.
@@ -30,8 +36,10 @@ object, an unknown RowKind / op / type, a missing row or ``type``, ``data`` /
 ``old`` of the wrong JSON kind, fewer ``old`` rows than ``data`` rows in a
 canal ``UPDATE``, a value that does not cast to its column's type (canal and
 maxwell: anywhere in ``data`` or ``old``, as Flink converts both whole), a null
-primary-key column (this project's addition), or a canal record missing
-``database`` / ``table`` while a filter on it is set. What Flink skips is
+primary-key column (this project's addition), a canal record missing
+``database`` / ``table`` while a filter on it is set, or an upsert record whose key is null, empty,
+not a JSON object or holds a value that does not cast (Flink drops a record with a null or empty key
+without a trace; here it is a dead letter). What Flink skips is
 skipped without a dead letter: a canal / maxwell record with a null or empty
 value (a tombstone), a canal ``CREATE``, a canal record that a filter excludes,
 a canal message whose ``data`` is an empty array.
@@ -91,9 +99,24 @@ def _absent(variant: str) -> str:
     return f"({variant} IS NULL OR is_variant_null({variant}))"
 
 
-def _typed(source: KafkaSource, row: str, name: str) -> str:
+def _typed(source: KafkaSource, row: str, name: str, path: str | None = None) -> str:
+    """SQL: column ``name`` read from the variant object ``row``'s field ``path`` (default ``name``), cast to its type."""
     kind = source.schema[name].dataType.simpleString()
-    return f"try_variant_get({row}, '$.{name}', {_lit(kind)})"
+    return f"try_variant_get({row}, '$.{path or name}', {_lit(kind)})"
+
+
+def _fields(source: KafkaSource, *, key: bool = False) -> list[tuple[str, str]]:
+    """(column, JSON field) pairs a record's value holds, or with ``key`` an upsert record's key.
+
+    The key holds the primary key, its JSON fields named without ``key_fields_prefix``; the value holds every
+    column, or with ``EXCEPT_KEY`` the others (Flink's ``createKeyFormatProjection`` / ``createValueFormatProjection``).
+    """
+    if key:
+        return [(k, k[len(source.key_fields_prefix):]) for k in source.primary_key]
+    names = source.schema.names
+    if source.upsert and source.value_fields_include == "EXCEPT_KEY":
+        names = [n for n in names if n not in source.primary_key]
+    return [(n, n) for n in names]
 
 
 def _change(kind: str, i: str, field: str, row: str, old: str = _NO_OLD) -> str:
@@ -105,14 +128,15 @@ def _first(errors: str) -> str:
     return f"try_element_at(filter({errors}, e -> e IS NOT NULL), 1)"
 
 
-def _cast_error(source: KafkaSource, row: str) -> str:
-    """SQL: the first column of the variant object ``row`` whose value does not cast to its type, or NULL."""
-    checks = []
-    for f in source.schema.fields:
-        value = f"variant_get({row}, '$.{f.name}')"
+def _cast_error(source: KafkaSource, row: str, *, key: bool = False) -> str:
+    """SQL: the first column of the variant object ``row`` (a value, or with ``key`` an upsert key) whose value
+    does not cast to its type, or NULL."""
+    checks = ["WHEN false THEN NULL"]
+    for name, path in _fields(source, key=key):
+        value = f"variant_get({row}, '$.{path}')"
         checks.append(
-            f"WHEN {value} IS NOT NULL AND NOT is_variant_null({value}) AND {_typed(source, row, f.name)} IS NULL "
-            f"THEN concat('column {f.name}: value ', to_json({value}), ' is not {f.dataType.simpleString().upper()}')"
+            f"WHEN {value} IS NOT NULL AND NOT is_variant_null({value}) AND {_typed(source, row, name, path)} IS NULL "
+            f"THEN concat('column {name}: value ', to_json({value}), ' is not {source.schema[name].dataType.simpleString().upper()}')"
         )
     return "CASE " + " ".join(checks) + " END"
 
@@ -235,6 +259,29 @@ def _maxwell(source: KafkaSource) -> tuple[str, str]:
     return changes, error
 
 
+def _upsert(source: KafkaSource) -> tuple[str, str]:
+    """upsert-kafka (``DynamicKafkaDeserializationSchema`` in upsert mode): a null value (a tombstone) is ``-D``
+    of its key, any other value ``+I``; an empty value gives nothing, as Flink's JSON format returns no row."""
+    changes = (
+        f"CASE WHEN value IS NULL THEN array({_change(_lit('-D'), '0', _lit('value'), '_v')}) "
+        f"WHEN length(value) > 0 THEN array({_change(_lit('+I'), '0', _lit('value'), '_v')}) END"
+    )
+    return changes, "CAST(NULL AS STRING)"
+
+
+def _key_error(source: KafkaSource) -> str:
+    """SQL: why an upsert record's key is not a JSON object of the primary key (``key.format`` json), or NULL.
+
+    Flink drops a record whose key is null or empty (its JSON format returns no key row, so no row is
+    emitted); here it is a dead letter, since the record cannot be told apart from data loss.
+    """
+    return (
+        "CASE WHEN key IS NULL THEN 'null key' WHEN length(key) = 0 THEN 'empty key' "
+        "WHEN _k IS NULL THEN 'malformed JSON key' WHEN schema_of_variant(_k) NOT LIKE 'OBJECT%' THEN 'key is not a JSON object' "
+        f"ELSE concat('key: ', {_cast_error(source, '_k', key=True)}) END"
+    )
+
+
 _DECODERS = {"json": _json, "debezium-json": _debezium, "canal-json": _canal, "maxwell-json": _maxwell}
 
 
@@ -257,15 +304,22 @@ def _values(source: KafkaSource) -> str:
         if source.format in ("canal-json", "maxwell-json"):
             value = f"CASE WHEN c.old IS NOT NULL AND array_contains(_old_keys, '{name}') THEN {_typed(source, 'c.old', name)} ELSE {value} END"
         parts.append(f"{_lit(name)}, {value}")
+    for name, path in _fields(source, key=True) if source.upsert else []:
+        # The key's value; with ALL the value's overrides it unless this is a tombstone (Flink projects the value last).
+        key = _typed(source, "_k", name, path)
+        i = source.schema.names.index(name)
+        parts[i] = f"{_lit(name)}, " + (key if source.value_fields_include == "EXCEPT_KEY" else f"CASE WHEN c.row IS NULL THEN {key} ELSE {_typed(source, 'c.row', name)} END")
     return "named_struct(" + ", ".join(parts) + ")"
 
 
 def _change_error(source: KafkaSource) -> str:
     """SQL: why the change ``c`` (with its ``values``) cannot be emitted, or NULL."""
     keys = " ".join(f"WHEN c.values.{k} IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
+    # An upsert tombstone has no row: only its key is checked.
+    missing = "CAST(NULL AS STRING)" if source.upsert else "concat('field ', c.field, ' is missing')"
     return (
-        f"CASE WHEN {_absent('c.row')} THEN concat('field ', c.field, ' is missing') "
-        f"ELSE coalesce({_object_error(source, 'c.field', 'c.row', labelled=False)}, CASE {keys or 'WHEN false THEN NULL'} END) END"
+        f"coalesce(CASE WHEN {_absent('c.row')} THEN {missing} ELSE {_object_error(source, 'c.field', 'c.row', labelled=False)} END, "
+        f"CASE {keys or 'WHEN false THEN NULL'} END)"
     )
 
 
@@ -280,22 +334,33 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
         The Kafka columns plus ``_changes`` (ARRAY<STRUCT<kind STRING, i INT, values STRUCT<declared columns>>>,
         NULL or empty for a record that gives none) and ``_error`` (STRING, NULL for a good or skipped record).
     """
-    changes, format_error = _DECODERS[source.format](source)
-    skipped = "value IS NULL OR length(value) = 0" if source.format in ("canal-json", "maxwell-json") else "false"
+    changes, format_error = (_upsert if source.upsert else _DECODERS[source.format])(source)
+    if source.upsert:
+        skipped, key_error, tombstone = "length(value) = 0", _key_error(source), "value IS NULL"
+    else:
+        skipped = "value IS NULL OR length(value) = 0" if source.format in ("canal-json", "maxwell-json") else "false"
+        key_error, tombstone = "CAST(NULL AS STRING)", "false"
     stride = changes_per_record(source.format)
-    parsed = raw.withColumn("_v", F.expr("try_parse_json(CAST(value AS STRING))")).withColumn("_old_keys", F.expr(_old_keys(source)))
+    parsed = (
+        raw.withColumn("_v", F.expr("try_parse_json(CAST(value AS STRING))"))
+        .withColumn("_k", F.expr("try_parse_json(CAST(key AS STRING))" if source.upsert else "CAST(NULL AS VARIANT)"))
+        .withColumn("_old_keys", F.expr(_old_keys(source)))
+    )
     with_values = parsed.withColumn(
         "_raw_changes",
         F.expr(f"transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, 'row', c.row, 'values', {_values(source)}))"),
     )
+    value_error = (
+        f"CASE WHEN {tombstone} THEN NULL WHEN _v IS NULL THEN 'malformed JSON' "
+        f"WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' ELSE {format_error} END"
+    )
     error = F.expr(
-        f"CASE WHEN {skipped} THEN NULL WHEN _v IS NULL THEN 'malformed JSON' "
-        "WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' "
-        f"ELSE coalesce({format_error}, {_first(f'transform(_raw_changes, c -> {_change_error(source)})')}, "
+        f"CASE WHEN {skipped} THEN NULL ELSE coalesce({key_error}, {value_error}, "
+        f"{_first(f'transform(_raw_changes, c -> {_change_error(source)})')}, "
         f"CASE WHEN size(_raw_changes) > {stride} THEN 'more than {stride} changes in one record' END) END"
     )
     return (
         with_values.withColumn(ERROR, error)
         .withColumn(CHANGES, F.expr("transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values))"))
-        .drop("_v", "_old_keys", "_raw_changes")
+        .drop("_v", "_k", "_old_keys", "_raw_changes")
     )

@@ -1,7 +1,9 @@
 """Kafka source: Spark's Kafka connector, records decoded into changelog rows.
 
 Value formats (``json``, ``debezium-json``, ``canal-json``, ``maxwell-json``) are
-decoded by :mod:`streamjoin.connectors.formats`, in Spark SQL over VARIANT. A
+decoded by :mod:`streamjoin.connectors.formats`, in Spark SQL over VARIANT; an
+``upsert-kafka`` source (``KafkaSource(upsert=True)``) also reads the primary key from
+the record key and takes a null value (a tombstone) as a delete. A
 record Flink would fail on is a **dead letter**: it is left out of the changelog
 and reported by :func:`dead_letters` with its raw bytes, topic, partition, offset
 and the reason. Nothing is dropped silently and the query keeps running; what
@@ -51,16 +53,25 @@ class KafkaSource:
         primary_key: columns that identify a row; a record with a null one is a dead letter.
         rowtime: event-time column (TIMESTAMP); with it the stream carries a watermark.
         watermark_delay_ms: the watermark is ``max(rowtime) - watermark_delay_ms`` (milliseconds).
-        rowkind_field: ``json`` only: the field holding the RowKind, ``None`` for insert-only topics.
+        rowkind_field: ``json`` only: the field holding the RowKind, ``None`` for insert-only topics
+            (and for an upsert source, whose values are insert-only as Flink's upsert-kafka requires).
         database_include, table_include: ``canal-json`` only: a regular expression (Java syntax) the
             record's whole ``database`` / ``table`` must match, else the record is skipped
             (Flink's ``canal-json.database.include`` / ``canal-json.table.include``).
+        upsert: Flink's ``'connector' = 'upsert-kafka'``: the primary key is read from the record key (a JSON
+            object), a record is ``+I`` and a null value ``-D`` of its key; the table is an upsert changelog
+            (docs/semantics.md §1.8). Needs format ``json``, ``rowkind_field=None`` and a primary key.
+        key_fields_prefix: upsert only (Flink's ``key.fields-prefix``): the primary-key columns' names start with it,
+            their key JSON fields are named without it; needs ``value_fields_include="EXCEPT_KEY"``.
+        value_fields_include: upsert only (Flink's ``value.fields-include``): ``"ALL"`` (the value holds every
+            column) or ``"EXCEPT_KEY"`` (the value holds the non-key columns).
         options: extra options for Spark's Kafka source (e.g. ``maxOffsetsPerTrigger``).
 
     Raises:
         ValidationError: for an unknown format, a column name that is not an identifier,
-            a primary key / rowtime column that is not declared, or a canal filter on another format
-            or that does not compile.
+            a primary key / rowtime column that is not declared, a canal filter on another format
+            or that does not compile, or upsert options that do not fit (messages as Flink's
+            ``UpsertKafkaDynamicTableFactory`` / ``KafkaConnectorOptionsUtil``).
     """
 
     name: str
@@ -73,6 +84,9 @@ class KafkaSource:
     rowkind_field: str | None = "op"
     database_include: str | None = None
     table_include: str | None = None
+    upsert: bool = False
+    key_fields_prefix: str = ""
+    value_fields_include: Literal["ALL", "EXCEPT_KEY"] = "ALL"
     options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -94,6 +108,25 @@ class KafkaSource:
                 raise ValidationError(f"table {self.name}: column {column!r} is not declared; columns: {', '.join(names)}")
         if self.watermark_delay_ms < 0:
             raise ValidationError(f"table {self.name}: watermark delay must be >= 0 ms, got {self.watermark_delay_ms}")
+        if problem := self._upsert_error():
+            raise ValidationError(f"table {self.name}: {problem}")
+
+    def _upsert_error(self) -> str | None:
+        if not self.upsert:
+            return ("key_fields_prefix and value_fields_include apply to upsert sources only"
+                    if self.key_fields_prefix or self.value_fields_include != "ALL" else None)
+        if not self.primary_key:
+            return "an upsert source needs a primary key: it names the columns read from the record key"
+        if self.format != "json" or self.rowkind_field is not None:
+            return "an upsert source reads format 'json' without rowkind_field: its values must be insert-only"
+        if self.value_fields_include not in ("ALL", "EXCEPT_KEY"):
+            return f"value_fields_include must be 'ALL' or 'EXCEPT_KEY', got {self.value_fields_include!r}"
+        if self.key_fields_prefix and self.value_fields_include == "ALL":
+            return "a key prefix is not allowed with value_fields_include 'ALL': set it to 'EXCEPT_KEY' to avoid field overlaps"
+        unprefixed = [k for k in self.primary_key if not k.startswith(self.key_fields_prefix)]
+        if unprefixed:
+            return f"primary key column {unprefixed[0]!r} is not prefixed with key_fields_prefix {self.key_fields_prefix!r}"
+        return None
 
 
 def read_kafka(spark: SparkSession, source: KafkaSource, bootstrap_servers: str, *, starting_offsets: str = "earliest") -> DataFrame:
