@@ -128,7 +128,7 @@ def test_like_overwriting_lets_the_new_table_win():
      "like.sql:6:42: LIKE option EXCLUDING COLUMNS: the feature is one of ALL, CONSTRAINTS, DISTRIBUTION, GENERATED, "
      "METADATA, OPTIONS, PARTITIONS, WATERMARKS [rule: like-options]"),
     ("CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING OPTIONS);",
-     "like.sql:6:14: table 't': 'connector' must be one of kafka, delta, values; got None [rule: table-connector]"),
+     "like.sql:6:14: table 't': 'connector' must be one of kafka, upsert-kafka, delta, values; got None [rule: table-connector]"),
 ], ids=["unknown-table", "column", "computed-column", "watermark", "primary-key", "option", "overwriting-constraints",
         "repeated", "unknown-feature", "options-excluded"])
 def test_like_refuses_what_flink_refuses(ddl, message):

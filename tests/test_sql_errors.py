@@ -160,7 +160,7 @@ def test_watermark_on_an_unknown_or_non_timestamp_column():
 
 def test_connector_and_its_options_are_checked():
     message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'filesystem');")
-    assert "'connector' must be one of kafka, delta, values; got 'filesystem'" in message and message.endswith("[rule: table-connector]")
+    assert "'connector' must be one of kafka, upsert-kafka, delta, values; got 'filesystem'" in message and message.endswith("[rule: table-connector]")
     message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'kafka', 'format' = 'json');")
     assert "connector 'kafka' needs option 'topic'" in message
     message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'kafka', 'topic' = 'x', 'format' = 'avro');")

@@ -1,6 +1,6 @@
 """The catalog: tables declared by ``CREATE TABLE`` and views declared by ``CREATE [TEMPORARY] VIEW``.
 
-A table is a Kafka topic (``'connector' = 'kafka'``, a source), a Delta table
+A table is a Kafka topic (``'connector' = 'kafka'`` or ``'upsert-kafka'``, a source), a Delta table
 (``'connector' = 'delta'``, a sink or the current rows of a lookup join) or an
 in-memory table whose rows a test case supplies (``'connector' = 'values'``,
 Flink's test connector). Its declaration is checked here, before anything runs:
@@ -13,11 +13,7 @@ ENFORCED`` and the ``WITH`` options.
 is an error), ``EXCLUDING`` leaves it out, ``OVERWRITING`` takes it with ``t``'s winning.
 Defaults: ``OVERWRITING OPTIONS``, ``INCLUDING`` the rest.
 
-| connector | options |
-| --- | --- |
-| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular expression the whole ``database`` / ``table`` must match) |
-| ``delta`` | ``path`` (default: ``<lakehouse>/<table>``) |
-| ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
+The connectors and their options are checked by :mod:`streamjoin.planner.connectors`.
 """
 
 from __future__ import annotations
@@ -29,24 +25,15 @@ from pyspark.sql.types import StructField, StructType
 from sqlglot import exp
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
-from streamjoin.connectors.formats import CDC_FORMATS, FORMATS, pattern_error
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.planner import connectors
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink, interval_ms
 from streamjoin.planner.types import SqlType, sql_type
 
-__all__ = ["Column", "Watermark", "TableDef", "ViewDef", "Catalog", "table_from_ddl", "CONNECTORS"]
+__all__ = ["Column", "Watermark", "TableDef", "ViewDef", "Catalog", "table_from_ddl"]
 
-#: Options each connector accepts (a ``properties.`` prefix passes Kafka client settings through).
-CONNECTORS = {
-    "kafka": ("connector", "topic", "format", "properties.bootstrap.servers", "scan.startup.mode", "json.rowkind-field",
-              "canal-json.database.include", "canal-json.table.include"),
-    "delta": ("connector", "path"),
-    "values": ("connector", "changelog-mode"),
-}
-_STARTUP_MODES = {"earliest-offset": "earliest", "latest-offset": "latest"}
-_MODE_KINDS = {"I": RowKind.INSERT, "UB": RowKind.UPDATE_BEFORE, "UA": RowKind.UPDATE_AFTER, "D": RowKind.DELETE}
 _RESERVED = (ROWKIND_COLUMN, SEQ_COLUMN)
 _LIKE_FEATURES = ("ALL", "CONSTRAINTS", "DISTRIBUTION", "GENERATED", "METADATA", "OPTIONS", "PARTITIONS", "WATERMARKS")
 _LIKE_NOT_OVERWRITING = ("ALL", "CONSTRAINTS", "PARTITIONS")
@@ -95,7 +82,7 @@ class TableDef:
 
     @property
     def connector(self) -> str:
-        """``kafka``, ``delta`` or ``values``."""
+        """``kafka``, ``upsert-kafka``, ``delta`` or ``values``."""
         return self.options["connector"]
 
     @property
@@ -125,47 +112,13 @@ class TableDef:
 
     @property
     def source_kinds(self) -> frozenset[RowKind]:
-        """The RowKinds this table produces as a source (its ``changelogMode``).
-
-        ``json`` is insert-only unless ``json.rowkind-field`` names a RowKind field;
-        ``debezium-json``, ``canal-json`` and ``maxwell-json`` are full changelogs; ``values`` follows
-        ``changelog-mode``.
-        """
-        if self.connector == "kafka":
-            if self.options["format"] in CDC_FORMATS or "json.rowkind-field" in self.options:
-                return frozenset(RowKind)
-            return frozenset({RowKind.INSERT})
-        if self.connector == "values":
-            text = self.options.get("changelog-mode", "I")
-            return frozenset(_MODE_KINDS[k.strip()] for k in text.split(","))
-        return frozenset({RowKind.INSERT})
+        """The RowKinds this table produces as a source (its ``changelogMode``): :func:`streamjoin.planner.connectors.source_kinds`."""
+        return connectors.source_kinds(self.options)
 
     def kafka_source(self) -> KafkaSource:
-        """The :class:`~streamjoin.connectors.kafka.KafkaSource` of a ``kafka`` table.
-
-        A rowtime that is a physical column gets its watermark from the source;
-        a computed rowtime gets it after the computed columns (the planner's scan).
-        """
-        options = {f"kafka.{k[len('properties.'):]}": v for k, v in self.options.items()
-                   if k.startswith("properties.") and k != "properties.bootstrap.servers"}
-        mode = self.options.get("scan.startup.mode", "earliest-offset")
-        if mode != "earliest-offset":
-            options["startingOffsets"] = _STARTUP_MODES[mode]
-        physical_rowtime = self.rowtime if self.rowtime and self.column(self.rowtime).computed is None else None
-        json_only = {"rowkind_field": self.options.get("json.rowkind-field")} if self.options["format"] == "json" else {}
-        return KafkaSource(
-            name=self.name,
-            topic=self.options["topic"],
-            schema=self.physical_schema,
-            format=self.options["format"],
-            primary_key=self.primary_key,
-            rowtime=physical_rowtime,
-            watermark_delay_ms=self.watermark.delay_ms if physical_rowtime else 0,
-            database_include=self.options.get("canal-json.database.include"),
-            table_include=self.options.get("canal-json.table.include"),
-            options=options,
-            **json_only,
-        )
+        """The :class:`~streamjoin.connectors.kafka.KafkaSource` of a ``kafka`` or ``upsert-kafka`` table
+        (:func:`streamjoin.planner.connectors.kafka_source`)."""
+        return connectors.kafka_source(self)
 
 
 @dataclass(frozen=True)
@@ -410,6 +363,7 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
             column.name, column.type and SqlType(column.type.root, column.type.precision, nullable=column.type.nullable,
                                                  time_attribute="ROWTIME"), column.computed, column.node)
     options = _options(create, name, source, like)
+    connectors.check_options(options, primary_key, name, source, create.this.this)
     return TableDef(name, tuple(columns.values()), primary_key, watermark, options, source, create)
 
 
@@ -426,50 +380,4 @@ def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | No
             message = f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' ('{like.table.options[key]}')"
             raise error(ValidationError, source, prop, like.message(message, "OPTIONS"), "table-options")
         options[key] = _option_value(prop.args["value"], source)
-    connector = options.get("connector")
-    if connector not in CONNECTORS:
-        raise error(
-            ValidationError, source, create.this.this,
-            f"table '{table}': 'connector' must be one of {', '.join(CONNECTORS)}; got {connector!r}",
-            "table-connector",
-        )
-    allowed = CONNECTORS[connector]
-    for key in options:
-        if key not in allowed and not (connector == "kafka" and key.startswith("properties.")):
-            raise error(
-                ValidationError, source, create.this.this,
-                f"table '{table}': unsupported option '{key}' for connector '{connector}'; supported: {', '.join(allowed)}",
-                "table-options",
-            )
-    if connector == "kafka":
-        for required in ("topic", "format"):
-            if required not in options:
-                raise error(ValidationError, source, create.this.this, f"table '{table}': connector 'kafka' needs option '{required}'", "table-options")
-        if options["format"] not in FORMATS:
-            raise error(
-                ValidationError, source, create.this.this,
-                f"table '{table}': format {options['format']!r} is not supported; supported: {', '.join(FORMATS)}",
-                "table-format",
-            )
-        mode = options.get("scan.startup.mode", "earliest-offset")
-        if mode not in _STARTUP_MODES:
-            raise error(
-                UnsupportedPlanError, source, create.this.this,
-                f"table '{table}': scan.startup.mode {mode!r} is not supported; supported: {', '.join(_STARTUP_MODES)}",
-                "table-options",
-            )
-        for key in options:
-            prefix = key.split(".")[0]
-            if prefix in ("json", "canal-json") and options["format"] != prefix:
-                raise error(ValidationError, source, create.this.this, f"table '{table}': {key} applies to format '{prefix}' only", "table-options")
-            if prefix == "canal-json" and (problem := pattern_error(options[key])):
-                raise error(ValidationError, source, create.this.this, f"table '{table}': {key} {problem}", "table-options")
-    if connector == "values":
-        kinds = [k.strip() for k in options.get("changelog-mode", "I").split(",")]
-        if not kinds or any(k not in _MODE_KINDS for k in kinds) or "I" not in kinds:
-            raise error(
-                ValidationError, source, create.this.this,
-                f"table '{table}': changelog-mode {options['changelog-mode']!r} must list I and any of UB, UA, D",
-                "table-options",
-            )
     return options

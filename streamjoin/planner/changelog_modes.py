@@ -15,7 +15,7 @@ Two passes over a planned statement:
    does; everything that retracts by value (joins, aggregates, the
    materializer, retract sinks) gets BEFORE_AND_AFTER.
 
-Sink kinds: ``delta`` with a primary key is an upsert sink; ``delta`` without
+Sink kinds: ``delta`` with a primary key and ``upsert-kafka`` are upsert sinks; ``delta`` without
 one and ``kafka`` with ``json`` are append-only; ``kafka`` with a CDC format
 (``debezium-json``, ``canal-json``, ``maxwell-json``), ``values`` and the
 collecting sink of a ``SELECT`` take a retract changelog.
@@ -44,6 +44,8 @@ def sink_kind(sink: Sink) -> str:
         return "retract"
     if table.connector == "delta":
         return "upsert" if table.primary_key else "append"
+    if table.connector == "upsert-kafka":
+        return "upsert"
     return "retract" if table.options.get("format") in CDC_FORMATS else "append"
 
 

@@ -1,7 +1,7 @@
 """SQL pipelines as :class:`~streamjoin.pipeline.Pipeline` objects: one per ``INSERT INTO <delta table>``.
 
-The compiled pipeline reads the Kafka tables its plan scans (their
-``KafkaSource``), builds the output changelog with the planner's translation
+The compiled pipeline reads the Kafka tables its plan scans (``kafka`` and
+``upsert-kafka``, their ``KafkaSource``), builds the output changelog with the planner's translation
 (:mod:`streamjoin.planner.translate`), and lands it in the Delta sink table
 through :func:`streamjoin.pipeline.run_pipeline` (the Delta upsert writer).
 
@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse, Pipeline
 from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.connectors import KAFKA_CONNECTORS
 from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import LookupJoin, TableScan, walk
 from streamjoin.planner.script import PlannedStatement, Script
@@ -99,7 +100,7 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
 
     Raises:
         UnsupportedPlanError: for an INSERT into a non-Delta or key-less Delta table, or a source
-            that is not a Kafka table.
+            that is not a ``kafka`` or ``upsert-kafka`` table.
     """
     pipelines = []
     for statement in script.inserts:
@@ -115,10 +116,10 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
         for scan in scans:
             if id(scan) in lookups:
                 continue
-            if scan.table.connector != "kafka":
+            if scan.table.connector not in KAFKA_CONNECTORS:
                 raise UnsupportedPlanError(
                     f"{script.source.name}: table '{scan.table.name}' ({scan.table.connector}) cannot be a pipeline source; "
-                    "pipelines read Kafka tables"
+                    f"pipelines read Kafka tables ({', '.join(KAFKA_CONNECTORS)})"
                 )
             sources[scan.table.name] = scan.table.kafka_source()
         pipelines.append(SqlPipeline(
@@ -144,7 +145,7 @@ def bootstrap_servers(pipelines: list[SqlPipeline], override: str | None = None)
     declared = set()
     for pipeline in pipelines:
         for scan in walk(pipeline.statement.sink):
-            if isinstance(scan, TableScan) and scan.table.connector == "kafka":
+            if isinstance(scan, TableScan) and scan.table.connector in KAFKA_CONNECTORS:
                 value = scan.table.options.get("properties.bootstrap.servers")
                 if value:
                     declared.add(value)
