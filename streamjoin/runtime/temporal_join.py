@@ -2,25 +2,28 @@
 processing-time lookup join against the current rows of a Delta table.
 
 Event time, ``probe JOIN versioned FOR SYSTEM_TIME AS OF probe.rowtime ON probe.k = versioned.pk``
-(INNER or LEFT), follows Flink's ``TemporalRowTimeJoinOperator``
-(flink-table-runtime ``operators/join/temporal``), in its FLINK-39719 form:
+(INNER or LEFT), follows Apache Flink 2.3.0's ``TemporalRowTimeJoinOperator``
+(flink-table-runtime ``operators/join/temporal``):
 
 * versions are kept per key by version time (a later change at the same time
   replaces the earlier one); ``-U`` changes are dropped before the join, as
   Flink's planner does (the operator needs only ``+I``/``+U``/``-D`` of an
   upsert-keyed versioned table); a ``-D`` at time *v* means "no row from *v* on";
-* a probe row is buffered until the combined watermark reaches its time, then
-  joined with the version valid at that time (the latest version with version
-  time ≤ probe time; a version exactly at the probe time applies); a probe row
-  with no valid version, or whose valid version is a ``-D``, is dropped by
-  INNER and emitted null-padded by LEFT; outputs keep the probe rows' arrival
-  order and RowKind;
-* a probe row arriving at or behind the watermark is late: dropped and counted
-  (FLINK-39719; older Flink joined it with whatever versions were left);
+* a probe row is buffered until the combined watermark (the minimum of both
+  inputs' watermarks) reaches its time, then joined with the version valid at
+  that time (the latest version with version time ≤ probe time; a version
+  exactly at the probe time applies); a probe row with no valid version, or
+  whose valid version is a ``-D``, is dropped by INNER and emitted
+  null-padded by LEFT; outputs keep the probe rows' arrival order and RowKind;
+* a probe row is never late: one arriving at or behind the watermark is
+  buffered like any other and emitted at the next rise of the combined
+  watermark (its timer is already due), joined with the versions still in
+  state then — the version valid at its time if clean-up has not removed it,
+  else none (so LEFT pads it);
 * versions older than the newest version at or before the watermark are
-  dropped, so state holds per key the pending probe rows and the versions that
-  can still apply, not the history; later versions never change emitted
-  results (no retraction);
+  dropped when the key's timer fires, so state holds per key the pending
+  probe rows and the versions that can still apply, not the history; later
+  versions never change emitted results (no retraction);
 * one event-time timer per key, at the smallest pending time.
 
 A versioned table can also be an append-only stream deduplicated into
@@ -103,8 +106,7 @@ class TemporalRowTimeJoin:
         ...     def register(self, t): pass
         ...     def delete(self, t): pass
         >>> join.process_version(state, RowKind.INSERT, ("EUR", 114), 9, T())
-        >>> join.process_probe(state, RowKind.INSERT, ("o1", "EUR"), 10, 0, T())
-        True
+        >>> join.process_probe(state, RowKind.INSERT, ("o1", "EUR"), 10, T())
         >>> join.on_timer(state, 10, T())
         [(<RowKind.INSERT: '+I'>, ('o1', 'EUR', 'EUR', 114))]
     """
@@ -121,21 +123,15 @@ class TemporalRowTimeJoin:
     def new_state(self, key: tuple = ()) -> TemporalJoinState:
         return TemporalJoinState()
 
-    def process_probe(
-        self, state: TemporalJoinState, kind: RowKind, row: tuple, row_time: int, watermark: int, timers: TimerService
-    ) -> bool:
+    def process_probe(self, state: TemporalJoinState, kind: RowKind, row: tuple, row_time: int, timers: TimerService) -> None:
         """Buffer a probe row until the watermark reaches ``row_time``.
 
-        Returns:
-            False when the row is late (``row_time <= watermark``) and was dropped
-            (Flink counts these in ``numLateRecordsDropped``).
+        A row at or behind the watermark is buffered too (Flink 2.3.0 has no late
+        rule here): its timer is due and fires at the next watermark rise.
         """
-        if row_time <= watermark:
-            return False
         state.probes[state.next_index] = (row_time, kind, row)
         state.next_index += 1
         self._register_smallest_timer(state, row_time, timers)
-        return True
 
     def process_version(
         self, state: TemporalJoinState, kind: RowKind, row: tuple, version_time: int, timers: TimerService
@@ -243,7 +239,7 @@ class TemporalJoinOperator:
 
     def on_row(self, state, side, kind, row, rowtime, time, timers):
         if side == 0:
-            self.join.process_probe(state, kind, row, rowtime, time, timers)
+            self.join.process_probe(state, kind, row, rowtime, timers)
         else:
             self.join.process_version(state, kind, row, rowtime, timers)
         return []
@@ -269,17 +265,18 @@ def temporal_join(
     the version of its key valid at that time (latest ``version_time`` ≤ probe
     time); INNER drops a probe row without a valid version, LEFT pads it with
     nulls. Later versions never retract emitted rows. See the module docstring
-    for Flink's rules (``-U`` dropped, ``-D`` ends a version, late probe rows
-    dropped, old versions cleaned up).
+    for Flink's rules (``-U`` dropped, ``-D`` ends a version, probe rows behind
+    the watermark joined at the next watermark rise, old versions cleaned up).
 
     Spark specifics: the watermark is Spark's ``min`` over both inputs, moved
     once per micro-batch from the rows of the batches before (an input that has
     seen no row counts as 0); probe rows wait for it across micro-batches, and
-    Spark's no-data micro-batches emit them when it moves. A probe row Flink
-    drops as late because an earlier row of the *same* micro-batch moved the
-    watermark is kept here (``row_watermark_column`` closes that gap). Spark
-    has no end-of-input watermark: probe rows the watermark never reaches stay
-    buffered.
+    Spark's no-data micro-batches emit them when it moves. A key fires its
+    timer when it sees the watermark rise, which inside one micro-batch is
+    later than in Flink unless ``row_watermark_column`` gives each row
+    Flink's watermark; the versions a probe row behind the watermark finds
+    can then differ. Spark has no end-of-input watermark: probe rows the
+    watermark never reaches stay buffered.
 
     Args:
         probe: changelog DataFrame (data columns + ``_rowkind`` + ``_seq``);
