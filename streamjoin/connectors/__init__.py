@@ -1,4 +1,5 @@
-"""Connectors: Kafka in (decode ``json`` / ``debezium-json`` into changelog rows, dead letters),
+"""Connectors: Kafka in (decode ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` into changelog rows, dead letters;
+the decoders are in :mod:`~streamjoin.connectors.formats`),
 Kafka cluster chores, the embedded broker, and changelog files for tests and case replay.
 
 Public API (each name is imported from its module on first use):
