@@ -221,8 +221,8 @@ class ResidualPipeline:
 
     ``changelog`` / ``steps`` are the output and when each change came, as :class:`LocalKeyedDriver`'s."""
 
-    def __init__(self, how, bounds, arities, residual, delays=(0, 0), key_index=1, time=RowTimeIntervalJoin):
-        self.join = time(how, bounds, *arities, candidates=True)
+    def __init__(self, how, bounds, arities, residual, delays=(0, 0), key_index=1):
+        self.join = RowTimeIntervalJoin(how, bounds, *arities, candidates=True)
         self.driver = LocalKeyedDriver(IntervalJoinOperator(self.join), delays)
         columns = [f"c{i}" for i in range(sum(arities))]
         self.padding = ResidualPadding(columns, (self.join.left_outer, self.join.right_outer))
