@@ -32,6 +32,10 @@ FAMILIES = [
     "dedup_first", "dedup_last",
     "group_agg",
 ]
+#: Families whose changes for one input row come out of a regular join's state in Flink's HashMap order
+#: (compared up to that order: ``compare.in_runs``).
+HASH_ORDER_FAMILIES = {"join_inner", "join_left", "join_right", "join_full",
+                       "semi_in", "semi_exists", "anti_not_exists", "anti_not_in"}
 
 _BASE = dt.datetime(2024, 1, 1, 10, 0, 0)
 
