@@ -8,8 +8,8 @@
 | ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
 
 ``upsert-kafka`` is Flink's ``UpsertKafkaDynamicTableFactory``: the primary key is read from the record key,
-a record is an INSERT and a tombstone (null value) a DELETE of its key, so the table is an upsert changelog
-``[I, UA, D]`` that the planner normalizes where a consumer needs full rows (docs/semantics.md §1.8); it
+a record is an INSERT and a tombstone (null value) a DELETE of its key; the table declares Flink's upsert
+changelog mode ``[UA, D]`` (its ``DecodingFormatWrapper``; the rows come as INSERTs), which the planner normalizes where a consumer needs full rows (docs/semantics.md §1.8); it
 always reads the topic from the earliest offset, as Flink does.
 """
 
@@ -129,8 +129,8 @@ def source_kinds(options: dict[str, str]) -> frozenset[RowKind]:
     """The RowKinds a table with these options produces as a source (its ``changelogMode``).
 
     ``kafka``: ``json`` is insert-only unless ``json.rowkind-field`` names a RowKind field; ``debezium-json``,
-    ``canal-json`` and ``maxwell-json`` are full changelogs. ``upsert-kafka``: an upsert changelog
-    ``[I, UA, D]``. ``values`` follows ``changelog-mode``; ``delta`` is insert-only.
+    ``canal-json`` and ``maxwell-json`` are full changelogs. ``upsert-kafka``: ``[UA, D]``, as Flink's
+    ``UpsertKafkaDynamicTableFactory`` declares it (its records are INSERTs, read as upserts). ``values`` follows ``changelog-mode``; ``delta`` is insert-only.
     """
     connector = options["connector"]
     if connector == "kafka":
@@ -138,7 +138,7 @@ def source_kinds(options: dict[str, str]) -> frozenset[RowKind]:
             return frozenset(RowKind)
         return frozenset({RowKind.INSERT})
     if connector == "upsert-kafka":
-        return frozenset({RowKind.INSERT, RowKind.UPDATE_AFTER, RowKind.DELETE})
+        return frozenset({RowKind.UPDATE_AFTER, RowKind.DELETE})
     if connector == "values":
         return frozenset(_MODE_KINDS[k.strip()] for k in options.get("changelog-mode", "I").split(","))
     return frozenset({RowKind.INSERT})

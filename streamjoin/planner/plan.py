@@ -189,7 +189,8 @@ class TableScan(Node):
         #: computed column → its expression over the physical columns
         self.computed = computed or {}
         self.modify_kinds = frozenset(
-            {"I"} | ({"U"} if {RowKind.UPDATE_AFTER, RowKind.UPDATE_BEFORE} & table.source_kinds else set())
+            ({"I"} if RowKind.INSERT in table.source_kinds else set())  # upsert-kafka declares [UA,D], as Flink's
+            | ({"U"} if {RowKind.UPDATE_AFTER, RowKind.UPDATE_BEFORE} & table.source_kinds else set())
             | ({"D"} if RowKind.DELETE in table.source_kinds else set())
         )
         self.unique_keys, self.upsert_keys = metadata.scan_keys(table.primary_key)
