@@ -57,15 +57,15 @@ class BatchInputs:
         return rows_frame(self.spark, parts(self.changelog.data_dir), PART_SCHEMA)
 
     # The watermark a query reaches once its input is exhausted is, per watermarked input, its
-    # max rowtime - delay, and over several inputs the smallest (Spark's 'min' watermark policy).
-    # Spark pushes a filter on other columns below the source's watermark, so a query that reads
-    # only placements (op = 'c') gets the watermark of the placements, not of every event.
+    # max rowtime - delay over every row of the topic (as Flink's source watermark: a query that
+    # reads only placements, op = 'c', still gets the watermark of every event), and over several
+    # inputs the smallest (Spark's 'min' watermark policy).
 
     def rates_max_time(self) -> dt.datetime:
         return max(r["rate_time"] for r in rate_rows())
 
-    def placements_max_time(self) -> dt.datetime:
-        return max(e["event_time"] for e in self.changelog.order_events if e["op"] == "c")
+    def order_events_max_time(self) -> dt.datetime:
+        return max(e["event_time"] for e in self.changelog.order_events)
 
     def shipments_max_time(self) -> dt.datetime:
         return max(i["l_shiptime"] for i in self.changelog.lineitems)

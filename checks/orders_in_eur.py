@@ -16,7 +16,7 @@ def expected_orders_in_eur(inputs):
     """The batch query: each placement with its customer's currency and the ECB rate valid at its time
     (the latest rate at or before it), for placements the final watermark has passed (a temporal join
     emits a probe row when the watermark reaches its time)."""
-    watermark = min(inputs.placements_max_time() - _DAY, inputs.rates_max_time())
+    watermark = min(inputs.order_events_max_time() - _DAY, inputs.rates_max_time())
     placed = (
         inputs.order_events().where(F.col("op") == "c").where(F.col("event_time") <= F.lit(watermark))
         .join(inputs.customer_currencies(), F.col("o_custkey") == F.col("c_custkey"))

@@ -17,7 +17,7 @@ def expected_orders_shipped_fast(inputs):
     o_ordertime + 30 days]) pair, and each placement with no such line item null-padded (line 0) once the
     final watermark is past its window (docs/semantics.md §3: an unmatched left row is emitted when the
     watermark passes ``t + 30 days``)."""
-    watermark = min(inputs.placements_max_time(), inputs.shipments_max_time()) - _DAY
+    watermark = min(inputs.order_events_max_time(), inputs.shipments_max_time()) - _DAY
     placed = inputs.order_events().where("op = 'c'").select("o_orderkey", "o_ordertime")
     shipments = inputs.shipments()
     within = (

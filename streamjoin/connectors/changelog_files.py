@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
 
 __all__ = ["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"]
@@ -80,7 +81,7 @@ def read_changelog_files(
 
     Args:
         rowtime: event-time column; when given, the stream carries a watermark
-            of ``max(rowtime) - watermark_delay_ms`` (Spark's ``withWatermark``).
+            of ``max(rowtime) - watermark_delay_ms`` over all its rows (:func:`~streamjoin.connectors.watermark.with_source_watermark`).
         watermark_delay_ms: watermark delay in milliseconds.
 
     Returns:
@@ -88,7 +89,7 @@ def read_changelog_files(
     """
     stream = spark.readStream.schema(changelog_schema(schema)).option("maxFilesPerTrigger", 1).parquet(str(directory))
     if rowtime is not None:
-        stream = stream.withWatermark(rowtime, f"{watermark_delay_ms} milliseconds")
+        stream = with_source_watermark(stream, rowtime, watermark_delay_ms)
     return stream
 
 

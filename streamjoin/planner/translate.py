@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.changelog_modes import drops_update_before
 from streamjoin.planner.expressions import Typer, spark_sql
@@ -149,7 +150,7 @@ class Translator:
                 df = df.withColumn(f.name, F.expr(spark_sql(node.computed[f.name], typer)))
         table = node.table
         if table.rowtime in node.computed:
-            df = df.withWatermark(table.rowtime, f"{table.watermark.delay_ms} milliseconds")
+            df = with_source_watermark(df, table.rowtime, table.watermark.delay_ms)
         return self._data(df, node, hidden=True)
 
     def _Calc(self, node: Calc) -> DataFrame:
