@@ -3,7 +3,7 @@
 ::
 
     streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
-    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
+    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
 
 ``-i`` names initialization scripts planned before the file (tables and
@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", type=_input_file)
     run.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
     run.add_argument("--available-now", action="store_true", help="process what the topics hold, then stop")
+    run.add_argument("--end-of-input", action="store_true",
+                     help="with --available-now: then end the input as Flink's bounded sources do (a +inf watermark "
+                          "flushes every buffered row); later runs on the same checkpoint are refused")
     run.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
     replay = commands.add_parser("replay", help="replay flink-cases test cases", **sub)
@@ -158,6 +161,8 @@ def _run(args) -> int:
     pipelines = sql_pipelines(script)
     if not pipelines:
         raise ValidationError(f"{args.file}: no INSERT INTO statement to run")
+    if args.end_of_input and not args.available_now:
+        raise ValidationError("--end-of-input ends a bounded run: use it with --available-now")
     servers = bootstrap_servers(pipelines, args.bootstrap_servers)
     spark = _spark()
     if script.state_ttl_ms is not None and args.available_now:
@@ -166,7 +171,7 @@ def _run(args) -> int:
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     for pipeline in pipelines:
         run = run_pipeline(pipeline, spark, lakehouse, servers, available_now=args.available_now,
-                           on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
+                           end_of_input=args.end_of_input, on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
         print(f"{pipeline.name}: {run.batches} micro-batches, records read {run.records_read}")
     return 0
 

@@ -10,7 +10,9 @@ or plain Spark projections), and a Delta sink. :func:`run_pipeline` starts
 
 with checkpoints under the lakehouse's ``_checkpoints/<sink>/``. With
 ``available_now=True`` both process what the topics hold and stop (a backfill);
-otherwise they run until stopped (a continuous streaming run).
+otherwise they run until stopped (a continuous streaming run). ``end_of_input=True``
+ends a bounded run as Flink's bounded sources end: with a +∞ watermark that flushes
+every row the operators still buffer (:mod:`streamjoin.connectors.end_of_input`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.connectors.changelog_files import changelog_schema
+from streamjoin.connectors.end_of_input import check_not_ended, control_stream, end_input, has_ended
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
+from streamjoin.errors import ValidationError
 from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, create_sink_tables
 
 __all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"]
@@ -76,6 +81,10 @@ class Pipeline:
     def dead_letter_path(self, lakehouse: Lakehouse) -> str:
         return lakehouse.table_path(f"{self.name}_dead_letters")
 
+    def end_of_input_folders(self, lakehouse: Lakehouse) -> dict[str, str]:
+        """Source name → the folder of its end-of-input control stream, for every source with a rowtime."""
+        return {s.name: lakehouse.checkpoint(self.name, f"end_of_input/{s.name}") for s in self.sources if s.rowtime}
+
 
 @dataclass
 class PipelineRun:
@@ -87,7 +96,11 @@ class PipelineRun:
 
 def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
     decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
-    changes = pipeline.changelog({s.name: changelog_rows(decoded[s.name], s) for s in pipeline.sources}, lakehouse)
+    folders = pipeline.end_of_input_folders(lakehouse)
+    controls = {s.name: control_stream(spark, folders[s.name], changelog_schema(s.schema)) for s in pipeline.sources if s.name in folders}
+    changes = pipeline.changelog(
+        {s.name: changelog_rows(decoded[s.name], s, end_of_input=controls.get(s.name)) for s in pipeline.sources}, lakehouse
+    )
     sink = pipeline.sink(lakehouse)
     sink_schema = changes.drop(ROWKIND_COLUMN, SEQ_COLUMN).schema
     create_sink_tables(spark, sink, sink_schema)
@@ -120,11 +133,17 @@ def run_pipeline(
     bootstrap_servers: str,
     *,
     available_now: bool = True,
+    end_of_input: bool = False,
     on_progress: Callable[[StreamingQueryProgress], None] | None = None,
 ) -> PipelineRun:
     """Run ``pipeline`` until its input is consumed (``available_now``) or it is stopped.
 
     Args:
+        end_of_input: after consuming what the topics hold, end every input with a +∞ watermark, as
+            Flink's bounded sources do, so that interval joins pad, temporal joins and OVER aggregates emit
+            every buffered row (:mod:`streamjoin.connectors.end_of_input`); needs ``available_now``.
+            The input stays ended: later runs on this checkpoint are refused. An interrupted ended run
+            resumes when run with ``end_of_input`` again.
         on_progress: called with each progress report of the main query
             (Spark's ``StreamingQueryProgress``), e.g. to log it.
 
@@ -132,10 +151,30 @@ def run_pipeline(
         A :class:`PipelineRun` summary.
 
     Raises:
+        ValidationError: ``end_of_input`` without ``available_now``; a run without ``end_of_input`` on a
+            pipeline whose input has ended.
         pyspark.errors.StreamingQueryException: when a query fails.
     """
-    main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now)
+    folders = pipeline.end_of_input_folders(lakehouse)
+    if end_of_input and not available_now:
+        raise ValidationError(f"pipeline '{pipeline.name}': end of input needs an available-now (bounded) run")
+    if not end_of_input:
+        check_not_ended(spark, pipeline.name, folders)
     run = PipelineRun(records_read={s.topic: 0 for s in pipeline.sources})
+    pending = {name: folder for name, folder in folders.items() if not has_ended(spark, folder)} if end_of_input else {}
+    if pending:
+        # First what the topics hold, then the end-of-input rows: no topic row may come after them.
+        _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, on_progress)
+        sources = {s.name: s for s in pipeline.sources}
+        for name, folder in pending.items():
+            end_input(spark, folder, changelog_schema(sources[name].schema), sources[name].rowtime)
+    _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, on_progress)
+    return run
+
+
+def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str,
+                 available_now: bool, run: PipelineRun, on_progress) -> None:
+    main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now)
     last_batch = -1
     try:
         while not main.awaitTermination(2):
@@ -146,7 +185,6 @@ def run_pipeline(
         for query in (main, dead):
             if query.isActive:
                 query.stop()
-    return run
 
 
 def _collect(query: StreamingQuery, last_batch: int, run: PipelineRun, on_progress) -> int:
@@ -157,6 +195,8 @@ def _collect(query: StreamingQuery, last_batch: int, run: PipelineRun, on_progre
         last_batch = progress.batchId
         run.batches += 1
         for source in progress.sources:
+            if not source.description.startswith("KafkaV2"):
+                continue  # an end-of-input control stream
             # Spark describes a Kafka source as "KafkaV2[Subscribe[<topic>]]".
             topic = source.description.split("[")[-1].rstrip("]")
             run.records_read[topic] = run.records_read.get(topic, 0) + source.numInputRows

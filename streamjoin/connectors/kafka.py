@@ -29,7 +29,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.connectors.end_of_input import END_OF_INPUT_COLUMN, drop_control_rows
 from streamjoin.connectors.formats import CHANGES, ERROR, FORMATS, changes_per_record, decode, pattern_error
+from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
 
 __all__ = ["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"]
@@ -146,8 +148,13 @@ def read_kafka(spark: SparkSession, source: KafkaSource, bootstrap_servers: str,
     return reader.load()
 
 
-def changelog_rows(decoded: DataFrame, source: KafkaSource) -> DataFrame:
+def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: DataFrame | None = None) -> DataFrame:
     """The good records' changes as a changelog DataFrame.
+
+    Args:
+        end_of_input: the source's control stream (:func:`streamjoin.connectors.end_of_input.control_stream`),
+            read beside the topic when ``source.rowtime`` is declared; its end-of-input row moves the
+            watermark and is dropped right after it.
 
     Returns:
         The declared columns + ``_rowkind`` + ``_seq``, with a watermark on
@@ -163,7 +170,11 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource) -> DataFrame:
         )
     )
     if source.rowtime:
-        rows = rows.withWatermark(source.rowtime, f"{source.watermark_delay_ms} milliseconds")
+        if end_of_input is not None:
+            rows = rows.withColumn(END_OF_INPUT_COLUMN, F.lit(False)).unionByName(end_of_input)
+        rows = with_source_watermark(rows, source.rowtime, source.watermark_delay_ms)
+        if end_of_input is not None:
+            rows = drop_control_rows(rows, source.rowtime)
     return rows
 
 

@@ -46,6 +46,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType, Ti
 
 from streamjoin.changelog import ChangelogError, materialize
 from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
+from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import StreamJoinError, ValidationError
 from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.script import PlannedStatement, Script, plan_script
@@ -214,7 +215,7 @@ class _Feed:
             if isinstance(c.type.spark, TimestampType):
                 df = df.withColumn(c.name, F.col(f"`{c.name}`").cast("timestamp"))
         if table.rowtime:
-            df = df.withWatermark(table.rowtime, f"{table.watermark.delay_ms} milliseconds")
+            df = with_source_watermark(df, table.rowtime, table.watermark.delay_ms)
             # Referencing the rowtime keeps Spark from pushing this filter below the watermark.
             df = df.where(~F.col(_SENTINEL) | F.col(f"`{table.rowtime}`").isNull())
         else:
