@@ -15,7 +15,7 @@ always reads the topic from the earliest offset, as Flink does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from sqlglot import exp
 
@@ -61,7 +61,7 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
             (messages after Flink's ``UpsertKafkaDynamicTableFactory`` and ``KafkaConnectorOptionsUtil``).
         UnsupportedPlanError: a ``scan.startup.mode`` other than ``earliest-offset`` / ``latest-offset``.
     """
-    def fail(message: str, rule: str = "table-options", kind: type[Exception] = ValidationError) -> None:
+    def fail(message: str, rule: str = "table-options", kind: type[Exception] = ValidationError) -> NoReturn:
         raise error(kind, source, at, f"table '{table}': {message}", rule)
 
     connector = options.get("connector")
