@@ -16,6 +16,7 @@ from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
+from streamjoin.planner import load_script, sql_pipelines
 
 from conftest import SCALE_FACTOR
 
@@ -93,11 +94,7 @@ def test_replayed_micro_batch_duplicates_and_loses_nothing(spark, kafka_bootstra
     table, changelog = lakehouse.table_path("orders_replay"), lakehouse.table_path("orders_replay_changelog")
     before = rows(spark, table, ORDERS.schema.names)
     changes_before = spark.read.format("delta").load(changelog).count()
-    # The crash: Delta has committed the last batch, the checkpoint has not recorded it.
-    commits = Path(lakehouse.checkpoint("orders_replay", "main")) / "commits"
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    (commits / str(last)).unlink()
-    (commits / f".{last}.crc").unlink(missing_ok=True)
+    last = _forget_last_commit(lakehouse, "orders_replay")
 
     progress = []
     run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap, on_progress=progress.append)
@@ -108,6 +105,37 @@ def test_replayed_micro_batch_duplicates_and_loses_nothing(spark, kafka_bootstra
     )
     expected = {tuple(o[c] for c in ORDERS.schema.names) for o in tpch.final_orders().values()}
     assert before == expected
+
+
+def _forget_last_commit(lakehouse: Lakehouse, pipeline: str) -> int:
+    """The crash between the Delta commit and the checkpoint commit: the checkpoint forgets its last batch."""
+    commits = Path(lakehouse.checkpoint(pipeline, "main")) / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def test_a_replayed_batch_of_a_stateful_pipeline_runs_its_operators_again(spark, kafka_bootstrap, demo_topics, tmp_path):
+    """The same crash under stateful operators (orders_by_status: deduplication, then a group aggregate).
+
+    Delta skips both writes of the replayed batch (its transaction version is committed); Spark still
+    validates that every state store committed the batch, so the writer must run the operators all the
+    same — else the first restart fails with STATE_STORE_COMMIT_VALIDATION_FAILED.
+    """
+    [pipeline] = sql_pipelines(load_script(PROJECT_ROOT / "sql" / "orders_by_status.sql"))
+    lakehouse = Lakehouse(str(tmp_path / "lake"))
+    run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
+    table, changelog = lakehouse.table_path(pipeline.name), lakehouse.table_path(f"{pipeline.name}_changelog")
+    before = {tuple(r) for r in spark.read.format("delta").load(table).collect()}
+    changes_before = spark.read.format("delta").load(changelog).count()
+    last = _forget_last_commit(lakehouse, pipeline.name)
+
+    progress = []
+    run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap, on_progress=progress.append)
+    assert [p.batchId for p in progress][:1] == [last]  # the batch really ran again, and the run succeeded
+    assert {tuple(r) for r in spark.read.format("delta").load(table).collect()} == before
+    assert spark.read.format("delta").load(changelog).count() == changes_before > 0
 
 
 def test_dagster_definitions_load_and_every_job_resolves():

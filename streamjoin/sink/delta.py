@@ -145,6 +145,11 @@ class DeltaUpsertWriter:
         columns = [c for c in batch.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
         batch = batch.persist()
         try:
+            # Compute the batch before writing it. On a batch replayed after a crash between the Delta commit
+            # and the checkpoint commit, Delta skips both writes (their txnVersion is committed) without
+            # reading the batch; but Spark requires every state store of the query to commit each batch
+            # (STATE_STORE_COMMIT_VALIDATION_FAILED), so the stateful operators must run all the same.
+            batch.count()
             (
                 batch.select(
                     *columns,
