@@ -140,6 +140,34 @@ def test_unbounded_frame_drops_every_row_at_or_behind_the_watermark():
     assert replay.dropped == [False, True, False]
 
 
+#: Flink-case over_rows_{unbounded_late_vs_watermark,bounded_late_vs_last_timer} (tests/data/flink-diff):
+#: one key, delay 30 s, (value, seconds after 10:00) in arrival order.
+LATE_RULE_ROWS = [(5, 0), (7, 120), (9, 60), (3, 105), (4, 180), (8, 120), (6, 300)]
+
+
+def late_rule_replay(preceding):
+    rows = [("x", v, 36_000_000 + s * 1000) for v, s in LATE_RULE_ROWS]
+    return run("rows", preceding, [("s", "SUM", "v"), ("n", "COUNT", None)], rows,
+               flink_watermarks([t for _, _, t in rows], 30_000))
+
+
+def test_unbounded_rows_late_rule_is_the_watermark_at_arrival_as_flink_2_3_0():
+    # 9 @ 60 s arrives behind the watermark 90 s; 3 @ 105 s is out of order but ahead of it and comes
+    # out before 7 @ 120 s; 8 @ 120 s (a time still pending) arrives behind the watermark 150 s.
+    replay = late_rule_replay(None)
+    assert replay.dropped == [False, False, True, False, False, True, False]
+    assert replay.outputs == [("x", 5, 5, 1), ("x", 3, 8, 2), ("x", 7, 15, 3), ("x", 4, 19, 4), ("x", 6, 25, 5)]
+
+
+def test_bounded_rows_late_rule_is_the_last_fired_timer_as_flink_2_3_0():
+    # The same stream, 1 PRECEDING: 9 @ 60 s is behind the watermark but after the last fired timer
+    # (0 s) and is kept; 8 @ 120 s arrives after the 120 s timer fired and is late.
+    replay = late_rule_replay(1)
+    assert replay.dropped == [False, False, False, False, False, True, False]
+    assert replay.outputs == [("x", 5, 5, 1), ("x", 9, 14, 2), ("x", 3, 12, 2), ("x", 7, 10, 2), ("x", 4, 11, 2),
+                              ("x", 6, 10, 2)]
+
+
 def test_timer_at_the_watermark_fires_only_when_the_watermark_rises():
     # The row at 10 arrives when the watermark is already 10: its timer waits for the next rise, so a
     # second row at 10 is still accepted (last fired timer < 10) and both are emitted as peers.

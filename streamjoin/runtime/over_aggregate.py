@@ -21,8 +21,11 @@ counted, when
   timer that fired for its partition key (Flink's ``lastTriggeringTs``, 0
   before any), so a row behind the watermark is still accepted if no timer of
   its key fired at or after its time;
-- unbounded frames (``RowTime{Rows,Range}UnboundedPrecedingFunction``): its
-  time is ≤ the current watermark.
+- unbounded frames (``RowTimeUnboundedPrecedingOverFunctionV2``, Flink 2.3.0's
+  default, ``table.exec.unbounded-over.version`` 2; the legacy
+  ``RowTime{Rows,Range}UnboundedPrecedingFunction`` has the same rule): its
+  time is ≤ the operator's watermark when it arrives. A row at a time whose
+  timer is registered but has not fired yet joins that time's pending rows.
 
 Bounded RANGE also registers Flink's clean-up timer at
 ``t + 1.5 × preceding_ms + 1`` after each accepted row at ``t``: when the latest

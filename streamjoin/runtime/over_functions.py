@@ -244,7 +244,9 @@ class RowTimeRangeBoundedPrecedingFunction(_BoundedPrecedingFunction):
 
 
 class _RowTimeUnbounded(OverFunction):
-    """Event time, UNBOUNDED PRECEDING: late when at or behind the watermark; only accumulators kept."""
+    """Event time, UNBOUNDED PRECEDING (Flink 2.3.0's ``RowTimeUnboundedPrecedingOverFunctionV2``):
+    late when at or behind the key's watermark at arrival; one timer per distinct time; only
+    accumulators kept."""
 
     def process_element(self, state, row, time):
         if time > state.timers.time:
