@@ -39,13 +39,15 @@ maxwell: anywhere in ``data`` or ``old``, as Flink converts both whole), a null
 primary-key column (this project's addition), a canal record missing
 ``database`` / ``table`` while a filter on it is set, or an upsert record whose key is null, empty,
 not a JSON object or holds a value that does not cast (Flink drops a record with a null or empty key
-without a trace; here it is a dead letter). What Flink skips is
-skipped without a dead letter: a canal / maxwell record with a null or empty
-value (a tombstone), a canal ``CREATE``, a canal record that a filter excludes,
-a canal message whose ``data`` is an empty array.
+without a trace; here it is a dead letter), or bytes that are not UTF-8 (Spark would
+read them as U+FFFD). What Flink skips is skipped without a dead letter: a record
+with a null or empty value (a tombstone; upsert-kafka: an empty value), a canal
+``CREATE``, a canal record that a filter excludes, a canal message whose ``data``
+is an empty array.
 
 Decoding is Spark SQL over VARIANT (``try_parse_json`` / ``try_variant_get``),
-so values are cast by Spark's rules, not Flink's JSON converters.
+so values are cast by Spark's rules, narrowed to Flink's JSON converters where Spark
+would give another value (``_typed``).
 """
 
 from __future__ import annotations
@@ -100,9 +102,26 @@ def _absent(variant: str) -> str:
 
 
 def _typed(source: KafkaSource, row: str, name: str, path: str | None = None) -> str:
-    """SQL: column ``name`` read from the variant object ``row``'s field ``path`` (default ``name``), cast to its type."""
+    """SQL: column ``name`` read from the variant object ``row``'s field ``path`` (default ``name``), cast to its type,
+    NULL where Flink's ``JsonParserToRowDataConverters`` would fail.
+
+    Spark's variant casts are wider than Flink's converters; they are narrowed to Flink's where Spark would
+    give another value: a BOOLEAN is true only for ``true`` or the text ``"true"`` in any case (Flink's
+    ``Boolean.parseBoolean``; Spark would read ``"yes"`` and ``1`` as true); a number column does not take
+    a JSON boolean (Spark would read ``true`` as 1); a TIMESTAMP / DATE is read from a string only (Spark would
+    read a number as epoch seconds), with a year from 0 to 9999 (Flink's ``yyyy`` pattern; Spark accepts
+    ``+99999-…``).
+    """
     kind = source.schema[name].dataType.simpleString()
-    return f"try_variant_get({row}, '$.{path or name}', {_lit(kind)})"
+    field = f"'$.{path or name}'"
+    value, json_kind = f"try_variant_get({row}, {field}, {_lit(kind)})", f"schema_of_variant(variant_get({row}, {field}))"
+    if kind == "boolean":
+        return f"lower(trim(try_variant_get({row}, {field}, 'string'))) = 'true'"
+    if kind in ("timestamp", "timestamp_ntz", "date"):
+        return f"CASE WHEN {json_kind} = 'STRING' AND year({value}) BETWEEN 0 AND 9999 THEN {value} END"
+    if kind == "string":
+        return value
+    return f"CASE WHEN {json_kind} <> 'BOOLEAN' THEN {value} END"
 
 
 def _fields(source: KafkaSource, *, key: bool = False) -> list[tuple[str, str]]:
@@ -276,7 +295,7 @@ def _key_error(source: KafkaSource) -> str:
     emitted); here it is a dead letter, since the record cannot be told apart from data loss.
     """
     return (
-        "CASE WHEN key IS NULL THEN 'null key' WHEN length(key) = 0 THEN 'empty key' "
+        "CASE WHEN key IS NULL THEN 'null key' WHEN length(key) = 0 THEN 'empty key' WHEN NOT is_valid_utf8(key) THEN 'invalid UTF-8 in key' "
         "WHEN _k IS NULL THEN 'malformed JSON key' WHEN schema_of_variant(_k) NOT LIKE 'OBJECT%' THEN 'key is not a JSON object' "
         f"ELSE concat('key: ', {_cast_error(source, '_k', key=True)}) END"
     )
@@ -338,7 +357,9 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     if source.upsert:
         skipped, key_error, tombstone = "length(value) = 0", _key_error(source), "value IS NULL"
     else:
-        skipped = "value IS NULL OR length(value) = 0" if source.format in ("canal-json", "maxwell-json") else "false"
+        # Every format's Flink schema returns no row for a null or empty value (JsonParserRowDataDeserializationSchema,
+        # DebeziumJsonDeserializationSchema, Canal…, Maxwell…: "skip tombstone messages").
+        skipped = "value IS NULL OR length(value) = 0"
         key_error, tombstone = "CAST(NULL AS STRING)", "false"
     stride = changes_per_record(source.format)
     parsed = (
@@ -351,7 +372,8 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
         F.expr(f"transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, 'row', c.row, 'values', {_values(source)}))"),
     )
     value_error = (
-        f"CASE WHEN {tombstone} THEN NULL WHEN _v IS NULL THEN 'malformed JSON' "
+        # Spark would read invalid UTF-8 as U+FFFD; Flink's JSON parser fails on it.
+        f"CASE WHEN {tombstone} THEN NULL WHEN NOT is_valid_utf8(value) THEN 'invalid UTF-8' WHEN _v IS NULL THEN 'malformed JSON' "
         f"WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' ELSE {format_error} END"
     )
     error = F.expr(
@@ -361,6 +383,6 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     )
     return (
         with_values.withColumn(ERROR, error)
-        .withColumn(CHANGES, F.expr("transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values))"))
+        .withColumn(CHANGES, F.expr(f"CASE WHEN {skipped} THEN NULL ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"))
         .drop("_v", "_k", "_old_keys", "_raw_changes")
     )

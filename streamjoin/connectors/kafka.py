@@ -8,7 +8,7 @@ record Flink would fail on is a **dead letter**: it is left out of the changelog
 and reported by :func:`dead_letters` with its raw bytes, topic, partition, offset
 and the reason. Nothing is dropped silently and the query keeps running; what
 Flink's format skips (a canal DDL event, a record a canal filter excludes, a
-canal / maxwell tombstone) is skipped.
+tombstone: a null or empty value) is skipped.
 
 Order: ``_seq = offset * n + i`` where ``i`` is the change's index inside its
 record and ``n`` the most changes a record of the format gives
