@@ -18,7 +18,8 @@ def in_runs(changelog: list[list]) -> list[list]:
 
     One input row of a regular join that matches several stored rows of the other side emits one change per
     match; Flink emits them in the order of its state's Java ``HashMap`` (by the rows' hash codes), streamjoin
-    in arrival order. Compared this way, two changelogs are equal when they differ only in that order.
+    in arrival order. Rows of different keys that one watermark fires come in timer order, which in Flink is
+    not stable from run to run. Compared this way, two changelogs are equal when they differ only in such order.
     """
     out: list[list] = []
     run: list[list] = []

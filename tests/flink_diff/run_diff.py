@@ -7,8 +7,10 @@ Generates ``n`` cases (:mod:`generate`), runs them on Flink with the Flink venv'
 (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
 (``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch, and
 prints, per family, how many cases are equal to Flink (final rows at both batch sizes and the changelog at
-one row per batch), differ only in the changelog, differ in the final rows, are refused by streamjoin, or are
-refused by Flink. Every case, output and difference stays under ``--work`` (``summary.json``).
+one row per batch — for joins and event-time operators up to the order within runs of one RowKind,
+``generate.ORDER_WITHIN_RUNS_FAMILIES``), differ only in the changelog, differ in the final rows, are refused
+by streamjoin, or are refused by Flink. Every case, output and difference stays under ``--work``
+(``summary.json``). Exits 1 when any case is neither equal nor refused by Flink.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from tests.flink_diff.compare import difference
-from tests.flink_diff.generate import HASH_ORDER_FAMILIES, family_of, generate_cases
+from tests.flink_diff.generate import ORDER_WITHIN_RUNS_FAMILIES, family_of, generate_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 FLINK_PYTHON = ROOT / ".local" / "flink-venv" / "bin" / "python"
@@ -42,7 +44,7 @@ def outcome(flink: dict, ours_1: dict, ours_7: dict, *, hash_order: bool = False
     """How streamjoin's results (at 1 and 7 rows per micro-batch) compare with Flink's: ``(outcome, detail)``.
 
     ``outcome`` is one of :data:`OUTCOMES`; ``detail`` is the first difference found (``None`` when equal).
-    ``hash_order``: compare the changelog up to Flink's HashMap order among one row's matches.
+    ``hash_order``: compare the changelog up to the order within runs of one RowKind (``compare.in_runs``).
     """
     if flink.get("error"):
         return "flink-refused", flink["error"]
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         name = path.stem
         flink = json.loads((flink_dir / f"{name}.json").read_text())
-        kind, detail = outcome(flink, ours[1][name], ours[7][name], hash_order=family_of(name) in HASH_ORDER_FAMILIES)
+        kind, detail = outcome(flink, ours[1][name], ours[7][name], hash_order=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES)
         table[family_of(name)][kind] += 1
         if detail:
             details[name] = {"outcome": kind, "detail": detail}
