@@ -113,6 +113,40 @@ def test_insert_only_extremes_keep_no_view_and_refuse_retraction():
         fn.process_element(state, ("a",), D, ("a", 4))
 
 
+# ------------------------------------------------- invalid changelogs (docs/semantics.md §1.9)
+# Expected changes are Flink 2.3.0's for the cases invalid_group_agg_* of tests/data/flink-diff/cases.
+
+KI = {"k": IntegerType(), "v": IntegerType()}
+
+
+def test_retractions_of_values_never_accumulated_follow_flinks_retract_functions():
+    # MAX keeps 9 at -1; retracting the max 7 rescans every value, 9 included (MaxWithRetractAggFunction.updateMax).
+    fn = group_function([("c", "COUNT", None), ("s", "SUM", "v"), ("mn", "MIN", "v"), ("mx", "MAX", "v"),
+                         ("cd", "COUNT_DISTINCT", "v")], KI, ["k", "v"])
+    changes = [(I, (1, v)) for v in (5, 7, 3, 4, 6)] + [(D, (1, v)) for v in (9, 1, 7, 3)] + [(I, (1, 9))]
+    after = [row for kind, row in feed(fn, changes) if kind in (I, UA)]
+    assert after[5:] == [(1, 4, 16, 3, 7, 5), (1, 3, 15, 3, 7, 5), (1, 2, 8, 3, 9, 4), (1, 1, 5, 1, 9, 3),
+                         (1, 2, 14, 1, 9, 3)]
+
+
+def test_a_value_back_at_zero_from_minus_one_can_become_the_extreme():
+    # MaxWithRetractAggFunction.accumulate compares before counting: 9 (at -1) becomes the max at 0.
+    fn = group_function([("n", "COUNT", None), ("mx", "MAX", "v")], KI, ["k", "v"])
+    out = feed(fn, [(I, (1, 5)), (I, (1, 5)), (D, (1, 9)), (I, (1, 9))])
+    assert out[-1] == (UA, (1, 2, 9))
+
+
+def test_retractions_without_group_state_are_skipped_and_a_negative_count_divides_like_java():
+    fn = group_function([("c", "COUNT", None), ("n", "COUNT", "v"), ("s", "SUM", "v"), ("a", "AVG", "v"),
+                         ("mn", "MIN", "v"), ("mx", "MAX", "v"), ("cd", "COUNT_DISTINCT", "v")], KI, ["k", "v"])
+    changes = [(D, (1, 5)), (UA, (2, 8)), (UB, (2, 8)), (D, (2, 8))]
+    changes += [(I, (3, None))] * 3 + [(D, (3, 4)), (D, (3, 3))]
+    out = feed(fn, changes)
+    assert out[:2] == [(I, (2, 1, 1, 8, 8, 8, 8, 1)), (D, (2, 1, 1, 8, 8, 8, 8, 1))]
+    assert out[-3:] == [(UA, (3, 2, -1, -4, 4, None, None, 0)), (UB, (3, 2, -1, -4, 4, None, None, 0)),
+                        (UA, (3, 1, -2, -7, 3, None, None, 0))]  # AVG: -7 / -2 = 3 (truncated toward zero)
+
+
 # --------------------------------------------------------------------------- aggregate functions
 
 

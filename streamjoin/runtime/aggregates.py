@@ -302,8 +302,9 @@ class _Avg(AggregateFunction):
         if bits:
             # The sum is a BIGINT; Java's long division truncates toward zero.
             total = _wrap(total, 64)
-            quotient = abs(total) // count
-            return _wrap(quotient if total >= 0 else -quotient, bits)
+            # An invalid changelog can leave the count negative (retractions of values never added).
+            quotient = abs(total) // abs(count)
+            return _wrap(quotient if (total >= 0) == (count > 0) else -quotient, bits)
         if isinstance(self.input_type, DecimalType):
             scale = self.result_type.scale
             with decimal.localcontext() as ctx:
@@ -315,9 +316,13 @@ class _Avg(AggregateFunction):
 
 
 class _Extreme(AggregateFunction):
-    """MIN / MAX. Insert-only: the extreme alone. Retractable: a view value → multiplicity too,
-    and after the extreme is retracted the next one is found by scanning the view (as Flink's
-    ``MaxWithRetractAggFunction``)."""
+    """MIN / MAX. Insert-only: the extreme alone. Retractable: Flink's ``MaxWithRetractAggFunction`` /
+    ``MinWithRetractAggFunction`` step for step, also on an invalid changelog: a view value →
+    multiplicity (a value retracted more often than accumulated keeps a negative one) and the number
+    of values whose multiplicity went 0 → 1 and not yet back; the result is NULL when that number is 0.
+    An accumulation compares with the extreme before its multiplicity is counted (a value back at 0
+    from -1 can become the extreme), and when the extreme's multiplicity drops to 0 the next one is
+    the best of every value in the view, negative multiplicities included (docs/semantics.md §1.9)."""
 
     def __init__(self, input_type, retractable, largest: bool) -> None:
         super().__init__(input_type, retractable)
@@ -332,30 +337,43 @@ class _Extreme(AggregateFunction):
         return a > b if self.largest else a < b
 
     def create(self) -> list:
-        return [None, 0]  # extreme, count of distinct values with multiplicity > 0
+        return [None, 0]  # extreme, Flink's mapSize
 
     def accumulate(self, acc, value, view) -> None:
         if value is None:
             return
-        if self.retractable:
-            _add(acc, 1, view, value, 1)
-            if view.get(value, 0) <= 0:
-                return
-        if acc[0] is None or self._better(value, acc[0]):
+        if acc[0] is None or (self.retractable and acc[1] == 0) or self._better(value, acc[0]):
             acc[0] = value
+        if self.retractable:
+            count = view.get(value, 0) + 1
+            if count == 0:
+                del view[value]
+            else:
+                view[value] = count
+            if count == 1:
+                acc[1] += 1
 
     def retract(self, acc, value, view) -> None:
         if not self.retractable:
             super().retract(acc, value, view)
         if value is None:
             return
-        _add(acc, 1, view, value, -1)
-        if acc[0] is not None and value == acc[0] and view.get(value, 0) <= 0:
-            present = [v for v, n in view.items() if n > 0]
-            acc[0] = (max if self.largest else min)(present) if present else None
+        count = view.get(value, 0) - 1
+        if count != 0:
+            view[value] = count
+            return
+        del view[value]
+        acc[1] -= 1
+        if acc[1] == 0:
+            acc[0] = None
+        elif value == acc[0]:
+            values = list(view)
+            acc[0] = (max if self.largest else min)(values) if values else None
+            if not values:
+                acc[1] = 0
 
     def get_value(self, acc, view):
-        return acc[0]
+        return acc[0] if not self.retractable or acc[1] > 0 else None
 
 
 class _Positional(AggregateFunction):
