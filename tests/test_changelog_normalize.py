@@ -56,6 +56,14 @@ def test_a_retract_changelog_passes_through_unchanged():
     assert run(retract) == [(I, (1, "a")), (D, (1, "a")), (I, (1, "b"))]
 
 
+def test_invalid_changelogs_as_flinks_process_last_row_on_changelog():
+    # Flink 2.3.0's output of invalid_changelog_normalize_upsert (tests/data/flink-diff/cases), plus a -U without
+    # its +U: it deletes the stored row, as Flink does ("there may be no UPDATE_AFTER after it").
+    upserts = [(I, (1, "a")), (I, (1, "a")), (I, (1, "b")), (D, (2, None)), (UA, (3, "c")), (D, (1, None))]
+    assert run(upserts) == [(I, (1, "a")), (UB, (1, "a")), (UA, (1, "b")), (I, (3, "c")), (D, (1, "b"))]
+    assert run([(I, (1, "a")), (UB, (1, "a")), (UB, (1, "a")), (D, (1, "a"))]) == [(I, (1, "a")), (D, (1, "a"))]
+
+
 def test_an_empty_key_is_refused():
     with pytest.raises(ValidationError, match="primary key"):
         ChangelogNormalize(key=[])

@@ -241,6 +241,101 @@ def test_unique_key_layouts_give_the_same_changelog():
     assert run("full", changes, unique_keys=([1], [1])) == plain  # InputSideHasUniqueKey
 
 
+# --- invalid changelogs (docs/semantics.md §1.9) -----------------------------------------------
+# Flink 2.3.0's StreamingJoinOperator does not check that a retracted row is in state: the state views
+# ignore it (JoinRecordStateViews / OuterJoinRecordStateViews) and the retraction still meets every
+# match. Expected changes: Flink's outputs of the invalid_join_* cases of tests/data/flink-diff/cases.
+
+
+def run_spec(spec, changes):
+    join = LocalRegularJoin(spec)
+    return [[(k.short, row) for k, row in join.process(side, RowKind.from_short(kind), row)]
+            for side, kind, row in changes]
+
+
+def test_invalid_changelog_on_a_side_keyed_by_a_unique_key_outside_the_join_key():
+    # L(id, k, v) keyed by id, joined on k: InputSideHasUniqueKey.
+    spec = JoinSpec(JoinType.INNER, [1], [0], 3, 2, left_unique_key=[0])
+    out = run_spec(spec, [
+        (R, "+I", (1, "r")),
+        (L, "+U", (1, 1, "a")),  # +U before its insert: an accumulate, forwarded as +U
+        (L, "+I", (1, 1, "b")),  # duplicate +I of id 1: replaces the row in state
+        (L, "-U", (1, 1, "b")),  # -U without its +U: removes id 1
+        (L, "-D", (2, 9, "z")),  # -D of an id never inserted, no match
+        (R, "+I", (1, "s")),  # the left state is empty now
+    ])
+    assert out == [[], [("+U", (1, 1, "a", 1, "r"))], [("+I", (1, 1, "b", 1, "r"))], [("-U", (1, 1, "b", 1, "r"))],
+                   [], []]
+    assert final(out) == Counter({(1, 1, "a", 1, "r"): 1})  # Flink's final row too: the stale +U stays
+
+
+def test_invalid_changelog_on_the_inner_side_of_a_left_join_moves_association_counts():
+    # R keyed by the join key (JoinKeyContainsUniqueKey) with anomalies; L is the outer side.
+    spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2, right_unique_key=[0])
+    out = run_spec(spec, [
+        (L, "+I", (1, "x")),
+        (R, "+U", (1, "a")),
+        (R, "+I", (1, "b")),  # replaces (1, a) in state; L's association count 1 -> 2
+        (R, "-U", (1, "b")),  # count 2 -> 1: no null-padded row
+        (L, "+I", (1, "y")),  # R's state is empty
+        (R, "-D", (2, "z")),
+    ])
+    assert out == [
+        [("+I", (1, "x", N, N))],
+        [("-D", (1, "x", N, N)), ("+I", (1, "x", 1, "a"))],
+        [("+I", (1, "x", 1, "b"))],
+        [("-U", (1, "x", 1, "b"))],
+        [("+I", (1, "y", N, N))],
+        [],
+    ]
+    assert final(out) == Counter({(1, "x", 1, "a"): 1, (1, "y", N, N): 1})
+
+
+def test_retracting_an_unknown_row_that_matches_drives_an_association_count_negative():
+    # Flink emits the retraction of a joined row never sent and stores count -1, so the next
+    # match does not retract the null-padded row (StreamingJoinOperator.processElement).
+    spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2)
+    join = LocalRegularJoin(spec)
+    out = [join.process(side, RowKind.from_short(kind), row) for side, kind, row in
+           [(L, "+I", (2, "q")), (R, "-D", (2, "z")), (R, "+I", (2, "w")), (R, "+I", (2, "v"))]]
+    assert [[(k.short, row) for k, row in changes] for changes in out] == [
+        [("+I", (2, "q", N, N))],
+        [("-D", (2, "q", 2, "z"))],
+        [("+I", (2, "q", 2, "w"))],  # count -1 -> 0: the padded row stays
+        [("-D", (2, "q", N, N)), ("+I", (2, "q", 2, "v"))],  # count 0 -> 1
+    ]
+
+
+def test_invalid_changelog_on_a_side_without_unique_key_never_goes_below_zero():
+    # InputSideHasNoUniqueKey: row -> count; a retraction of an absent row does not store -1.
+    out = run("inner", [
+        (L, "-D", (1, "x")),
+        (L, "+I", (1, "x")),
+        (L, "-U", (1, "x")),
+        (L, "+U", (1, "y")),
+        (L, "-D", (1, "q")),
+        (R, "+I", (1, "r")),
+    ])
+    assert out == [[], [], [], [], [], [("+I", (1, "y", 1, "r"))]]
+
+
+def test_processor_keeps_flinks_state_on_invalid_changelogs():
+    # The transformWithState processor (TwsRecordStore, MapState entries) on the same anomalies.
+    spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2, right_unique_key=[0])
+    schemas = tuple(StructType([StructField(c, IntegerType()), StructField(v, StringType())])
+                    for c, v in (("a1", "a2"), ("b1", "b2")))
+    names = [s.names for s in schemas]
+    tester = TwsTester(KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), [*names[0], *names[1], "_rowkind", "_seq"]))
+    changes = [(L, "+I", (1, "x")), (R, "+U", (1, "a")), (R, "+I", (1, "b")), (R, "-U", (1, "b")),
+               (L, "+I", (1, "y")), (R, "-D", (1, "zz")), (R, "+I", (1, "c"))]
+    ours = [[(RowKind.from_short(r._rowkind), tuple(r)[:-2]) for r in
+             tester.test(row[0], [union_row(side, kind, row, seq, names)])]
+            for seq, (side, kind, row) in enumerate(changes)]
+    reference = LocalRegularJoin(spec)
+    assert_same_changes_per_input(ours, [c for side, kind, row in changes
+                                         for c in reference.process(side, RowKind.from_short(kind), row)])
+
+
 # --- state layouts ---------------------------------------------------------------------------
 
 

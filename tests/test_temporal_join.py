@@ -182,6 +182,21 @@ def test_probe_row_behind_the_watermark_misses_a_version_already_cleaned_up():
         assert [row for _, row in driver.changelog] == expected
 
 
+def test_invalid_changelog_on_the_versioned_side_is_read_as_flink_reads_it():
+    # Flink 2.3.0's output of invalid_temporal_versioned_anomalies (tests/data/flink-diff/cases): a +U with no
+    # insert is a version, a -D of a key never inserted is "no row from then on", a -U without its +U is dropped
+    # (the join reads +I/+U/-D only), a +I of an existing key is a new version.
+    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin("left", 2)), (0, 0))
+    for kind, k, r, at in [(RowKind.UPDATE_AFTER, 1, 10, 0), (RowKind.DELETE, 2, 0, 1000),
+                           (RowKind.UPDATE_BEFORE, 1, 10, 2000), (RowKind.INSERT, 1, 20, 3000)]:
+        driver.process(1, (k,), kind, (k, r), at)
+    for o, k, at in [(1, 1, 1000), (2, 2, 1500), (3, 1, 2500), (4, 1, 4000)]:
+        driver.process(0, (k,), RowKind.INSERT, (o, k), at)
+    driver.finish()
+    assert sorted((kind, row[0], row[3]) for kind, row in driver.changelog) == [
+        (RowKind.INSERT, 1, 10), (RowKind.INSERT, 2, None), (RowKind.INSERT, 3, 10), (RowKind.INSERT, 4, 20)]
+
+
 def test_append_only_versions_ignore_an_older_row():
     join = TemporalRowTimeJoin("inner", 2, append_only_versions=True)
     driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 10 * 60_000))

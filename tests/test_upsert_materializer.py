@@ -70,6 +70,23 @@ def test_upsert_key_replaces_the_row_with_the_same_upsert_key():
     assert m.process(D, (1, 20, "b1")) == [(D, (1, 20, "b1"))]
 
 
+def test_invalid_changelogs_as_flinks_materializer():
+    # Flink 2.3.0's SinkUpsertMaterializer: a retraction of a row the key does not hold is logged ("The state is
+    # cleared because of state ttl") and ignored; an accumulate is added whatever came before.
+    m = SinkUpsertMaterializer(sink_key=[0])
+    assert m.process(D, (1, "never")) == []  # -D of a key never inserted
+    assert m.process(UA, (1, "a")) == [(I, (1, "a"))]  # +U before any insert
+    assert m.process(I, (1, "a")) == [(UA, (1, "a"))]  # duplicate +I: a second equal row (no upsert key)
+    assert m.process(UB, (1, "a")) == []  # -U without its +U: the first "a" goes, the newest is still "a"
+    assert m.process(UB, (1, "a")) == [(D, (1, "a"))]
+    assert m.process(UB, (1, "a")) == []  # nothing left to retract
+    keyed = SinkUpsertMaterializer(sink_key=[0], upsert_key=[0, 1])
+    assert keyed.process(I, (1, 10, "a")) == [(I, (1, 10, "a"))]
+    assert keyed.process(I, (1, 10, "b")) == [(UA, (1, 10, "b"))]  # duplicate +I of an upsert key: replaced
+    assert keyed.process(D, (1, 20, "x")) == []
+    assert keyed.process(D, (1, 10, "zzz")) == [(D, (1, 10, "zzz"))]  # by upsert key; Flink sends the incoming row
+
+
 def test_an_empty_sink_key_is_refused():
     with pytest.raises(ValidationError, match="non-empty sink key"):
         SinkUpsertMaterializer(sink_key=[])
