@@ -306,6 +306,13 @@ def test_retracting_an_unknown_row_that_matches_drives_an_association_count_nega
     ]
 
 
+def test_anti_join_retraction_of_an_unknown_right_row_leaves_the_left_row_unmatched_once_more():
+    # StreamingSemiAntiJoinOperator: the left row's count goes 0 -> -1, so the next right match brings it to 0
+    # without the -D; only a second match retracts it.
+    out = run("anti", [(L, "+I", (1, "a")), (R, "-D", (1, "z")), (R, "+I", (1, "x")), (R, "+I", (1, "y"))])
+    assert out == [[("+I", (1, "a"))], [], [], [("-D", (1, "a"))]]
+
+
 def test_invalid_changelog_on_a_side_without_unique_key_never_goes_below_zero():
     # InputSideHasNoUniqueKey: row -> count; a retraction of an absent row does not store -1.
     out = run("inner", [
