@@ -11,13 +11,16 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import Row
 
 from flink_cases import load_case
 from operator_replay import flink_watermarks, replay_keyed
-from streamjoin.changelog import RowKind, materialize
-from streamjoin.errors import ValidationError
+from streamjoin.changelog import ChangelogError, RowKind, materialize
+from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.planner import plan_script
 from streamjoin.runtime.deduplicate import DedupState, deduplicate_function
 from streamjoin.runtime.timers import MIN_TIME
+from streamjoin.runtime.tws import check_insert
 
 I, UB, UA = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER
 
@@ -30,6 +33,18 @@ def test_flink_case_dedup_keep_last_on_proctime():
     out = replay_keyed(lambda s, row: fn.process_element(s, row), DedupState, rows)
     assert [(k.short, v) for k, v in out] == case.expected_changelog
     assert sorted(materialize(out).elements()) == sorted(case.expected_final)
+
+
+def test_an_updating_input_never_reaches_deduplication():
+    # docs/semantics.md §1.9: retractions cannot reach the operator; the planner refuses the query (Flink 2.3.0
+    # plans a Top-1 Rank there instead), and the operator itself refuses a non-+I row loudly.
+    ddl = ("CREATE TABLE T (k INT, v STRING, pt AS PROCTIME()) WITH ('connector' = 'values', "
+           "'changelog-mode' = 'I,UB,UA,D');\n")
+    query = "SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt DESC) AS rn FROM T) WHERE rn = 1;"
+    with pytest.raises(UnsupportedPlanError, match=r"deduplication consumes insert-only input.*\[rule: deduplicate-insert-only\]"):
+        plan_script(ddl + query)
+    with pytest.raises(ChangelogError, match="deduplicate consumes an insert-only changelog; got -D"):
+        check_insert(Row(_rowkind="-D", _seq=0), "deduplicate")
 
 
 def test_proctime_keep_first_is_insert_only():
