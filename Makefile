@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test dagster-ui clean flink flink-diff
+.PHONY: setup demo test dagster-ui clean flink flink-diff test-flink-diff
 
 setup: $(SETUP_STAMP)
 
@@ -50,6 +50,10 @@ $(FLINK_STAMP): pyproject.toml
 # N generated cases (seed SEED) on Flink and through streamjoin; a summary per operator family.
 flink-diff: setup flink
 	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED)
+
+# Every stored differential case against its stored Flink output (make test replays a subset; ~15 min).
+test-flink-diff: setup
+	STREAMJOIN_FLINK_DIFF=all $(PY) -m pytest tests/test_flink_diff.py
 
 dagster-ui: setup
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml
