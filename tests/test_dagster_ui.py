@@ -267,7 +267,8 @@ def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue
         assert time.monotonic() < deadline, "the second click launched no run"
         time.sleep(1)
     [second] = [r.run_id for r in new if r.run_id != first]
-    assert dagster_dev.instance.get_run_by_id(second).status == DagsterRunStatus.QUEUED
+    # A launched run is created NOT_STARTED and then submitted to the queue.
+    assert dagster_dev.wait(second, {s for s in DagsterRunStatus if s != DagsterRunStatus.NOT_STARTED}, 60).status == DagsterRunStatus.QUEUED
     assert dagster_dev.instance.get_run_by_id(first).status in {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
     driver.get(f"{dagster_dev.url}/runs")
     WebDriverWait(driver, 60).until(lambda d: "Queued" in d.find_element("tag name", "body").text)
