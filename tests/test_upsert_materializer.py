@@ -107,6 +107,15 @@ def test_on_spark_any_order_within_and_across_micro_batches(spark, tmp_path):
     assert materialize_upsert([(k, v) for _, k, v in out], key=[0]) == {(1,): (1, 20, "b1"), (2,): (2, 20, "b1")}
 
 
+def test_on_spark_invalid_changelogs_as_flinks_materializer(spark, tmp_path):
+    # The anomalies of test_invalid_changelogs_as_flinks_materializer through the ListState, one per micro-batch.
+    changes = [(D, (1, 10, "never")), (UA, (1, 10, "a")), (I, (1, 10, "a")), (UB, (1, 10, "a")), (UB, (1, 10, "a")),
+               (UB, (1, 10, "a")), (D, (2, 5, "x")), (I, (2, 5, "y"))]
+    stream = changelog_file_stream(spark, tmp_path / "in", T1, [[c] for c in changes])
+    out = collect_changelog(sink_upsert_materialize(stream, sink_key=["id"]), tmp_path / "checkpoint")
+    assert [(k, v) for _, k, v in out] == [(I, (1, 10, "a")), (UA, (1, 10, "a")), (D, (1, 10, "a")), (I, (2, 5, "y"))]
+
+
 S1 = StructType([StructField("id", IntegerType()), StructField("level", IntegerType())])
 S2 = StructType([StructField("s2_id", IntegerType()), StructField("attr", StringType())])
 
