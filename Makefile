@@ -51,7 +51,7 @@ $(FLINK_STAMP): pyproject.toml
 flink-diff: setup flink
 	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED)
 
-# Every stored differential case against its stored Flink output (make test replays a subset; ~15 min).
+# Every stored differential case against its stored Flink output (make test replays a subset; 9–15 min).
 test-flink-diff: setup
 	STREAMJOIN_FLINK_DIFF=all $(PY) -m pytest tests/test_flink_diff.py
 

@@ -9,7 +9,7 @@ compared with Flink's (for joins and event-time operators up to the order within
 listed (``refused``, ``final`` or ``changelog``): a fixed difference fails the test until it leaves the list.
 
 Every replayed case costs Spark about one second per micro-batch on the reference machine (2 cores), and the
-114 generated cases of seed 13 have about 1,000 one-row micro-batches: all of them take 15 minutes. So the
+114 generated cases of seed 13 have about 1,000 one-row micro-batches: all of them take 9–15 minutes. So the
 suite replays every regression or hand-written case and one generated case per family (the lowest index);
 ``STREAMJOIN_FLINK_DIFF=all`` (``make test-flink-diff``) replays every stored case.
 """
