@@ -52,7 +52,7 @@ def _flink(name: str) -> dict:
     return json.loads((DIFF_DIR / "expected" / f"{name}.json").read_text())
 
 
-def _hash_order(name: str) -> bool:
+def _within_runs(name: str) -> bool:
     # A hand-written regression case has no family: its changelog is compared in exact order.
     return family_of(name) in ORDER_WITHIN_RUNS_FAMILIES
 
@@ -88,7 +88,7 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_case_equals_flink_or_differs_as_listed(one_row, name):
-    found = difference(_flink(name), one_row[name], hash_order=_hash_order(name))
+    found = difference(_flink(name), one_row[name], within_runs=_within_runs(name))
     kind = found.split(":")[0] if found else None
     if name in KNOWN:
         assert kind == KNOWN[name]["differs_in"], (

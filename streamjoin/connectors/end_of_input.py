@@ -46,8 +46,14 @@ def control_stream(spark: SparkSession, folder: str, schema: StructType) -> Data
     """
     fs, path = _filesystem(spark, folder)
     fs.mkdirs(path)
-    full = StructType([*schema.fields, StructField(END_OF_INPUT_COLUMN, BooleanType(), False)])
-    return spark.readStream.schema(full).option("maxFilesPerTrigger", 1).parquet(folder)
+    return spark.readStream.schema(_control_schema(schema)).option("maxFilesPerTrigger", 1).parquet(folder)
+
+
+def _control_schema(schema: StructType) -> StructType:
+    """``schema`` + :data:`END_OF_INPUT_COLUMN`, every column nullable (the control row leaves all but the
+    rowtime null; Spark's streaming file source reads every column as nullable anyway)."""
+    return StructType([StructField(f.name, f.dataType, True) for f in schema.fields]
+                      + [StructField(END_OF_INPUT_COLUMN, BooleanType(), True)])
 
 
 def has_ended(spark: SparkSession, folder: str) -> bool:
@@ -83,19 +89,10 @@ def end_input(spark: SparkSession, folder: str, schema: StructType, rowtime: str
     """
     if rowtime not in schema.names:
         raise ValidationError(f"end of input: rowtime {rowtime!r} is not a column of {schema.names}")
-    full = StructType([*schema.fields, StructField(END_OF_INPUT_COLUMN, BooleanType(), False)])
-    row = {f.name: None for f in schema.fields}
-    row.update({rowtime: END_OF_INPUT_ROWTIME, END_OF_INPUT_COLUMN: True})
-    for f in schema.fields:
-        if not f.nullable and f.name != rowtime:
-            row[f.name] = _zero(f)
-    for rows in ([tuple(row[n] for n in full.names)], []):
+    full = _control_schema(schema)
+    row = tuple(END_OF_INPUT_ROWTIME if n == rowtime else True if n == END_OF_INPUT_COLUMN else None for n in full.names)
+    for rows in ([row], []):
         spark.createDataFrame(rows, full).coalesce(1).write.mode("append").parquet(folder)
-
-
-def _zero(field: StructField):
-    name = field.dataType.typeName()
-    return "" if name == "string" else 0 if name in ("integer", "long", "short", "byte") else None
 
 
 def drop_control_rows(rows: DataFrame, rowtime: str) -> DataFrame:

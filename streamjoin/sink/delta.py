@@ -130,6 +130,8 @@ class DeltaUpsertWriter:
         checkpoint: the query's checkpoint location, for the source offsets of each batch.
         app_id: Delta transaction app id; stable across restarts of one query. Defaults to the sink name.
 
+    Use one writer per start of the query (its first batch may be a replayed one).
+
     Example:
         >>> stream.writeStream.foreachBatch(DeltaUpsertWriter(sink, checkpoint)).option(
         ...     "checkpointLocation", checkpoint).start()
@@ -139,17 +141,20 @@ class DeltaUpsertWriter:
         self.sink = sink
         self.checkpoint = checkpoint
         self.app_id = app_id or f"streamjoin-{sink.name}"
+        self._first_batch = True
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         columns = [c for c in batch.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
         batch = batch.persist()
         try:
-            # Compute the batch before writing it. On a batch replayed after a crash between the Delta commit
-            # and the checkpoint commit, Delta skips both writes (their txnVersion is committed) without
-            # reading the batch; but Spark requires every state store of the query to commit each batch
-            # (STATE_STORE_COMMIT_VALIDATION_FAILED), so the stateful operators must run all the same.
-            batch.count()
+            if self._first_batch:
+                # A batch replayed after a crash between the Delta commit and the checkpoint commit is the
+                # first of the restarted query. Delta skips both its writes (their txnVersion is committed)
+                # without reading it, but Spark requires every state store to commit each batch
+                # (STATE_STORE_COMMIT_VALIDATION_FAILED): compute it, into the cache the writes read.
+                batch.count()
+                self._first_batch = False
             (
                 batch.select(
                     *columns,

@@ -31,11 +31,11 @@ def in_runs(changelog: list[list]) -> list[list]:
     return out + sorted(run, key=_key)
 
 
-def difference(expected: dict, actual: dict, *, changelog: bool = True, hash_order: bool = False) -> str | None:
+def difference(expected: dict, actual: dict, *, changelog: bool = True, within_runs: bool = False) -> str | None:
     """What differs between ``expected`` and ``actual`` (``None`` when they are equal).
 
     Compares, in order: refusal (an ``error`` on one side only), column names and types, the final rows as a
-    multiset, and (when ``changelog``) the changelog in emission order — with ``hash_order``, up to the order
+    multiset, and (when ``changelog``) the changelog in emission order — with ``within_runs``, up to the order
     within runs of one RowKind (:func:`in_runs`). Returns the first difference as one line: ``"refused: …"``,
     ``"columns: …"``, ``"final: …"`` or ``"changelog: …"``.
     """
@@ -55,7 +55,7 @@ def difference(expected: dict, actual: dict, *, changelog: bool = True, hash_ord
         extra = [r for r in got if r not in want]
         return f"final: missing {missing[:5]}, extra {extra[:5]} ({len(want)} vs {len(got)} rows)"
     want, got = expected["changelog"], actual["changelog"]
-    if hash_order:
+    if within_runs:
         want, got = in_runs(want), in_runs(got)
     if changelog and want != got:
         first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))

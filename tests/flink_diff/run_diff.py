@@ -40,11 +40,11 @@ def run_flink(case_paths: list[Path], out_dir: Path, work: Path) -> None:
                     "--out-dir", str(out_dir), "--work", str(work)], check=True)
 
 
-def outcome(flink: dict, ours_1: dict, ours_7: dict, *, hash_order: bool = False) -> tuple[str, str | None]:
+def outcome(flink: dict, ours_1: dict, ours_7: dict, *, within_runs: bool = False) -> tuple[str, str | None]:
     """How streamjoin's results (at 1 and 7 rows per micro-batch) compare with Flink's: ``(outcome, detail)``.
 
     ``outcome`` is one of :data:`OUTCOMES`; ``detail`` is the first difference found (``None`` when equal).
-    ``hash_order``: compare the changelog up to the order within runs of one RowKind (``compare.in_runs``).
+    ``within_runs``: compare the changelog up to the order within runs of one RowKind (``compare.in_runs``).
     """
     if flink.get("error"):
         return "flink-refused", flink["error"]
@@ -55,7 +55,7 @@ def outcome(flink: dict, ours_1: dict, ours_7: dict, *, hash_order: bool = False
         found = difference(flink, ours, changelog=False)
         if found:
             return "final", found
-    found = difference(flink, ours_1, hash_order=hash_order)
+    found = difference(flink, ours_1, within_runs=within_runs)
     return ("changelog", found) if found else ("equal", None)
 
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         name = path.stem
         flink = json.loads((flink_dir / f"{name}.json").read_text())
-        kind, detail = outcome(flink, ours[1][name], ours[7][name], hash_order=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES)
+        kind, detail = outcome(flink, ours[1][name], ours[7][name], within_runs=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES)
         table[family_of(name)][kind] += 1
         if detail:
             details[name] = {"outcome": kind, "detail": detail}
