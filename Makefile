@@ -10,11 +10,21 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test dagster-ui clean flink flink-diff test-flink-diff
+.PHONY: setup demo test dagster-ui clean flink flink-diff test-flink-diff operators
 
 setup: $(SETUP_STAMP)
 
-$(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.xml
+# The jvm engine's operators, built from source (Spark and Scala are `provided`).
+OPERATORS_JAR := $(LOCAL)/jars/operators/streamjoin-operators.jar
+OPERATORS_SRC := jvm/operators/pom.xml $(shell find jvm/operators/src -type f 2>/dev/null)
+
+operators: $(OPERATORS_JAR)
+
+$(OPERATORS_JAR): $(OPERATORS_SRC)
+	mvn --batch-mode --quiet -f jvm/operators/pom.xml package
+	mkdir -p $(dir $@) && cp jvm/operators/target/streamjoin-operators-0.1.0.jar $@
+
+$(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.xml $(OPERATORS_JAR)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from streamjoin.config import local_dir
 from streamjoin.errors import StreamJoinError
+from streamjoin.runtime.engine import DEFAULT_ENGINE, ENGINE_CONF, operators_jar
 
 __all__ = ["spark_session", "SESSION_CONF"]
 
@@ -73,7 +74,12 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     jars = sorted(local_dir("jars", "spark").glob("*.jar"))
     if not jars:
         raise StreamJoinError(f"no jars in {local_dir('jars', 'spark')}: run `make setup` to fetch Delta and the Kafka connector")
+    # The jvm engine's operators (jvm/operators, built by `make setup`); without the jar only the
+    # python engine runs, and the first jvm operator says how to get it (streamjoin.runtime.engine).
+    if operators_jar().exists():
+        jars.append(operators_jar())
     builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    builder = builder.config(ENGINE_CONF, os.environ.get("STREAMJOIN_ENGINE", DEFAULT_ENGINE))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -46,7 +46,7 @@ def batch_dedup(rows, keep, by_time, late=()):
     return Counter(chosen.values())
 
 
-def test_seeded_random_stream_materialises_to_the_batch_query(spark, tmp_path):
+def test_seeded_random_stream_materialises_to_the_batch_query(spark, engine, tmp_path):
     rng = random.Random(11)
     delay = 2000
     rows, highest = [], 100_000

@@ -187,4 +187,4 @@ def changelog_normalize(
     output = output_schema(schema.fields)
     logic = _NormalizeLogic(schema, update_before, state_ttl_ms is not None)
     processor = KeyedProcessor(logic, output.names, state_ttl_ms=state_ttl_ms)
-    return processor.apply(changelog.select(*columns, ROWKIND_COLUMN, SEQ_COLUMN).groupBy(*key), output)
+    return processor.apply(changelog.select(*columns, ROWKIND_COLUMN, SEQ_COLUMN), key, output)

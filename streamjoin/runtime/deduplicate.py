@@ -31,6 +31,7 @@ from pyspark.sql.types import LongType, StructField, TimestampNTZType, Timestamp
 
 from streamjoin.changelog import SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.timers import TimerService
 from streamjoin.runtime.tws import (
@@ -177,6 +178,7 @@ class _DeduplicateLogic(KeyedLogic):
     seq_from_input = True
 
     def __init__(self, keep: str, ordered: bool, event_time: bool, columns: list[str], watermark_column: str | None):
+        self.keep = keep
         self.fn = deduplicate_function(keep, rowtime=ordered)
         self.ordered = ordered
         self.event_time = event_time
@@ -208,6 +210,18 @@ class _DeduplicateLogic(KeyedLogic):
 
     def timer_seq(self, state):
         return state.seq
+
+    def jvm_logic(self) -> JvmLogic:
+        return JvmLogic(
+            "DeduplicateLogic",
+            {
+                "keep": self.keep,
+                "ordered": self.ordered,
+                "eventTime": self.event_time,
+                "columns": self.columns,
+                "watermarkColumn": self.watermark_column,
+            },
+        )
 
 
 def deduplicate(
@@ -292,4 +306,4 @@ def deduplicate(
     schema = output_schema([StructField(c, types[c]) for c in columns])
     logic = _DeduplicateLogic(keep, order_by is not None, event_time, columns, watermark_column)
     processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none")
-    return processor.apply(prepared.groupBy(*key), schema)
+    return processor.apply(prepared, key, schema)

@@ -246,4 +246,4 @@ def group_aggregate(
     fields += [StructField(c.output, t) for c, t in zip(calls, result_types)]
     schema = output_schema(fields)
     logic = _GroupAggLogic(calls, list(group_by), columns, types, not insert_only_input)
-    return KeyedProcessor(logic, schema.names).apply(prepared.groupBy(*keys), schema)
+    return KeyedProcessor(logic, schema.names).apply(prepared, keys, schema)

@@ -117,6 +117,6 @@ def pad_after_residual(
     is_pair = _col(LEFT_ID_COLUMN).isNotNull() & _col(RIGHT_ID_COLUMN).isNotNull()
     kept = candidates.filter(~is_pair | F.coalesce(F.expr(condition), F.lit(False)))
     groups = [F.coalesce(_col(l), _col(r)).alias(f"{_GROUP_PREFIX}{i}") for i, (l, r) in enumerate(on)]
-    grouped = kept.select("*", *groups).groupBy(*[f"{_GROUP_PREFIX}{i}" for i in range(len(on))])
     schema = output_schema(data)
-    return KeyedProcessor(ResidualPadding([f.name for f in data], outer), schema.names).apply(grouped, schema)
+    processor = KeyedProcessor(ResidualPadding([f.name for f in data], outer), schema.names)
+    return processor.apply(kept.select("*", *groups), [f"{_GROUP_PREFIX}{i}" for i in range(len(on))], schema)

@@ -347,4 +347,4 @@ def keyed_two_input(
     )
     # A literal of its own keeps this operator's shuffle from being reused by another operator
     # over the same inputs, which would lose its watermark (tws.unshared_exchange).
-    return processor.apply(unshared_exchange(both.frame).groupBy(*both.key_columns), schema)
+    return processor.apply(unshared_exchange(both.frame), both.key_columns, schema)

@@ -232,7 +232,7 @@ def over_aggregate(
     schema = output_schema(fields)
     logic = _OverLogic(window, columns, types, watermark_column)
     processor = KeyedProcessor(logic, schema.names, clock="instant" if order_by is None else "event")
-    return processor.apply(prepared.groupBy(*keys), schema)
+    return processor.apply(prepared, keys, schema)
 
 
 def _window(frame, order_by, preceding, preceding_ms, aggregates) -> OverWindow:

@@ -23,16 +23,17 @@ current time is.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from time import time as wall_clock_seconds
 from typing import Any, Literal
 
-from pyspark.sql import DataFrame, GroupedData, Row
+from pyspark.sql import DataFrame, Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from streamjoin.changelog import RowKind
+from streamjoin.runtime.engine import JvmLogic, apply_jvm, engine
 
 __all__ = [
     "Change",
@@ -204,6 +205,10 @@ class KeyedLogic:
         """With :attr:`seq_from_input`: the input ``_seq`` a timer's changes are numbered from."""
         raise NotImplementedError
 
+    def jvm_logic(self) -> JvmLogic | None:
+        """This logic's Scala twin for the jvm engine, or None when it has none (runs on Python)."""
+        return None
+
 
 class KeyedProcessor(StatefulProcessor):
     """The ``StatefulProcessor`` that runs a :class:`KeyedLogic` per grouping key.
@@ -238,9 +243,17 @@ class KeyedProcessor(StatefulProcessor):
             return "ProcessingTime" if self.state_ttl_ms else "None"
         return _TIME_MODES[self.clock]
 
-    def apply(self, grouped: GroupedData, output: StructType) -> DataFrame:
-        """``grouped.transformWithState`` with this processor; ``output`` names :attr:`output_names`."""
-        return grouped.transformWithState(
+    def apply(self, df: DataFrame, key: Sequence[str], output: StructType) -> DataFrame:
+        """Run the logic per ``key`` of ``df``; ``output`` names :attr:`output_names`.
+
+        On the engine of :func:`~streamjoin.runtime.engine.engine`: the logic's
+        Scala twin (:meth:`KeyedLogic.jvm_logic`) on the jvm engine when it has
+        one, else this processor on PySpark's ``transformWithState``.
+        """
+        twin = self.logic.jvm_logic()
+        if twin is not None and engine(df.sparkSession) == "jvm":
+            return apply_jvm(df, list(key), output, twin, clock=self.clock, state_ttl_ms=self.state_ttl_ms)
+        return df.groupBy(*key).transformWithState(
             statefulProcessor=self, outputStructType=output, outputMode="Append", timeMode=self.time_mode
         )
 

@@ -427,7 +427,7 @@ def regular_join(
     two_steps = condition is not None and join_type is not JoinType.INNER
     if not two_steps:
         processor = KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), output.names, state_ttl_ms=state_ttl_ms)
-        changelog = processor.apply(both.grouped(), output)
+        changelog = processor.apply(both.frame, both.key_columns, output)
         if condition is not None:
             changelog = changelog.filter(F.coalesce(F.expr(condition), F.lit(False)))
     else:
@@ -435,7 +435,7 @@ def regular_join(
         candidate_step = KeyedProcessor(
             _CandidateLogic(spec, schemas, (True, True)), candidates_schema.names, state_ttl_ms=state_ttl_ms
         )
-        candidates = candidate_step.apply(both.grouped(), candidates_schema)
+        candidates = candidate_step.apply(both.frame, both.key_columns, candidates_schema)
         flat = candidates.select(
             "*",
             *[F.col(LEFT_ROW_COLUMN).getField(c).alias(c) for c in left_schema.names],
@@ -447,7 +447,7 @@ def regular_join(
         associate_step = KeyedProcessor(
             _AssociateLogic(spec, schemas, join_type.outer), output.names, state_ttl_ms=state_ttl_ms
         )
-        changelog = associate_step.apply(kept.groupBy(*both.key_columns), output)
+        changelog = associate_step.apply(kept, both.key_columns, output)
 
     if upsert_keys is None:
         _, upsert_keys = derive_output_keys(

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, GroupedData, Row
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
@@ -91,10 +91,6 @@ class TwoInput:
     key_columns: tuple[str, ...]
     left_schema: StructType
     right_schema: StructType
-
-    def grouped(self) -> GroupedData:
-        """The frame grouped by join key, ready for ``transformWithState``."""
-        return self.frame.groupBy(*self.key_columns)
 
 
 def data_schema(changelog: DataFrame, name: str) -> StructType:

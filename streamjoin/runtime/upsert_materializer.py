@@ -195,4 +195,4 @@ def sink_upsert_materialize(
     state_schema = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
     output = StructType(list(state_schema.fields) + [changelog.schema[ROWKIND_COLUMN], changelog.schema[SEQ_COLUMN]])
     processor = KeyedProcessor(_MaterializerLogic(logic, state_schema), output.names, state_ttl_ms=state_ttl_ms)
-    return processor.apply(changelog.groupBy(*sink_key), output)
+    return processor.apply(changelog, sink_key, output)

@@ -1,0 +1,121 @@
+package streamjoin.operators
+
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.streaming.{StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.types._
+
+/**
+ * Deduplication, `ROW_NUMBER() OVER (PARTITION BY key ORDER BY t {ASC|DESC}) = 1`
+ * (docs/semantics.md §6; Flink's `operators/deduplicate/`): the JVM twin of
+ * `streamjoin.runtime.deduplicate`, same variants and outputs.
+ *
+ * State per key, as Flink keeps it: one value — the kept row (or, keeping the first row on event
+ * time, the row waiting for the watermark), its order value, its input `_seq`, whether it was emitted.
+ *
+ * Description: `keep` ("first" | "last"), `ordered` (ORDER BY a column, in `_order`), `eventTime`
+ * (keep first on event time: held until the watermark passes it), `columns` (the output columns),
+ * `watermarkColumn` (optional LONG per-row watermark).
+ */
+class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
+  private val spec = new Spec(specJson)
+  private val keepFirst = spec.string("keep") == "first"
+  private val ordered = spec.bool("ordered")
+  private val eventTime = spec.bool("eventTime")
+  private val columns = spec.strings("columns").map(KeyedLogic.index(input, _))
+  private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
+  private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
+  private val orderIndex = if (ordered) KeyedLogic.index(input, "_order") else -1
+  private val watermarkIndex = Option(spec.optString("watermarkColumn")).map(KeyedLogic.index(input, _)).getOrElse(-1)
+  private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))
+  private val stateSchema = StructType(Seq(
+    StructField("row", rowSchema, nullable = true),
+    StructField("time", if (ordered) input(orderIndex).dataType else LongType, nullable = true),
+    StructField("seq", LongType, nullable = true),
+    StructField("emitted", BooleanType, nullable = false)))
+
+  @transient private var state: ValueState[Row] = _
+  // The key's state during a visit: loaded on its first element, written back in finish.
+  @transient private var row: Array[Any] = _
+  @transient private var time: Any = _
+  @transient private var seq: java.lang.Long = _
+  @transient private var emitted: Boolean = _
+  @transient private var loaded: Boolean = _
+
+  override def countsLateRows: Boolean = true
+  override def seqFromInput: Boolean = true
+
+  override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
+    state = handle.getValueState("deduplicateState", Encoders.row(stateSchema), ttl)
+    loaded = false
+  }
+
+  private def load(): Unit = if (!loaded) {
+    loaded = true
+    if (state.exists()) {
+      val s = state.get()
+      row = if (s.isNullAt(0)) null else s.getStruct(0).toSeq.toArray
+      time = if (s.isNullAt(1)) null else s.get(1)
+      seq = if (s.isNullAt(2)) null else s.getLong(2)
+      emitted = s.getBoolean(3)
+    } else { row = null; time = null; seq = null; emitted = false }
+  }
+
+  override def elements(rows: Iterator[Row]): Iterator[Element] =
+    KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
+      val s = r.getLong(seqIndex)
+      if (r.getString(kindIndex) != RowKind.Insert)
+        throw new IllegalStateException(s"deduplicate consumes an insert-only changelog; got ${r.getString(kindIndex)} at _seq=$s")
+      val t = if (ordered) {
+        if (r.isNullAt(orderIndex)) throw new IllegalStateException(s"deduplicate: ORDER BY is null at _seq=$s; it must not be")
+        r.get(orderIndex)
+      } else null
+      val wm: java.lang.Long = if (watermarkIndex >= 0) r.getLong(watermarkIndex) else null
+      Element(s, RowKind.Insert, KeyedLogic.values(r, columns), time = t, watermark = wm)
+    }
+
+  private def replace(newRow: Array[Any]): Seq[Change] = {
+    val previous = row
+    row = newRow
+    if (previous == null) Seq(Change(RowKind.Insert, newRow))
+    else Seq(Change(RowKind.UpdateBefore, previous), Change(RowKind.UpdateAfter, newRow))
+  }
+
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+    load()
+    if (!ordered) {
+      if (keepFirst) {
+        if (emitted) Nil else { emitted = true; Seq(Change(RowKind.Insert, e.row)) }
+      } else if (row != null && row.sameElements(e.row)) Nil // an identical row emits nothing (Flink, no TTL)
+      else replace(e.row)
+    } else if (!keepFirst) {
+      if (row != null && Values.compare(e.time, time) < 0) Nil
+      else { time = e.time; replace(e.row) }
+    } else {
+      val t = e.time.asInstanceOf[Long]
+      if (t < ctx.timers.time) { ctx.lateDropped += 1; Nil }
+      else if (emitted) Nil
+      else {
+        if (row == null || t < time.asInstanceOf[Long]) {
+          if (row != null) ctx.timers.delete(time.asInstanceOf[Long])
+          ctx.timers.register(t)
+          row = e.row; time = t; seq = e.seq // the row now waiting for the watermark
+        }
+        Nil
+      }
+    }
+  }
+
+  override def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = {
+    load()
+    val out = row
+    row = null; time = null; emitted = true
+    Seq(Change(RowKind.Insert, out))
+  }
+
+  override def timerSeq(ctx: KeyContext): Long = { load(); seq }
+
+  override def finish(ctx: KeyContext): Unit = if (loaded) {
+    loaded = false
+    state.update(Row(if (row == null) null else Row.fromSeq(row.toSeq), time, seq, emitted))
+  }
+}

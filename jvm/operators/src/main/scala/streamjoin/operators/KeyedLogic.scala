@@ -1,0 +1,81 @@
+package streamjoin.operators
+
+import org.apache.spark.sql.Row
+import org.apache.spark.sql.streaming.{StatefulProcessorHandle, TTLConfig}
+import org.apache.spark.sql.types.StructType
+
+/**
+ * What a key's current time is (the JVM twin of `streamjoin.runtime.processor.Clock`):
+ * `none` (no timers), `event` (Spark's watermark), `processing` (the batch's processing time),
+ * `instant` (the wall clock, read once per key visit; the key's rows of one micro-batch are one
+ * instant, over after them).
+ */
+object Clock {
+  val None = "none"
+  val Event = "event"
+  val Processing = "processing"
+  val Instant = "instant"
+}
+
+/** The shell's per-key context a logic works with: the key's timers and its late-row count. */
+final class KeyContext(val timers: TimerService, var lateDropped: Long)
+
+/**
+ * An operator's per-key logic, as [[KeyedOperator]] runs it (Flink's `KeyedProcessFunction`; the
+ * JVM twin of `streamjoin.runtime.processor.KeyedLogic`). The logic declares its own state
+ * variables in [[open]] — shaped as Flink shapes the operator's state (value, list, map per key) —
+ * and reads and writes them during a key's visit: Spark scopes them to the current grouping key.
+ *
+ * Subclasses have a constructor `(spec: String, input: StructType)`: `spec` is the operator's JSON
+ * description built by the Python planner (see `streamjoin.runtime.engine`), `input` the schema of
+ * the rows it is given.
+ */
+abstract class KeyedLogic extends Serializable {
+  /** Mirror `KeyContext.lateDropped` into the `numLateRecordsDropped` state variable. */
+  def countsLateRows: Boolean = false
+
+  /** Number an element's changes `input _seq × 4 + i` (and a timer's from [[timerSeq]]). */
+  def seqFromInput: Boolean = false
+
+  /** Declare the state variables (once per partition and micro-batch). */
+  def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit
+
+  /** A key's input rows of one micro-batch as elements, in processing order. */
+  def elements(rows: Iterator[Row]): Iterator[Element]
+
+  /** Process one element; `now` is the key's current time (null without a clock). */
+  def onElement(ctx: KeyContext, element: Element, now: java.lang.Long): Seq[Change]
+
+  /** A timer of the key fires at `timestamp` (ms). */
+  def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = Nil
+
+  /** With [[seqFromInput]]: the input `_seq` a timer's changes are numbered from. */
+  def timerSeq(ctx: KeyContext): Long = throw new UnsupportedOperationException("timerSeq")
+
+  /** After the key's visit (write back what the visit cached). */
+  def finish(ctx: KeyContext): Unit = ()
+}
+
+/** Helpers for logics: column positions in an input schema, ordering a key's rows. */
+object KeyedLogic {
+  val RowKindColumn = "_rowkind"
+  val SeqColumn = "_seq"
+
+  /** Position of `name` in `schema`, or an IllegalArgumentException naming the columns. */
+  def index(schema: StructType, name: String): Int = {
+    val i = schema.fieldNames.indexOf(name)
+    if (i < 0) throw new IllegalArgumentException(s"no column $name in ${schema.fieldNames.mkString(", ")}")
+    i
+  }
+
+  /** A key's rows of one micro-batch in changelog order (by `_seq`); Spark gives no order. */
+  def inOrder(rows: Iterator[Row], seqIndex: Int): Array[Row] = rows.toArray.sortBy(_.getLong(seqIndex))
+
+  /** The values at `indexes` of `row`. */
+  def values(row: Row, indexes: Array[Int]): Array[Any] = {
+    val out = new Array[Any](indexes.length)
+    var i = 0
+    while (i < indexes.length) { out(i) = row.get(indexes(i)); i += 1 }
+    out
+  }
+}

@@ -1,0 +1,144 @@
+package streamjoin.operators
+
+import java.time.Duration
+
+import scala.collection.mutable.ArrayBuffer
+
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+/**
+ * The `StatefulProcessor` of the jvm engine that runs a [[KeyedLogic]] per grouping key — the JVM
+ * twin of `streamjoin.runtime.processor.KeyedProcessor`, with the same contract, so both engines
+ * give the same changelog:
+ *
+ * per visit of a key: advance its timers to the current time ([[Clock]]) and fire the due ones;
+ * for each element, advance to its per-row watermark, then call [[KeyedLogic.onElement]]; with the
+ * `instant` clock, end the instant; keep one Spark timer at the key's next wake-up; mirror the
+ * late-row count; emit the changes as rows `output columns + _rowkind + _seq`. An expired Spark
+ * timer advances the key to the current time the same way.
+ *
+ * A key's timers live in its state (`timers`: time, registered times, the Spark timer standing for
+ * them), advanced lazily as Flink's timer service would have fired them: Spark runs a batch's input
+ * before its expired timers, Flink fires a watermark's timers before the rows after it.
+ *
+ * @param logic      the operator's logic
+ * @param clock      what the current time is ([[Clock]])
+ * @param stateTtlMs state TTL in ms for the logic's state variables, or <= 0 for none
+ */
+class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
+    extends StatefulProcessor[Row, Row, Row] {
+
+  @transient private var timerState: ValueState[Row] = _
+  @transient private var lateState: ValueState[Row] = _
+
+  private def hasTimers: Boolean = clock != Clock.None
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    val handle = getHandle
+    if (hasTimers) timerState = handle.getValueState("timers", Encoders.row(KeyedOperator.TimerSchema), TTLConfig.NONE)
+    if (logic.countsLateRows) lateState = handle.getValueState("numLateRecordsDropped", Encoders.row(KeyedOperator.LateSchema), TTLConfig.NONE)
+    val ttl = if (stateTtlMs > 0) TTLConfig(Duration.ofMillis(stateTtlMs)) else TTLConfig.NONE
+    logic.open(handle, ttl)
+  }
+
+  private def now(ctx: KeyContext, timerValues: TimerValues): java.lang.Long = clock match {
+    case Clock.Event => timerValues.getCurrentWatermarkInMs
+    case Clock.Processing => timerValues.getCurrentProcessingTimeInMs
+    case Clock.Instant => math.max(System.currentTimeMillis(), ctx.timers.time)
+    case _ => null
+  }
+
+  private def load(): (KeyContext, java.lang.Long) = {
+    val late: Long = if (lateState != null && lateState.exists()) lateState.get().getLong(0) else 0L
+    if (!hasTimers) return (new KeyContext(null, late), null)
+    if (!timerState.exists()) return (new KeyContext(new TimerService(), late), null)
+    val stored = timerState.get()
+    val timers = new java.util.TreeSet[java.lang.Long]()
+    stored.getSeq[Long](1).foreach(t => timers.add(t))
+    val spark: java.lang.Long = if (stored.isNullAt(2)) null else stored.getLong(2)
+    (new KeyContext(new TimerService(stored.getLong(0), timers), late), spark)
+  }
+
+  override def handleInputRows(key: Row, inputRows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val (ctx, sparkTimer) = load()
+    val lateBefore = ctx.lateDropped
+    val out = new ArrayBuffer[(Long, Change)]()
+    val current = now(ctx, timerValues)
+    if (current != null) advance(ctx, current, out)
+    logic.elements(inputRows).foreach { element =>
+      if (element.watermark != null) advance(ctx, element.watermark, out)
+      val changes = logic.onElement(ctx, element, current)
+      emit(out, changes, if (logic.seqFromInput) element.seq * KeyedOperator.SeqStride else -1L)
+    }
+    if (clock == Clock.Instant) advance(ctx, current + 1, out) // every row of this key's instant has arrived
+    finish(ctx, sparkTimer, out, lateBefore)
+  }
+
+  override def handleExpiredTimer(key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+    val (ctx, _) = load()
+    val out = new ArrayBuffer[(Long, Change)]()
+    advance(ctx, now(ctx, timerValues), out)
+    finish(ctx, null, out, ctx.lateDropped) // Spark deleted the timer that just expired
+  }
+
+  private def advance(ctx: KeyContext, to: Long, out: ArrayBuffer[(Long, Change)]): Unit =
+    ctx.timers.advance(to) { timestamp =>
+      val base = if (logic.seqFromInput) logic.timerSeq(ctx) * KeyedOperator.SeqStride else -1L
+      emit(out, logic.onTimer(ctx, timestamp), base)
+    }
+
+  private def emit(out: ArrayBuffer[(Long, Change)], changes: Seq[Change], base: Long): Unit = {
+    val start = if (base < 0) out.length.toLong else base
+    var i = 0
+    changes.foreach { c => out += ((start + i, c)); i += 1 }
+  }
+
+  private def finish(ctx: KeyContext, registered: java.lang.Long, out: ArrayBuffer[(Long, Change)],
+                     lateBefore: Long): Iterator[Row] = {
+    logic.finish(ctx)
+    if (hasTimers) {
+      val wanted = if (clock == Clock.Event || clock == Clock.Processing) ctx.timers.nextWakeup else null
+      if (registered != wanted) {
+        if (registered != null) getHandle.deleteTimer(registered)
+        if (wanted != null) getHandle.registerTimer(wanted)
+      }
+      if (ctx.timers.timers.isEmpty && ctx.timers.time == Long.MinValue) timerState.clear()
+      else {
+        val times = new Array[Long](ctx.timers.timers.size)
+        var i = 0
+        ctx.timers.timers.forEach { t => times(i) = t; i += 1 }
+        timerState.update(Row(ctx.timers.time, times.toSeq, wanted))
+      }
+    }
+    if (lateState != null && ctx.lateDropped != lateBefore) lateState.update(Row(ctx.lateDropped))
+    out.iterator.map { case (seq, c) =>
+      val values = new Array[Any](c.values.length + 2)
+      System.arraycopy(c.values, 0, values, 0, c.values.length)
+      values(c.values.length) = c.kind
+      values(c.values.length + 1) = seq
+      Row.fromSeq(values.toSeq)
+    }
+  }
+}
+
+object KeyedOperator {
+  /** Room for the changes one input row makes an operator emit (`streamjoin.runtime.processor.SEQ_STRIDE`). */
+  val SeqStride = 4L
+
+  val TimerSchema: StructType = StructType(Seq(
+    StructField("time", LongType, nullable = false),
+    StructField("timers", ArrayType(LongType, containsNull = false), nullable = false),
+    StructField("sparkTimer", LongType, nullable = true)))
+
+  val LateSchema: StructType = StructType(Seq(StructField("count", LongType, nullable = false)))
+
+  /** The `timeMode` of `transformWithState` for a clock (state TTL needs processing time). */
+  def timeMode(clock: String, stateTtlMs: Long): TimeMode = clock match {
+    case Clock.Event => TimeMode.EventTime()
+    case Clock.Processing => TimeMode.ProcessingTime()
+    case Clock.Instant => TimeMode.None()
+    case _ => if (stateTtlMs > 0) TimeMode.ProcessingTime() else TimeMode.None()
+  }
+}

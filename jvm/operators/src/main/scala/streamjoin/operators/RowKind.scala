@@ -1,0 +1,33 @@
+package streamjoin.operators
+
+/** Flink's RowKind as the changelog column `_rowkind` spells it (docs/semantics.md §1). */
+object RowKind {
+  val Insert = "+I"
+  val UpdateBefore = "-U"
+  val UpdateAfter = "+U"
+  val Delete = "-D"
+
+  /** Whether `kind` adds a row (`+I`, `+U`): Flink's `RowDataUtil.isAccumulateMsg`. */
+  def isAccumulate(kind: String): Boolean = kind == Insert || kind == UpdateAfter
+
+  /** Whether `kind` is a valid RowKind short string. */
+  def isValid(kind: String): Boolean =
+    kind == Insert || kind == UpdateBefore || kind == UpdateAfter || kind == Delete
+}
+
+/** One output change: its RowKind and the output row's values in column order. */
+final case class Change(kind: String, values: Array[Any])
+
+/**
+ * One input change of a key, as [[KeyedOperator]] hands it to a [[KeyedLogic]]
+ * (the JVM twin of `streamjoin.runtime.processor.Element`).
+ *
+ * @param seq       its `_seq` in its input
+ * @param kind      its RowKind short string
+ * @param row       its values, in the logic's column order
+ * @param side      0 (left/probe) or 1 (right/build) for two-input operators, else 0
+ * @param time      the row's own time (epoch ms rowtime, or an ORDER BY value), or null
+ * @param watermark the watermark (epoch ms) in effect when the row arrived, or null
+ */
+final case class Element(seq: Long, kind: String, row: Array[Any], side: Int = 0, time: Any = null,
+                         watermark: java.lang.Long = null)
