@@ -69,7 +69,7 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
         if (r.isNullAt(orderIndex)) throw new IllegalStateException(s"deduplicate: ORDER BY is null at _seq=$s; it must not be")
         r.get(orderIndex)
       } else null
-      val wm: java.lang.Long = if (watermarkIndex >= 0) r.getLong(watermarkIndex) else null
+      val wm: java.lang.Long = if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
       Element(s, RowKind.Insert, KeyedLogic.values(r, columns), time = t, watermark = wm)
     }
 
