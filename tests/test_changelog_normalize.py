@@ -72,7 +72,7 @@ def test_an_empty_key_is_refused():
 T = StructType([StructField("id", IntegerType()), StructField("v", StringType())])
 
 
-def test_on_spark_within_and_across_micro_batches(spark, tmp_path):
+def test_on_spark_within_and_across_micro_batches(spark, engine, tmp_path):
     across = changelog_file_stream(spark, tmp_path / "across", T, [[c] for c in UPSERTS])
     inside = changelog_file_stream(spark, tmp_path / "inside", T, [UPSERTS, [], []], first_seq=100)
     both = across.unionByName(inside.withColumn("id", inside.id + 10))
@@ -82,7 +82,7 @@ def test_on_spark_within_and_across_micro_batches(spark, tmp_path):
     assert [(k, (v[0] - 10, v[1])) for k, v in changes if v[0] >= 10] == FULL
 
 
-def test_on_spark_without_update_before_and_with_ttl(spark, tmp_path):
+def test_on_spark_without_update_before_and_with_ttl(spark, engine, tmp_path):
     stream = changelog_file_stream(spark, tmp_path / "in", T, [[(UA, (1, "a"))], [(UA, (1, "a")), (UA, (1, "b"))]])
     # State TTL puts the operator in processing-time mode, which an availableNow query never leaves.
     out = collect_changelog(

@@ -97,7 +97,7 @@ T1 = StructType(
 )
 
 
-def test_on_spark_any_order_within_and_across_micro_batches(spark, tmp_path):
+def test_on_spark_any_order_within_and_across_micro_batches(spark, engine, tmp_path):
     # The worst order, +U(1,20,b1) first, once across three micro-batches, once inside one.
     worst = [LEVEL_20[0], *LEVEL_10]
     across = changelog_file_stream(spark, tmp_path / "across", T1, [[c] for c in worst])
@@ -107,7 +107,7 @@ def test_on_spark_any_order_within_and_across_micro_batches(spark, tmp_path):
     assert materialize_upsert([(k, v) for _, k, v in out], key=[0]) == {(1,): (1, 20, "b1"), (2,): (2, 20, "b1")}
 
 
-def test_on_spark_invalid_changelogs_as_flinks_materializer(spark, tmp_path):
+def test_on_spark_invalid_changelogs_as_flinks_materializer(spark, engine, tmp_path):
     # The anomalies of test_invalid_changelogs_as_flinks_materializer through the ListState, one per micro-batch.
     changes = [(D, (1, 10, "never")), (UA, (1, 10, "a")), (I, (1, 10, "a")), (UB, (1, 10, "a")), (UB, (1, 10, "a")),
                (UB, (1, 10, "a")), (D, (2, 5, "x")), (I, (2, 5, "y"))]
@@ -120,7 +120,7 @@ S1 = StructType([StructField("id", IntegerType()), StructField("level", IntegerT
 S2 = StructType([StructField("s2_id", IntegerType()), StructField("attr", StringType())])
 
 
-def test_seed_003_join_then_materializer_on_spark(spark, tmp_path):
+def test_seed_003_join_then_materializer_on_spark(spark, engine, tmp_path):
     s2 = changelog_file_stream(spark, tmp_path / "s2", S2, [[(I, (10, "a1")), (I, (20, "b1"))], [], []])
     s1 = changelog_file_stream(
         spark, tmp_path / "s1", S1, [[(I, (1, 10))], [(UB, (1, 10)), (UA, (1, 20))], []], first_seq=10

@@ -33,6 +33,7 @@ from pyspark.sql.types import StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import changelog_columns, output_schema, require_columns, rows_in_order
 
@@ -141,6 +142,16 @@ class _NormalizeLogic(KeyedLogic):
     def on_element(self, state: _KeyRow, element: Element, now) -> list[Change]:
         state.row, changes = normalize_change(state.row, element.kind, element.row, **self._options)
         return changes
+
+    def jvm_logic(self) -> JvmLogic:
+        return JvmLogic(
+            "ChangelogNormalizeLogic",
+            {
+                "columns": self._schema.names,
+                "updateBefore": self._options["update_before"],
+                "stateTtl": self._options["state_ttl"],
+            },
+        )
 
 
 def changelog_normalize(

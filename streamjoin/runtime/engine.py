@@ -33,7 +33,10 @@ from pyspark.sql.types import StructType
 from streamjoin.config import local_dir
 from streamjoin.errors import StreamJoinError, ValidationError
 
-__all__ = ["ENGINE_CONF", "ENGINES", "DEFAULT_ENGINE", "EngineError", "JvmLogic", "engine", "operators_jar", "apply_jvm"]
+__all__ = [
+    "ENGINE_CONF", "ENGINES", "DEFAULT_ENGINE", "EngineError", "JvmLogic", "engine", "operators_jar", "apply_jvm",
+    "check_versions",
+]
 
 #: The Spark setting naming the engine.
 ENGINE_CONF = "spark.streamjoin.engine"
@@ -90,13 +93,21 @@ def _facade(spark: SparkSession):
         ) from e
     del facade
     operators = jvm.streamjoin.operators.Operators
-    built_for, running = operators.builtForSpark(), operators.runningSpark()
+    check_versions(operators.version(), operators.builtForSpark(), operators.runningSpark())
+    return operators
+
+
+def check_versions(jar_version: str, built_for: str, running: str) -> None:
+    """Refuse a jar built for another Spark than the running one.
+
+    Raises:
+        EngineError: naming the jar, the Spark version it was built for and the running one.
+    """
     if built_for != running:
         raise EngineError(
-            f"{_JAR} {operators.version()} was built for Spark {built_for}; this is Spark {running}: "
+            f"{_JAR} {jar_version} was built for Spark {built_for}; this is Spark {running}: "
             f"rebuild it (`make setup`) against {running}, or set {ENGINE_CONF}=python"
         )
-    return operators
 
 
 def apply_jvm(

@@ -35,6 +35,7 @@ from pyspark.sql.types import StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.two_input import data_schema
 
@@ -62,13 +63,13 @@ class SinkUpsertMaterializer:
         if not sink_key:
             raise ValidationError("a SinkUpsertMaterializer needs a non-empty sink key")
         self._sink_key = tuple(sink_key)
-        self._upsert_key = tuple(upsert_key) if upsert_key else None
+        self.upsert_key = tuple(upsert_key) if upsert_key else None
         self._history: dict[tuple, list[tuple]] = {}
 
     def _same(self, a: tuple, b: tuple) -> bool:
-        if self._upsert_key is None:
+        if self.upsert_key is None:
             return a == b
-        return all(a[i] == b[i] for i in self._upsert_key)
+        return all(a[i] == b[i] for i in self.upsert_key)
 
     def _find(self, rows: list[tuple], row: tuple) -> int:
         return next((i for i, r in enumerate(rows) if self._same(r, row)), -1)
@@ -81,7 +82,7 @@ class SinkUpsertMaterializer:
         """
         if kind.is_accumulate:
             out_kind = RowKind.INSERT if not rows else RowKind.UPDATE_AFTER
-            index = self._find(rows, row) if self._upsert_key is not None else -1
+            index = self._find(rows, row) if self.upsert_key is not None else -1
             if index == -1:
                 rows.append(row)
             else:
@@ -145,6 +146,13 @@ class _MaterializerLogic(KeyedLogic):
 
     def on_element(self, state: _KeyRows, element: Element, now) -> list[Change]:
         return self._logic.apply(state.rows, element.kind, element.row)
+
+    def jvm_logic(self) -> JvmLogic:
+        names = self._schema.names
+        return JvmLogic(
+            "SinkUpsertMaterializerLogic",
+            {"columns": names, "upsertKey": [names[i] for i in self._logic.upsert_key or ()]},
+        )
 
 
 def sink_upsert_materialize(
