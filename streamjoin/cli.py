@@ -44,7 +44,8 @@ import traceback
 from pathlib import Path
 
 from streamjoin.errors import (
-    ChangelogError, ConnectorError, SinkError, StateError, StreamJoinError, UnsupportedPlanError, ValidationError,
+    ChangelogError, ConnectorError, EngineError, SinkError, StateError, StreamJoinError, UnsupportedPlanError,
+    ValidationError,
 )
 
 __all__ = ["main", "EXIT_CODES", "exit_code"]
@@ -57,6 +58,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (ChangelogError, 6),
     (StateError, 6),
     (ConnectorError, 7),
+    (EngineError, 8),
     (KeyboardInterrupt, 130),
 )
 _USAGE = 2
@@ -71,6 +73,7 @@ _EPILOG = """exit status:
   5    a sink that cannot take the changes (SinkError)
   6    a malformed changelog or inconsistent operator state (ChangelogError, StateError)
   7    Kafka cluster or embedded broker failure (ConnectorError)
+  8    the jvm engine's jar is missing or built for another Spark (EngineError)
   130  interrupted
 errors print one line, 'streamjoin: error: <message>'; --debug or STREAMJOIN_DEBUG=1 adds the traceback."""
 
@@ -123,18 +126,31 @@ def _parser() -> argparse.ArgumentParser:
                           "flushes every buffered row); later runs on the same checkpoint are refused")
     run.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
+    run.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     replay = commands.add_parser("replay", help="replay flink-cases test cases", **sub)
     replay.add_argument("cases", type=_input_file, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
     replay.add_argument("--micro-batch-rows", type=_positive_int, default=1)
     replay.add_argument("--parallelism", type=_positive_int, default=2, help="cases running at the same time")
+    replay.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     return parser
 
 
-def _spark():
+_ENGINE_ARGS = ("--engine",)
+_ENGINE_OPTIONS = {
+    "choices": ["jvm", "python"],
+    "default": os.environ.get("STREAMJOIN_ENGINE", "jvm"),
+    "help": "operator engine (default: $STREAMJOIN_ENGINE, else jvm)",
+}
+
+
+def _spark(engine: str):
+    from streamjoin.runtime.engine import ENGINE_CONF
     from streamjoin.session import spark_session
 
-    return spark_session("streamjoin-cli")
+    spark = spark_session("streamjoin-cli")
+    spark.conf.set(ENGINE_CONF, engine)
+    return spark
 
 
 def _explain(args) -> int:
@@ -164,7 +180,7 @@ def _run(args) -> int:
     if args.end_of_input and not args.available_now:
         raise ValidationError("--end-of-input ends a bounded run: use it with --available-now")
     servers = bootstrap_servers(pipelines, args.bootstrap_servers)
-    spark = _spark()
+    spark = _spark(args.engine)
     if script.state_ttl_ms is not None and args.available_now:
         # State TTL runs the operators in processing-time mode, where Spark keeps planning empty
         # micro-batches and an availableNow query would never end.
@@ -179,7 +195,7 @@ def _run(args) -> int:
 def _replay(args) -> int:
     from streamjoin.testing import replay_cases
 
-    results = replay_cases(_spark(), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows,
+    results = replay_cases(_spark(args.engine), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows,
                            parallelism=args.parallelism)
     failed = 0
     for name, result in results.items():

@@ -8,6 +8,7 @@
     ├── ChangelogError (also ValueError)     a malformed changelog (a retraction of a row never added, a bad RowKind)
     ├── StateError                           operator state inconsistent with its input
     ├── SinkError                            a sink that cannot take the changes it is given (plan or Delta write)
+    ├── EngineError                          the jvm engine cannot run: its jar is missing or built for another Spark
     └── ConnectorError                       an external system a connector talks to failed
         ├── EmbeddedKafkaError               the embedded broker cannot be set up, did not start, or died
         └── ConnectorTimeoutError (also TimeoutError)  a wait on a Kafka cluster ran out
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "SinkError",
-    "ConnectorError", "EmbeddedKafkaError", "ConnectorTimeoutError",
+    "ConnectorError", "EmbeddedKafkaError", "ConnectorTimeoutError", "EngineError",
 ]
 
 
@@ -45,6 +46,11 @@ class ChangelogError(StreamJoinError, ValueError):
 
 class StateError(StreamJoinError):
     """Operator state is inconsistent with the input (e.g. a retraction of an unknown row)."""
+
+
+class EngineError(StreamJoinError):
+    """The jvm operator engine cannot run here: its jar is not on the session's classpath, or it was
+    built for another Spark version (``streamjoin.runtime.engine``)."""
 
 
 class SinkError(StreamJoinError):

@@ -13,7 +13,9 @@ from streamjoin import cli
 from streamjoin.cli import main
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.datagen.topics import ORDERS
-from streamjoin.errors import ChangelogError, ConnectorTimeoutError, EmbeddedKafkaError, StateError, StreamJoinError
+from streamjoin.errors import (
+    ChangelogError, ConnectorTimeoutError, EmbeddedKafkaError, EngineError, StateError, StreamJoinError,
+)
 from streamjoin.planner import load_script, sql_pipelines
 
 ORDERS_CURRENT_SQL = PROJECT_ROOT / "sql" / "orders_current.sql"
@@ -173,6 +175,7 @@ def test_the_help_documents_the_exit_statuses():
     (StateError("cannot retract"), 6),
     (EmbeddedKafkaError("the embedded Kafka broker died"), 7),
     (ConnectorTimeoutError("topic leaders within 30 s"), 7),
+    (EngineError("streamjoin-operators.jar 0.1.0 was built for Spark 4.1.0; this is Spark 4.2.0"), 8),
     (StreamJoinError("an error of no narrower class"), 1),
     (KeyboardInterrupt(), 130),
 ], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v))

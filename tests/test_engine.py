@@ -12,9 +12,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamjoin.config import local_dir
 from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.errors import ValidationError
+from streamjoin.errors import EngineError, ValidationError
 from streamjoin.runtime.deduplicate import deduplicate
-from streamjoin.runtime.engine import ENGINE_CONF, EngineError, check_versions, engine
+from streamjoin.runtime.engine import ENGINE_CONF, check_versions, engine
 
 SCHEMA = StructType([StructField("k", StringType()), StructField("v", LongType())])
 
@@ -62,7 +62,7 @@ def test_a_missing_jar_is_a_clear_error_naming_it(tmp_path):
         from pyspark.sql.types import LongType, StringType, StructField, StructType
         from streamjoin.connectors.changelog_files import changelog_file_stream
         from streamjoin.runtime.deduplicate import deduplicate
-        from streamjoin.runtime.engine import EngineError
+        from streamjoin.errors import EngineError
         from streamjoin.session import spark_session
         spark = spark_session("missing-jar")
         schema = StructType([StructField("k", StringType()), StructField("v", LongType())])

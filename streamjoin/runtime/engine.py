@@ -31,10 +31,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from streamjoin.config import local_dir
-from streamjoin.errors import StreamJoinError, ValidationError
+from streamjoin.errors import EngineError, ValidationError
 
 __all__ = [
-    "ENGINE_CONF", "ENGINES", "DEFAULT_ENGINE", "EngineError", "JvmLogic", "engine", "operators_jar", "apply_jvm",
+    "ENGINE_CONF", "ENGINES", "DEFAULT_ENGINE", "JvmLogic", "engine", "operators_jar", "apply_jvm",
     "check_versions",
 ]
 
@@ -44,10 +44,6 @@ ENGINES = ("jvm", "python")
 DEFAULT_ENGINE = "jvm"
 
 _JAR = "streamjoin-operators.jar"
-
-
-class EngineError(StreamJoinError):
-    """The jvm engine cannot run here: its jar is missing, or built for another Spark."""
 
 
 @dataclass(frozen=True)
