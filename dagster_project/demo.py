@@ -53,7 +53,7 @@ def main() -> int:
         os.environ[BOOTSTRAP_ENV] = bootstrap
         if external:
             delete_topics(bootstrap, [t.topic for t in TOPICS])
-        console.rule(f"Kafka at {bootstrap}")
+        console.rule(f"Kafka at {bootstrap}, operator engine {os.environ.get('STREAMJOIN_ENGINE', 'jvm')}")
         load = defs.get_job_def("load_tpch_topics_job").execute_in_process(instance=instance)
         produce(bootstrap, ORDERS.topic, [("bad", MALFORMED_RECORD)])
         run = defs.get_job_def("lakehouse_job").execute_in_process(instance=instance, raise_on_error=False)
