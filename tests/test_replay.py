@@ -1,9 +1,10 @@
 """Every Flink reference case, planned from SQL and run on Spark, reproduces Flink 2.3.0's final result and changelog.
 
 Each case runs as a streaming query through the planner and the runtime operators, fed as Flink was
-(``streamjoin.testing.replay``): one arrival per micro-batch, then seven. All cases share one Spark session.
+(``streamjoin.testing.replay``): one arrival per micro-batch, then seven, then a hundred (every case in one
+or two micro-batches), on each operator engine (``jvm`` and ``python``). All cases share one Spark session.
 At one arrival per micro-batch every change is emitted when Flink emits it, so the changelogs are compared
-too; at seven only the final rows can be.
+too — on both engines, so the engines also give each other's changelog; at 7 and 100 only the final rows can be.
 """
 
 import json
@@ -13,11 +14,11 @@ import pytest
 
 from flink_cases import CASES_DIR, case_names
 from flink_diff.compare import difference
+from streamjoin.runtime.engine import ENGINE_CONF
 from streamjoin.testing import replay_cases
 
 NAMES = case_names()
-ELAPSED: dict[int, float] = {}
-_RUNS: dict[int, tuple] = {}
+_RUNS: dict[tuple[str, int], tuple] = {}
 #: Cases where one input row matches several stored rows of the other join side: Flink emits those pairs in
 #: the order of its MapState (a Java HashMap, by the rows' hash codes), streamjoin in arrival order.
 HASH_ORDER = {"join_inner", "join_left", "join_right", "join_full"}
@@ -31,24 +32,36 @@ def _key(row) -> str:
     return json.dumps(row)
 
 
-def _replay(rows: int, spark, tmp_path_factory) -> tuple:
-    """All cases (plus one the planner must refuse) replayed at ``rows`` arrivals per micro-batch, once per module."""
-    if rows not in _RUNS:
-        _RUNS[rows] = _run(rows, spark, tmp_path_factory)
-    return _RUNS[rows]
+ENGINES = ["jvm", "python"]
 
 
-@pytest.fixture(scope="module", params=[1, 7], ids=["1-row-batches", "7-row-batches"])
+def _replay(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
+    """All cases (plus one the planner must refuse) replayed at ``rows`` arrivals per micro-batch on ``engine``, once."""
+    if (engine, rows) not in _RUNS:
+        before = spark.conf.get(ENGINE_CONF)
+        spark.conf.set(ENGINE_CONF, engine)
+        try:
+            _RUNS[engine, rows] = _run(engine, rows, spark, tmp_path_factory)
+        finally:
+            spark.conf.set(ENGINE_CONF, before)
+    return _RUNS[engine, rows]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[(e, r) for e in ENGINES for r in (1, 7, 100)],
+    ids=[f"{e}-{r}-row-batches" for e in ENGINES for r in (1, 7, 100)],
+)
 def replayed(request, spark, tmp_path_factory):
-    return _replay(request.param, spark, tmp_path_factory)
+    return _replay(*request.param, spark, tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
-def replayed_one_row(spark, tmp_path_factory):
-    return _replay(1, spark, tmp_path_factory)
+@pytest.fixture(scope="module", params=ENGINES)
+def replayed_one_row(request, spark, tmp_path_factory):
+    return _replay(request.param, 1, spark, tmp_path_factory)
 
 
-def _run(rows: int, spark, tmp_path_factory) -> tuple:
+def _run(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
     refused = tmp_path_factory.mktemp("refused") / "refused_unknown_column.json"
     refused.write_text(json.dumps({
         "name": "refused_unknown_column",
@@ -56,11 +69,11 @@ def _run(rows: int, spark, tmp_path_factory) -> tuple:
         "query": "SELECT b FROM T",
     }))
     paths = [CASES_DIR / "cases" / f"{n}.json" for n in NAMES] + [refused]
-    out = tmp_path_factory.mktemp(f"replay-{rows}")
+    out = tmp_path_factory.mktemp(f"replay-{engine}-{rows}")
     start = time.monotonic()
     results = replay_cases(spark, paths, out, micro_batch_rows=rows)
-    ELAPSED[rows] = time.monotonic() - start
-    print(f"\nreplayed {len(paths)} cases at {rows} row(s) per micro-batch in {ELAPSED[rows]:.0f} s")
+    elapsed = time.monotonic() - start
+    print(f"\nreplayed {len(paths)} cases at {rows} row(s) per micro-batch on the {engine} engine in {elapsed:.0f} s")
     return rows, results, out
 
 
