@@ -5,7 +5,8 @@ factor) with ``--available-now`` into a fresh lakehouse that holds the
 dimension tables the lookup joins read; the sink table must then equal the
 batch query over the same input (the recomputation the pipeline's Great
 Expectations check uses), and the input must exercise what the pipeline is
-about.
+about. Every pipeline runs on both operator engines (one lakehouse each), so
+the engines also agree with each other on the TPC-H pipelines.
 """
 
 import pytest
@@ -21,6 +22,8 @@ from checks.orders_in_eur import expected_orders_in_eur
 from checks.orders_shipped_fast import expected_orders_shipped_fast
 from checks.part_price_over import expected_part_price_over
 from streamjoin.cli import main
+
+ENGINES = ["jvm", "python"]  # the `engine` fixture's (tests/conftest.py), which restores the session's setting
 
 EXPECTED = {
     "orders_current": expected_orders_current,
@@ -43,19 +46,21 @@ def inputs(spark, tpch):
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory, inputs):
+    """A lakehouse per engine, each holding the dimension tables."""
     root = tmp_path_factory.mktemp("lake")
-    inputs.customer_currencies().write.format("delta").save(str(root / "customer_currencies"))
-    inputs.part().write.format("delta").save(str(root / "part"))
+    for engine in ENGINES:
+        inputs.customer_currencies().write.format("delta").save(str(root / engine / "customer_currencies"))
+        inputs.part().write.format("delta").save(str(root / engine / "part"))
     return root
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_streamjoin_run_equals_the_batch_query(name, spark, kafka_bootstrap, demo_topics, inputs, lake):
+def test_streamjoin_run_equals_the_batch_query(name, engine, spark, kafka_bootstrap, demo_topics, inputs, lake):
     code = main(["run", str(SQL_DIR / f"{name}.sql"), "--available-now", "--bootstrap-servers", kafka_bootstrap,
-                 "--lakehouse", str(lake)])
+                 "--lakehouse", str(lake / engine), "--engine", engine])
     assert code == 0
-    actual = spark.read.format("delta").load(str(lake / name))
+    actual = spark.read.format("delta").load(str(lake / engine / name))
     expected = EXPECTED[name](inputs)
     assert expected.count() > 0
     assert table_difference(actual, expected).count() == 0
