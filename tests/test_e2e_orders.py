@@ -8,6 +8,7 @@ orders table from the same generated input.
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,27 @@ def test_replayed_micro_batch_duplicates_and_loses_nothing(spark, kafka_bootstra
     )
     expected = {tuple(o[c] for c in ORDERS.schema.names) for o in tpch.final_orders().values()}
     assert before == expected
+
+
+def test_a_reset_checkpoint_writes_its_batches_instead_of_skipping_them(spark, kafka_bootstrap, tpch, tmp_path):
+    """A deleted checkpoint starts batch ids at 0 again: Delta must not take them for replays of the old query's."""
+    topic = "orders_reset"
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    changes = [c for c in tpch.orders_changes() if c.kind.short == "+I"][:20]
+    lakehouse = Lakehouse(str(tmp_path / "lake"))
+    pipeline = orders_pipeline("orders_reset", topic)
+    produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in changes[:10]])
+    run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
+    shutil.rmtree(Path(lakehouse.checkpoint("orders_reset", "main")))
+    produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in changes[10:]])
+
+    progress = []
+    run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap, on_progress=progress.append)
+    assert [p.batchId for p in progress] == [0]  # the new query's batch 0, which the old query had committed too
+    keys = {(c.row["o_orderkey"],) for c in changes}
+    assert rows(spark, lakehouse.table_path("orders_reset"), ["o_orderkey"]) == keys
+    changelog = spark.read.format("delta").load(lakehouse.table_path("orders_reset_changelog"))
+    assert changelog.count() == 10 + 20  # the old query's changes, then the new query's (from the topic's start)
 
 
 def _forget_last_commit(lakehouse: Lakehouse, pipeline: str) -> int:

@@ -9,9 +9,11 @@ Per micro-batch (``foreachBatch``), :class:`DeltaUpsertWriter`
    ``-U``/``-D`` delete.
 
 Both writes are idempotent per micro-batch: they carry Delta's transaction
-identifiers (``txnAppId`` = the sink's app id, ``txnVersion`` = batch id), so a
-batch replayed after a crash between the Delta commit and the checkpoint commit
-changes nothing. With Kafka offsets in the checkpoint this gives exactly-once
+identifiers (``txnAppId`` = the sink's name and the checkpoint's query id,
+``txnVersion`` = batch id), so a batch replayed after a crash between the Delta
+commit and the checkpoint commit changes nothing. A new checkpoint (deleted or
+reset) is a new query id: its batch ids start again at 0 and are written, not
+skipped as already committed. With Kafka offsets in the checkpoint this gives exactly-once
 results end to end.
 
 The upsert table has Change Data Feed on. Paths are any Spark-supported URI
@@ -97,23 +99,36 @@ def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType)
     )
 
 
+def _read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
+    """The text of ``<checkpoint>/<name>`` (any Hadoop file system), or None when it does not exist."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/{name}")
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
 def _batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> str | None:
     """The end offsets of micro-batch ``batch_id`` from the checkpoint's offset log, as a JSON array.
 
     Spark writes ``<checkpoint>/offsets/<batch_id>`` (a version line, a
     metadata line, then one JSON line per source) before running the batch.
     """
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/offsets/{batch_id}")
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
+    text = _read_checkpoint_file(spark, checkpoint, f"offsets/{batch_id}")
+    if text is None:
         return None
-    stream = fs.open(path)
-    try:
-        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-    finally:
-        stream.close()
     return json.dumps([json.loads(line) if line != "-" else None for line in text.splitlines()[2:]])
+
+
+def _checkpoint_query_id(spark: SparkSession, checkpoint: str) -> str | None:
+    """The streaming query id in ``<checkpoint>/metadata`` (``{"id": …}``, written when the checkpoint is created)."""
+    text = _read_checkpoint_file(spark, checkpoint, "metadata")
+    return json.loads(text.splitlines()[0])["id"] if text else None
 
 
 class DeltaUpsertWriter:
@@ -128,7 +143,10 @@ class DeltaUpsertWriter:
     Args:
         sink: the target tables.
         checkpoint: the query's checkpoint location, for the source offsets of each batch.
-        app_id: Delta transaction app id; stable across restarts of one query. Defaults to the sink name.
+        app_id: Delta transaction app id; stable across restarts of one query. Defaults to
+            ``streamjoin-<sink>-<query id>``, the query id read from the checkpoint's ``metadata``
+            file (Spark keeps it for the checkpoint's life), or ``streamjoin-<sink>`` when the
+            checkpoint has none (a writer called outside a streaming query).
 
     Use one writer per start of the query (its first batch may be a replayed one).
 
@@ -140,11 +158,19 @@ class DeltaUpsertWriter:
     def __init__(self, sink: DeltaSink, checkpoint: str, *, app_id: str | None = None) -> None:
         self.sink = sink
         self.checkpoint = checkpoint
-        self.app_id = app_id or f"streamjoin-{sink.name}"
+        self._app_id = app_id
         self._first_batch = True
+
+    def app_id(self, spark: SparkSession) -> str:
+        """The Delta ``txnAppId`` of this writer's batches (see ``app_id`` above)."""
+        if self._app_id is None:
+            query_id = _checkpoint_query_id(spark, self.checkpoint)
+            self._app_id = f"streamjoin-{self.sink.name}" + (f"-{query_id}" if query_id else "")
+        return self._app_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
+        app_id = self.app_id(spark)
         columns = [c for c in batch.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
         batch = batch.persist()
         try:
@@ -166,15 +192,15 @@ class DeltaUpsertWriter:
                 )
                 .write.format("delta")
                 .mode("append")
-                .option("txnAppId", self.app_id)
+                .option("txnAppId", app_id)
                 .option("txnVersion", batch_id)
                 .save(self.sink.changelog_path)
             )
-            self._merge(spark, batch, columns, batch_id)
+            self._merge(spark, batch, columns, batch_id, app_id)
         finally:
             batch.unpersist()
 
-    def _merge(self, spark: SparkSession, batch: DataFrame, columns: list[str], batch_id: int) -> None:
+    def _merge(self, spark: SparkSession, batch: DataFrame, columns: list[str], batch_id: int, app_id: str) -> None:
         key = list(self.sink.primary_key)
         last = (
             batch.withColumn("_n", F.row_number().over(Window.partitionBy(*key).orderBy(F.col(SEQ_COLUMN).desc())))
@@ -184,7 +210,7 @@ class DeltaUpsertWriter:
         accumulate = f"s.{ROWKIND_COLUMN} IN ('+I', '+U')"
         values = {c: f"s.`{c}`" for c in columns}
         # MERGE has no writer options; Delta reads the transaction identifiers from these session settings.
-        spark.conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+        spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         try:
             (
