@@ -48,7 +48,7 @@ def shared_rows():
 
 
 @pytest.mark.parametrize("rows_per_batch", [1, 7])
-def test_flink_changelog_cases(spark, tmp_path, rows_per_batch):
+def test_flink_changelog_cases(spark, engine, tmp_path, rows_per_batch):
     rows = shared_rows()
     batches = [rows[i : i + rows_per_batch] for i in range(0, len(rows), rows_per_batch)]
     source = changelog_file_stream(spark, tmp_path / "in", ORDERS, batches)
@@ -87,7 +87,7 @@ def test_arguments_are_checked_before_anything_runs(spark):
         deduplicate(df, key=[], order_by=None, keep="last")
 
 
-def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, tmp_path):
+def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, engine, tmp_path):
     rng = random.Random(5)
     present, changes = [], []
     for _ in range(60):

@@ -54,6 +54,7 @@ __all__ = [
     "AggregateCall",
     "AggregateFunction",
     "Aggregates",
+    "call_specs",
     "make_function",
     "parse_calls",
 ]
@@ -119,6 +120,12 @@ def parse_calls(aggregates: Iterable[AggregateCall | Sequence]) -> tuple[Aggrega
     if repeated:
         raise ValidationError(f"aggregate output names must be unique; repeated: {repeated}")
     return tuple(calls)
+
+
+def call_specs(calls: Iterable[AggregateCall]) -> list[dict]:
+    """The calls as the jvm engine's descriptions read them: ``[{output, function, column}]``
+    (``streamjoin.operators.AggregateCall``; column None = ``COUNT(*)``)."""
+    return [{"output": c.output, "function": c.function, "column": c.column} for c in calls]
 
 
 class AggregateFunction(ABC):

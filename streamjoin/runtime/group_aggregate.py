@@ -34,7 +34,8 @@ from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
+from streamjoin.runtime.aggregates import AggregateCall, Aggregates, call_specs, parse_calls
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import changelog_columns, output_schema, require_columns, rows_in_order
 
@@ -147,6 +148,7 @@ class _GroupAggLogic(KeyedLogic):
 
     def __init__(self, calls, group_by: list[str], columns: list[str], types: dict[str, DataType], retractable: bool):
         self.calls = calls
+        self.group_by = group_by
         self.group_positions = [columns.index(c) for c in group_by]
         self.columns = columns
         self.types = types
@@ -182,6 +184,17 @@ class _GroupAggLogic(KeyedLogic):
     def on_element(self, state, element, now):
         group = tuple(element.row[i] for i in self.group_positions)
         return self.fn.process_element(state, group, element.kind, element.row)
+
+    def jvm_logic(self) -> JvmLogic:
+        return JvmLogic(
+            "GroupAggregateLogic",
+            {
+                "columns": self.columns,
+                "groupBy": self.group_by,
+                "aggregates": call_specs(self.calls),
+                "retractable": self.retractable,
+            },
+        )
 
 
 def group_aggregate(

@@ -2,7 +2,7 @@
 
 ``A JOIN B ON A.k = B.k AND B.t BETWEEN A.t + lower AND A.t + upper`` (and the
 ``<``, ``<=``, ``>``, ``>=`` forms), INNER / LEFT / RIGHT / FULL, on event time
-(rowtime with watermarks) or processing time. Inputs and output are insert-only.
+(rowtime with watermarks) or processing time. Input and output are insert-only.
 
 The logic follows Flink's ``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` /
 ``ProcTimeIntervalJoin`` (flink-table-runtime ``operators/join/interval``):
@@ -20,14 +20,12 @@ The logic follows Flink's ``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` /
   never matched); a new timer is set for the earliest row left. Joining a row
   also removes expired rows of the other cache, as Flink does.
 
-State per key is the two caches (rows by rowtime) and two timer times, so it
-is bounded by rate × window length, not by stream length.
+State per key is the two caches (rows by rowtime) and two timer times:
+bounded by rate × window length, not by stream length.
 
-Layers: :class:`TimeIntervalJoin` (plain Python, one key's state, unit
-testable); :class:`IntervalJoinOperator`, which makes it a keyed two-input
-logic that :mod:`streamjoin.runtime.keyed_two_input` runs (in Python as Flink
-feeds an operator, or on Spark with ``transformWithState``); and
-:func:`interval_join`, the public API.
+Layers: :class:`TimeIntervalJoin` (one key's state, unit testable);
+:class:`IntervalJoinOperator` (a logic of :mod:`streamjoin.runtime.keyed_two_input`;
+jvm twin ``IntervalJoinLogic.scala``); :func:`interval_join`.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from pyspark.sql import functions as F
 
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.interval_residual import ID_FIELDS, pad_after_residual
 from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
 from streamjoin.runtime.timers import MAX_TIME, TimerService
@@ -111,7 +110,6 @@ class IntervalBounds:
     def right_window_end(self) -> int:
         """How far after its own time a right row can still match (Flink's ``rightRelativeSize``)."""
         return -self.lower_ms
-
 
 
 @dataclass
@@ -256,7 +254,7 @@ class TimeIntervalJoin:
         matched = False
         # Flink skips the scan when the whole window is already expired. It compares with an
         # expiration time kept per operator instance and updated lazily; we use the current
-        # one, so a late row never meets rows that are expired but not yet cleaned up.
+        # one: a late row never meets rows that are expired but not yet cleaned up.
         if other_expiration < upper:
             for time in sorted(other_rows):
                 entries = other_rows[time]
@@ -336,14 +334,12 @@ class RowTimeIntervalJoin(TimeIntervalJoin):
 
 
 class ProcTimeIntervalJoin(TimeIntervalJoin):
-    """Processing-time interval join (Flink ``ProcTimeIntervalJoin``): a row's time is the
-    processing time at which it arrives, the operator time is the current processing time,
-    and clean-up timers are processing-time timers."""
+    """Processing-time interval join (Flink ``ProcTimeIntervalJoin``): a row's time is its
+    arrival's processing time; the operator time and the timers are processing time."""
 
     @staticmethod
     def operator_time(now_ms: int) -> int:
         return now_ms
-
 
 
 class IntervalJoinOperator:
@@ -371,7 +367,10 @@ class IntervalJoinOperator:
     def on_timer(self, state, timestamp, time, timers):
         return [(RowKind.INSERT, r) for r in self.join.on_timer(state, timestamp, self.join.operator_time(time), timers)]
 
-
+    def jvm_logic(self) -> JvmLogic:
+        """Its Scala twin."""
+        j, b = self.join, self.join.bounds
+        return JvmLogic("IntervalJoinLogic", {"how": j.how, "lowerMs": b.lower_ms, "upperMs": b.upper_ms, "candidates": j.candidates})
 
 
 def interval_join(

@@ -10,7 +10,9 @@ key's timers (only :meth:`~streamjoin.runtime.timers.TimerService.register` and
   watermark rules: the reference execution of the tests;
 * :func:`keyed_two_input`, on Spark: both inputs tagged by side, unioned, grouped by the join key
   and run by :class:`~streamjoin.runtime.processor.KeyedProcessor` (event-time or
-  processing-time timers), each key's state kept as one pickled value.
+  processing-time timers), each key's state kept as one pickled value on the python engine;
+  on the jvm engine the logic's Scala twin (``jvm/operators``, a ``TwoInputLogic``) keeps it
+  shaped as Flink does (per side a ``MapState``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pyspark.sql.types import LongType, StructField, TimestampType
 
 from streamjoin.changelog import RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, TimerService
 from streamjoin.runtime.tws import output_schema, require_columns, unshared_exchange, without_watermark_columns
@@ -50,6 +53,9 @@ class KeyedTwoInputLogic(Protocol):
     ) -> list[tuple[RowKind, tuple]]: ...
 
     def on_timer(self, state: Any, timestamp: int, time: int, timers: TimerService) -> list[tuple[RowKind, tuple]]: ...
+
+    def jvm_logic(self) -> JvmLogic | None:
+        """The Scala twin (a ``TwoInputLogic`` in ``jvm/operators``) and its own parameters, or None."""
 
 
 #: Input names by side index (0 = left/probe, 1 = right/build), for messages.
@@ -203,9 +209,10 @@ class _KeyedTwoInputLogic(KeyedLogic):
 
     state_name = STATE_NAME
 
-    def __init__(self, logic: KeyedTwoInputLogic, columns: _Columns):
+    def __init__(self, logic: KeyedTwoInputLogic, columns: _Columns, key_columns: Sequence[str]):
         self.logic = logic
         self.columns = columns
+        self.key_columns = list(key_columns)
 
     def new_state(self, key: tuple) -> KeyState:
         return KeyState(self.logic.new_state(key))
@@ -230,6 +237,20 @@ class _KeyedTwoInputLogic(KeyedLogic):
 
     def on_timer(self, state, timestamp):
         return self.logic.on_timer(state.logic, timestamp, state.timers.time, state.timers)
+
+    def jvm_logic(self) -> JvmLogic | None:
+        """The logic's twin, told where the union frame's columns are (read by ``TwoInputLogic.scala``):
+        ``keyColumns``, and per side the data row's ``rowtime`` and the row struct's ``rowWatermark``
+        positions (``[left, right]`` or None)."""
+        twin = self.logic.jvm_logic()
+        if twin is None:
+            return None
+        columns = {
+            "keyColumns": self.key_columns,
+            "rowtime": None if self.columns.rowtime is None else list(self.columns.rowtime),
+            "rowWatermark": None if self.columns.row_watermark is None else list(self.columns.row_watermark),
+        }
+        return JvmLogic(twin.logic_class, {**twin.spec, **columns})
 
 
 def join_pairs(on: Sequence[str | tuple[str, str]], what: str) -> list[tuple[str, str]]:
@@ -341,7 +362,7 @@ def keyed_two_input(
     fields += [StructField(c, both.right_schema[c].dataType, True) for c in data[1]]
     schema = output_schema(fields + list(extra_output))
     processor = KeyedProcessor(
-        _KeyedTwoInputLogic(logic, _Columns(rowtime, row_watermark)),
+        _KeyedTwoInputLogic(logic, _Columns(rowtime, row_watermark), both.key_columns),
         schema.names,
         clock="processing" if left_time is None else "event",
     )

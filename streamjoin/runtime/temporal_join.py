@@ -247,6 +247,9 @@ class TemporalJoinOperator:
     def on_timer(self, state, timestamp, time, timers):
         return self.join.on_timer(state, time, timers)
 
+    def jvm_logic(self) -> None:
+        return None
+
 
 def temporal_join(
     probe: DataFrame,

@@ -1,0 +1,89 @@
+package streamjoin.operators
+
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.streaming.{StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.types._
+
+/**
+ * Group aggregate over any changelog, `SELECT key, agg(col), … GROUP BY key` (docs/semantics.md §6;
+ * Flink's `operators/aggregate/GroupAggFunction`): the JVM twin of
+ * `streamjoin.runtime.group_aggregate._GroupAggLogic`, same changes and `_seq` (input `_seq × 4 + i`).
+ *
+ * State per group, as Flink keeps it: a value `groupAggState` (the group's row count and the
+ * accumulators, one struct per aggregate; absent while the group is empty) and, per COUNT(DISTINCT)
+ * and per retractable MIN/MAX, a MapState `{function}_{i}` value → multiplicity (Flink's `MapView`).
+ *
+ * Description: `columns` (the input columns, in order), `groupBy` (the GROUP BY columns),
+ * `aggregates` (list of `{output, function, column}`), `retractable` (false for an insert-only input).
+ */
+class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogic {
+  private val spec = new Spec(specJson)
+  private val columnNames = spec.strings("columns")
+  private val columns = columnNames.map(KeyedLogic.index(input, _))
+  private val groupPositions = spec.strings("groupBy").map(columnNames.indexOf(_))
+  private val aggregates = new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, spec.bool("retractable"))
+  private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
+  private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
+  private val stateSchema = StructType(Seq(
+    StructField("count", LongType, nullable = false),
+    StructField("accs", aggregates.accSchema, nullable = false)))
+
+  @transient private var state: ValueState[Row] = _
+  @transient private var views: Array[AggregateView] = _
+  // The group's count and accumulators during a visit (accs null: empty group), written back in finish.
+  @transient private var count: Long = _
+  @transient private var accs: Array[Array[Any]] = _
+  @transient private var loaded: Boolean = _
+
+  override def seqFromInput: Boolean = true
+
+  override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
+    state = handle.getValueState("groupAggState", Encoders.row(stateSchema), ttl)
+    views = aggregates.openViews(handle, ttl)
+    loaded = false
+  }
+
+  private def load(): Unit = if (!loaded) {
+    loaded = true
+    if (state.exists()) {
+      val s = state.get()
+      count = s.getLong(0)
+      accs = aggregates.load(s.getStruct(1))
+    } else { count = 0; accs = null }
+  }
+
+  override def elements(rows: Iterator[Row]): Iterator[Element] =
+    KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
+      Element(r.getLong(seqIndex), r.getString(kindIndex), KeyedLogic.values(r, columns))
+    }
+
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+    load()
+    val first = accs == null
+    if (first) {
+      if (!RowKind.isAccumulate(e.kind)) return Nil // a retraction may follow a state clean-up (Flink)
+      accs = aggregates.create()
+    }
+    val key = groupPositions.map(e.row(_))
+    val previous = aggregates.getValues(accs, views)
+    val args = aggregates.args(e.row)
+    if (RowKind.isAccumulate(e.kind)) { aggregates.accumulate(accs, views, args); count += 1 }
+    else { aggregates.retract(accs, views, args); count -= 1 }
+    if (count == 0) {
+      accs = null
+      views.foreach(v => if (v != null) v.clear())
+      if (first) Nil else Seq(Change(RowKind.Delete, key ++ aggregates.results(previous)))
+    } else {
+      val current = aggregates.getValues(accs, views)
+      if (first) Seq(Change(RowKind.Insert, key ++ aggregates.results(current)))
+      else if (current.sameElements(previous)) Nil
+      else Seq(Change(RowKind.UpdateBefore, key ++ aggregates.results(previous)),
+               Change(RowKind.UpdateAfter, key ++ aggregates.results(current)))
+    }
+  }
+
+  override def finish(ctx: KeyContext): Unit = if (loaded) {
+    loaded = false
+    if (accs == null) state.clear() else state.update(Row(count, aggregates.store(accs)))
+  }
+}

@@ -1,0 +1,193 @@
+package streamjoin.operators
+
+import scala.collection.mutable.ArrayBuffer
+
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.types._
+
+/**
+ * Interval join, event or processing time (docs/semantics.md §3): the JVM twin of
+ * `streamjoin.runtime.interval_join` (`TimeIntervalJoin` run by `IntervalJoinOperator`), after
+ * Flink's `TimeIntervalJoin` / `RowTimeIntervalJoin` / `ProcTimeIntervalJoin`. Same rules: a
+ * left row at `t` joins right rows in `[t + lower, t + upper]`; the operator time is the
+ * watermark clamped at 0 (or the processing time); a row is cached while the operator time is
+ * below its window's upper end, else it is late (joined, not stored, padded at once when outer);
+ * one clean-up timer per cache and key; outer rows that never matched are padded when they leave.
+ * In candidate mode (an outer join with a residual, `streamjoin.runtime.interval_residual`) every
+ * pair in the window and every outer row's expiry are emitted with the rows' ids.
+ *
+ * State per key, as Flink keeps it: per side a MapState rowtime (ms) → the rows cached at that
+ * time in arrival order, each `(row, matched, id)` (Flink's
+ * `MapState<Long, List<Tuple2<RowData, Boolean>>>`); one value with both clean-up timers and the
+ * next row id (candidate mode). Cleared when both caches are empty.
+ *
+ * Description (besides [[TwoInputLogic]]'s): `how` (inner | left | right | full), `lowerMs` /
+ * `upperMs` (the range of `right.t - left.t`, inclusive), `candidates`.
+ */
+class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLogic(specJson, input) {
+  private val how = spec.string("how")
+  private val lower = spec.long("lowerMs")
+  private val upper = spec.long("upperMs")
+  private val candidates = spec.bool("candidates")
+  private val outer = Array(how == "left" || how == "full", how == "right" || how == "full")
+  /** How far after its own time a side's row can still match (Flink's `leftRelativeSize` / `rightRelativeSize`). */
+  private val windowEnd = Array(upper, -lower)
+  private val nulls = dataSchemas.map(s => new Array[Any](s.length))
+  private val cacheSchemas = dataSchemas.map { data =>
+    val entry = StructType(Seq(
+      StructField("row", data, nullable = false),
+      StructField("matched", BooleanType, nullable = false),
+      StructField("id", LongType, nullable = true)))
+    StructType(Seq(StructField("rows", ArrayType(entry, containsNull = false), nullable = false)))
+  }
+  private val timerSchema = StructType(Seq(
+    StructField("leftCleanupTimer", LongType, nullable = true),
+    StructField("rightCleanupTimer", LongType, nullable = true),
+    StructField("nextId", LongType, nullable = false)))
+
+  @transient private var caches: Array[MapState[Long, Row]] = _
+  @transient private var timerState: ValueState[Row] = _
+  // The key's timers and next id during a visit: loaded on first use, written back in finish.
+  @transient private var cleanupTimers: Array[java.lang.Long] = _
+  @transient private var nextId: Long = _
+  @transient private var loaded: Boolean = _
+
+  override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
+    caches = Array("left", "right").zip(cacheSchemas).map { case (side, schema) =>
+      handle.getMapState[Long, Row](s"${side}Rows", Encoders.scalaLong, Encoders.row(schema), ttl)
+    }
+    timerState = handle.getValueState("intervalJoinTimers", Encoders.row(timerSchema), ttl)
+    loaded = false
+  }
+
+  private def load(): Unit = if (!loaded) {
+    loaded = true
+    if (timerState.exists()) {
+      val s = timerState.get()
+      cleanupTimers = Array(if (s.isNullAt(0)) null else s.getLong(0), if (s.isNullAt(1)) null else s.getLong(1))
+      nextId = s.getLong(2)
+    } else { cleanupTimers = Array(null, null); nextId = 0L }
+  }
+
+  override def finish(ctx: KeyContext): Unit = if (loaded) {
+    loaded = false
+    // No timer means both caches are empty: the key's state is cleared (ids restart, as on python).
+    if (cleanupTimers(0) == null && cleanupTimers(1) == null) timerState.clear()
+    else timerState.update(Row(cleanupTimers(0), cleanupTimers(1), nextId))
+  }
+
+  /** A cached row: its values, whether it was joined, its id (candidate mode, else null). */
+  private final class Entry(val row: Array[Any], var matched: Boolean, val id: java.lang.Long)
+
+  private def decode(stored: Row): Array[Entry] = stored.getSeq[Row](0).map { e =>
+    new Entry(e.getStruct(0).toSeq.toArray[Any], e.getBoolean(1), if (e.isNullAt(2)) null else e.getLong(2))
+  }.toArray
+
+  private def encode(entries: Seq[Entry]): Row =
+    Row(entries.map(e => Row(Row.fromSeq(e.row.toSeq), e.matched, e.id)))
+
+  private def operatorTime(time: Long): Long = if (eventTime) math.max(time, 0L) else time
+
+  /** Rows at or before this time can match nothing still to come. */
+  private def expirationTime(operatorTime: Long, windowEnd: Long): Long =
+    if (operatorTime == Long.MaxValue) Long.MaxValue else operatorTime - windowEnd - 1
+
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+    if (e.kind != RowKind.Insert)
+      throw new IllegalStateException(
+        s"an interval join consumes insert-only input; got ${e.kind}${e.row.mkString("[", ", ", "]")} on the " +
+          s"${if (e.side == 0) "left" else "right"} input")
+    load()
+    process(ctx, e.row, rowtime(e, now), operatorTime(ctx.timers.time), e.side)
+  }
+
+  private def process(ctx: KeyContext, row: Array[Any], rowTime: Long, opTime: Long, side: Int): Seq[Change] = {
+    val out = ArrayBuffer[Change]()
+    val own = new Entry(row, false, if (candidates) { nextId += 1; nextId - 1 } else null)
+    if (upper < lower) {
+      // Flink plans no join at all: an outer side passes through null-padded.
+      if (outer(side)) expired(Seq(own), side, out)
+      return out.toSeq
+    }
+    val other = 1 - side
+    val (from, to) = if (side == 0) (rowTime + lower, rowTime + upper) else (rowTime - upper, rowTime - lower)
+    val otherExpiration = expirationTime(opTime, windowEnd(other))
+    var matched = false
+    // Flink skips the scan when the whole window is already expired (see interval_join.py).
+    if (otherExpiration < to) {
+      val cache = caches(other)
+      cache.keys().toArray.sorted.foreach { time =>
+        val inWindow = joinable && from <= time && time <= to
+        val expiredNow = time <= otherExpiration
+        if (inWindow || expiredNow) {
+          val entries = decode(cache.getValue(time))
+          var updated = false
+          if (inWindow) entries.foreach { entry =>
+            out += Change(RowKind.Insert, if (side == 0) pair(own, entry) else pair(entry, own))
+            matched = true
+            if (!entry.matched) { entry.matched = true; updated = true }
+          }
+          if (expiredNow) {
+            if (outer(other)) expired(entries.toSeq, other, out)
+            cache.removeKey(time)
+          } else if (updated) cache.updateValue(time, encode(entries.toSeq))
+        }
+      }
+    }
+    own.matched = matched
+    if (opTime < to) {
+      val cache = caches(side)
+      val stored = cache.getValue(rowTime)
+      val entries = if (stored == null) Seq(own) else decode(stored).toSeq :+ own
+      cache.updateValue(rowTime, encode(entries))
+      if (cleanupTimers(side) == null) registerCleanup(ctx, rowTime, side)
+    } else if (outer(side)) expired(Seq(own), side, out)
+    out.toSeq
+  }
+
+  override def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = {
+    load()
+    val out = ArrayBuffer[Change]()
+    val opTime = operatorTime(ctx.timers.time)
+    // The right cache first when both timers share the timestamp (Flink's order).
+    for (side <- Seq(1, 0) if cleanupTimers(side) != null && cleanupTimers(side) == timestamp)
+      removeExpired(ctx, expirationTime(opTime, windowEnd(side)), side, out)
+    out.toSeq
+  }
+
+  private def removeExpired(ctx: KeyContext, expiration: Long, side: Int, out: ArrayBuffer[Change]): Unit = {
+    val cache = caches(side)
+    val (gone, left) = cache.keys().toArray.sorted.span(_ <= expiration)
+    gone.foreach { time =>
+      if (outer(side)) expired(decode(cache.getValue(time)).toSeq, side, out)
+      cache.removeKey(time)
+    }
+    if (left.nonEmpty) registerCleanup(ctx, left.head, side) else cleanupTimers(side) = null
+  }
+
+  private def registerCleanup(ctx: KeyContext, rowTime: Long, side: Int): Unit = {
+    val at = rowTime + windowEnd(side) + 1
+    ctx.timers.register(at)
+    cleanupTimers(side) = at
+  }
+
+  /** The joined row of two entries (with their ids in candidate mode). */
+  private def pair(left: Entry, right: Entry): Array[Any] = {
+    val joined = left.row ++ right.row
+    if (candidates) joined ++ Array[Any](left.id, right.id) else joined
+  }
+
+  /** What rows of an outer side emit when they leave: the null-padded row of each that never
+   * matched, or in candidate mode every row's expiry (whether a pair matched is not known here). */
+  private def expired(entries: Seq[Entry], side: Int, out: ArrayBuffer[Change]): Unit =
+    entries.foreach { e =>
+      if (candidates) {
+        val values =
+          if (side == 0) e.row ++ nulls(1) ++ Array[Any](e.id, null) else nulls(0) ++ e.row ++ Array[Any](null, e.id)
+        out += Change(RowKind.Insert, values)
+      } else if (!e.matched) {
+        out += Change(RowKind.Insert, if (side == 0) e.row ++ nulls(1) else nulls(0) ++ e.row)
+      }
+    }
+}

@@ -1,0 +1,79 @@
+package streamjoin.operators
+
+import org.apache.spark.sql.Row
+import org.apache.spark.sql.types.StructType
+
+/**
+ * A keyed two-input operator's logic over the union frame of `streamjoin.runtime.two_input`
+ * (`_key0`…, `_side`, `_left`, `_right`, `_rowkind`, `_seq`): the JVM twin of
+ * `streamjoin.runtime.keyed_two_input._KeyedTwoInputLogic`, as Flink runs a
+ * `KeyedCoProcessOperator`. It turns a key's rows into elements in `(_seq, side)` order — the
+ * side's data row (without the per-row watermark field), its rowtime in epoch ms (null on
+ * processing time) and its per-row watermark — and leaves the state and the decisions to the
+ * operator (interval join, event-time temporal join).
+ *
+ * Description: `keyColumns` (the grouping key), `rowtime` (`[left, right]` positions of the
+ * TIMESTAMP rowtime in each side's data row, or null for processing time), `rowWatermark`
+ * (`[left, right]` positions of the LONG per-row watermark in each side's row struct, or null).
+ * Changes are numbered by their position in the key's visit (no `seqFromInput`).
+ */
+abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedLogic {
+  protected val spec = new Spec(specJson)
+  private val keyIndexes = spec.strings("keyColumns").map(KeyedLogic.index(input, _))
+  private val sideIndex = KeyedLogic.index(input, "_side")
+  private val rowIndexes = Array(KeyedLogic.index(input, "_left"), KeyedLogic.index(input, "_right"))
+  private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
+  private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
+  private val watermarkFields = TwoInputLogic.pair(spec, "rowWatermark")
+  private val rowtimes = TwoInputLogic.pair(spec, "rowtime")
+
+  /** Whether rows carry a rowtime (event time); else a row's time is the current processing time. */
+  protected val eventTime: Boolean = rowtimes != null
+
+  /** Each side's data columns (all nullable), without the per-row watermark field. */
+  protected val dataSchemas: Array[StructType] = Array(0, 1).map { side =>
+    val struct = input(rowIndexes(side)).dataType.asInstanceOf[StructType]
+    val keep = struct.fields.indices.filter(i => watermarkFields == null || i != watermarkFields(side))
+    StructType(keep.map(i => struct.fields(i).copy(nullable = true)))
+  }
+
+  /** Whether the key being visited has no null column (SQL's null never matches); set by [[elements]]. */
+  @transient protected var joinable: Boolean = true
+
+  override def elements(rows: Iterator[Row]): Iterator[Element] = {
+    val ordered = rows.toArray.sortBy(r => (r.getLong(seqIndex), r.getInt(sideIndex)))
+    if (ordered.nonEmpty) joinable = keyIndexes.forall(i => !ordered(0).isNullAt(i))
+    ordered.iterator.map { r =>
+      val side = r.getInt(sideIndex)
+      val struct = r.getStruct(rowIndexes(side))
+      var values = struct.toSeq.toArray[Any]
+      var watermark: java.lang.Long = null
+      if (watermarkFields != null) {
+        val at = watermarkFields(side)
+        if (!struct.isNullAt(at)) watermark = struct.getLong(at)
+        values = values.patch(at, Nil, 1)
+      }
+      val time: Any = if (rowtimes == null) null else TwoInputLogic.millis(values(rowtimes(side)))
+      Element(r.getLong(seqIndex), r.getString(kindIndex), values, side, time, watermark)
+    }
+  }
+
+  /** The element's rowtime, or `now` (the processing time) for a processing-time operator. */
+  protected def rowtime(e: Element, now: java.lang.Long): Long =
+    if (e.time == null) now.longValue else e.time.asInstanceOf[Long]
+}
+
+object TwoInputLogic {
+  private def pair(spec: Spec, name: String): Array[Int] = {
+    val node = spec.node(name)
+    if (node.isNull) null else Array(node.get(0).asInt(), node.get(1).asInt())
+  }
+
+  /** A TIMESTAMP value as epoch ms, floored (`keyed_two_input._millis`, Spark's `unix_millis`). */
+  def millis(value: Any): Long = value match {
+    case t: java.sql.Timestamp => t.getTime // whole ms: sub-ms nanos are dropped, i.e. floored
+    case i: java.time.Instant => i.toEpochMilli
+    case null => throw new IllegalStateException("a rowtime is null; it must not be")
+    case other => throw new IllegalArgumentException(s"rowtime of type ${other.getClass.getName}, expected TIMESTAMP")
+  }
+}
