@@ -42,7 +42,9 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     Args:
         app_name: Spark application name.
         master: Spark master; ``local[2]`` by default (``SPARK_MASTER`` overrides),
-            ``None`` to keep what spark-submit set.
+            ``None`` to keep what spark-submit set. Only a ``local`` master gets the
+            small-machine settings (loopback driver, 2 shuffle partitions, no UI);
+            ``SPARK_SHUFFLE_PARTITIONS`` sets the shuffle partitions on any master.
         conf: extra Spark settings, applied last.
 
     Returns:
@@ -58,9 +60,10 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     master = os.environ.get("SPARK_MASTER", master)
     if master:
         builder = builder.master(master)
-        # Local mode on a small machine: the default 200 shuffle partitions
-        # make every stateful micro-batch schedule 200 tasks.
-        builder = builder.config("spark.sql.shuffle.partitions", "2")
+    if master and master.startswith("local"):
+        # Local mode on a small machine: the default 200 shuffle partitions make every stateful
+        # micro-batch schedule 200 tasks. A checkpoint keeps the number it started with.
+        builder = builder.config("spark.sql.shuffle.partitions", os.environ.get("SPARK_SHUFFLE_PARTITIONS", "2"))
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         # Local mode talks to itself only: keep the driver on loopback.
@@ -69,6 +72,8 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         # Delta rebuilds table snapshots with 50 tasks by default: too many for local mode.
         builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
         builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
+    elif "SPARK_SHUFFLE_PARTITIONS" in os.environ:
+        builder = builder.config("spark.sql.shuffle.partitions", os.environ["SPARK_SHUFFLE_PARTITIONS"])
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     jars = sorted(local_dir("jars", "spark").glob("*.jar"))
