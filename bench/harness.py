@@ -2,7 +2,7 @@
 
 A benchmark feeds each query the same micro-batches (Parquet files read one
 per trigger, ``trigger(availableNow=True)``), writes to Spark's ``noop`` sink
-and reads Spark's own progress reports: input rows, per-batch processing time
+(or Delta) and reads Spark's own progress reports: input rows, per-batch processing time
 (``durationMs.triggerExecution``), state rows and state memory of the stateful
 operators after the last batch.
 """
@@ -34,18 +34,6 @@ class Measurement:
     @property
     def rows_per_second(self) -> float:
         return self.input_rows / self.seconds if self.seconds else 0.0
-
-    def row(self) -> str:
-        return (
-            f"| {self.name} | {self.input_rows:,} | {self.batches} | {self.seconds:.1f} | {self.rows_per_second:,.0f} | "
-            f"{self.batch_ms_p50:,.0f} | {self.batch_ms_p95:,.0f} | {self.state_rows:,} | {self.state_bytes / 2**20:,.1f} |"
-        )
-
-
-HEADER = (
-    "| query | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms | state rows | state MiB |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-)
 
 
 def from_progress(name: str, progress: list, seconds: float, *, input_rows: int | None = None) -> Measurement:
@@ -94,7 +82,7 @@ def measure(
 
 
 def machine() -> str:
-    """Cores, memory (GiB) and the 1/5/15-minute load averages of this machine, as one line."""
+    """This machine's cores and memory (GiB), as one line."""
     with open("/proc/meminfo") as info:
         total_kib = int(next(line for line in info if line.startswith("MemTotal")).split()[1])
     return f"{os.cpu_count()} cores, {total_kib / 2**20:.0f} GiB memory"
