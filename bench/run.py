@@ -144,7 +144,9 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1); load averages (1/5/15 min) "
         f"at start {load_start}, at end {load()}.", "",
         "Operators (input: " + ", ".join(f"{t.name} {t.rows:,} rows" for t in tables.values()) + "; "
-        f"python engine on the first {args.python_batches} of {args.batches} micro-batches):", "",
+        f"python engine on the first {args.python_batches} of {args.batches} micro-batches; Flink: net job runtime, "
+        "JVM start excluded, job scheduling in the MiniCluster and CSV parsing included, no micro-batches, state not "
+        "reported; Flink ends its bounded input with a +∞ watermark, Spark's queries do not):", "",
         HEADER,
     ]
     for case, figures in operators:
@@ -168,7 +170,8 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
                      f"{_ratio(jvm.rows_per_second, figures['python'][0].rows_per_second)} | "
                      f"{_ratio(jvm.rows_per_second, flink_rate)} | {note} |")
     lines += ["", f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
-              "jvm engine; rows = Kafka records read):", "", HEADER]
+              "jvm engine, an operator without a Scala twin runs on python; rows = Kafka records read, seconds = the "
+              "whole run_pipeline call, its dead-letter query included):", "", HEADER]
     for ours, limit in pipelines:
         lines += [_row(ours, "jvm"), _row(limit, "passthrough")]
     lines += ["", "| pipeline | pipeline / passthrough |", "| --- | ---: |"]
