@@ -36,6 +36,14 @@ class Measurement:
         return self.input_rows / self.seconds if self.seconds else 0.0
 
 
+def failed(name: str, error: Exception) -> Measurement:
+    """A run that failed: zero figures, the error's first line (200 characters) in its name, so that one
+    failure (e.g. a Python worker timing out on a loaded machine) does not lose a whole benchmark run."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    print(f"{name} failed: {first}", flush=True)
+    return Measurement(f"{name} (failed: {first})", 0, 0, 0.0, 0.0, 0.0, 0, 0)
+
+
 def from_progress(name: str, progress: list, seconds: float, *, input_rows: int | None = None) -> Measurement:
     """The figures of a run of ``seconds`` from its progress reports (Spark's ``StreamingQueryProgress``);
     ``input_rows`` overrides the sum of their ``numInputRows``."""

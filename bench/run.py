@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pyspark
 
-from bench.harness import Measurement, load, machine, measure
+from bench.harness import Measurement, failed, load, machine, measure
 from bench.operators import CASES, Case
 from bench.pipelines import run_pipelines
 from bench.tpch_streams import BenchTable, bench_tables, flink_ddl, spark_streams, tpch_changelog, write_csv
@@ -117,12 +117,16 @@ def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> 
             if engine == "native" and case.native is None:
                 continue
             mode = case.native_mode if engine == "native" else "append"
-            for phase, streams in (("warmup", inputs["warm-up"]), ("run", inputs[input_name])):
-                if engine != "native":
-                    spark.conf.set(ENGINE_CONF, engine)
-                query = case.native(streams) if engine == "native" else case.ours(streams)
-                measured = measure(case.name, query, workdir / "checkpoints" / f"{index}-{engine}-{phase}", output_mode=mode)
-            note = "runs on python: no Scala twin yet" if engine == "jvm" and _runs_python(query) else ""
+            if engine != "native":
+                spark.conf.set(ENGINE_CONF, engine)
+            try:
+                for phase, streams in (("warmup", inputs["warm-up"]), ("run", inputs[input_name])):
+                    query = case.native(streams) if engine == "native" else case.ours(streams)
+                    measured = measure(case.name, query, workdir / "checkpoints" / f"{index}-{engine}-{phase}",
+                                       output_mode=mode)
+                note = "runs on python: no Scala twin yet" if engine == "jvm" and _runs_python(query) else ""
+            except Exception as e:  # recorded in the table; the other runs go on
+                measured, note = failed(case.name, e), ""
             if engine == "python" and args.python_batches < args.batches:
                 note = f"first {args.python_batches} of {args.batches} micro-batches"
             figures[engine] = (measured, note)
