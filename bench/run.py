@@ -174,7 +174,7 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
                      f"{_ratio(jvm.rows_per_second, figures['python'][0].rows_per_second)} | "
                      f"{_ratio(jvm.rows_per_second, flink_rate)} | {note} |")
     lines += ["", f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
-              "jvm engine, an operator without a Scala twin runs on python; rows = Kafka records read, seconds = the "
+              "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
               "whole run_pipeline call, its dead-letter query included):", "", HEADER]
     for ours, limit in pipelines:
         lines += [_row(ours, "jvm"), _row(limit, "passthrough")]
