@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test dagster-ui clean flink flink-diff test-flink-diff operators
+.PHONY: setup demo test dagster-ui clean flink flink-diff test-flink-diff operators bench
 
 setup: $(SETUP_STAMP)
 
@@ -54,7 +54,7 @@ flink: $(FLINK_STAMP)
 $(FLINK_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(FLINK_VENV)
 	$(FLINK_VENV)/bin/pip install --quiet --upgrade pip
-	$(FLINK_VENV)/bin/pip install --quiet "$$($(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["flink"][0])')"
+	$(FLINK_VENV)/bin/pip install --quiet "$$($(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["bench"][0])')"
 	touch $@
 
 # N generated cases (seed SEED) on Flink and through streamjoin; a summary per operator family.
@@ -64,6 +64,13 @@ flink-diff: setup flink
 # Every stored differential case against its stored Flink output (make test replays a subset; 9–15 min).
 test-flink-diff: setup
 	STREAMJOIN_FLINK_DIFF=all $(PY) -m pytest tests/test_flink_diff.py
+
+# Every operator on Spark native, the jvm and python engines and Flink, then each sql/ pipeline beside a
+# Kafka -> Delta passthrough, on TPC-H at scale factor SF; appends the figures to bench/RESULTS.md (under 30 min at 0.1).
+SF ?= 0.1
+
+bench: setup flink
+	$(PY) -m bench.run --scale-factor $(SF)
 
 dagster-ui: setup
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml
