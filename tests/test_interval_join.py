@@ -23,7 +23,8 @@ from streamjoin.runtime.interval_join import (
 )
 from streamjoin.planner.script import plan_script
 from streamjoin.runtime.interval_residual import ResidualPadding
-from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
+from streamjoin.runtime.engine import JvmLogic
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver, _Columns, _KeyedTwoInputLogic
 from streamjoin.runtime.processor import Element
 
 MINUTE = 60_000
@@ -337,6 +338,18 @@ def test_residual_padding_state_holds_only_matched_outer_rows_until_they_expire(
     assert padding.on_element(state, Element(1, RowKind.INSERT, ("l", None, 0, None)), None) == []
     assert padding.is_done(state)
     assert padding.on_element(state, Element(2, RowKind.INSERT, ("m", None, 1, None)), None) == [(RowKind.INSERT, ("m", None))]
+
+
+def test_the_jvm_twins_are_described_with_the_union_frames_columns():
+    """What the Scala twins read (IntervalJoinLogic.scala over TwoInputLogic.scala, ResidualPaddingLogic.scala)."""
+    join = RowTimeIntervalJoin("left", IntervalBounds.between(-10, 10, upper_inclusive=False), 2, 3, candidates=True)
+    logic = _KeyedTwoInputLogic(IntervalJoinOperator(join), _Columns(rowtime=(1, 0), row_watermark=(2, 3)), ["_key0"])
+    assert logic.jvm_logic() == JvmLogic("IntervalJoinLogic", {
+        "how": "left", "lowerMs": -10, "upperMs": 9, "candidates": True,
+        "keyColumns": ["_key0"], "rowtime": [1, 0], "rowWatermark": [2, 3],
+    })
+    padding = ResidualPadding(["l", "r"], (True, False))
+    assert padding.jvm_logic() == JvmLogic("ResidualPaddingLogic", {"columns": ["l", "r"], "outer": [True, False]})
 
 
 def test_an_outer_interval_join_with_a_residual_plans_and_explains_it():

@@ -108,18 +108,22 @@ def collect(spark, stream, checkpoint):
         spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
-def state_rows(spark, checkpoint, batch_id: int, operator_id: int = 0) -> int:
+def state_rows(spark, checkpoint, batch_id: int, operator_id: int = 0, *, engine: str, join: str = "interval") -> int:
     """Rows held in a join's state after micro-batch ``batch_id``, read with Spark's state data
-    source (each key's state is one pickled :class:`~streamjoin.runtime.interval_join.KeyState`)."""
-    state = (
-        spark.read.format("statestore")
-        .option("path", str(checkpoint))
-        .option("operatorId", operator_id)
-        .option("stateVarName", STATE_NAME)
-        .option("batchId", batch_id)
-        .load()
-    )
-    return sum(pickle.loads(r.value.blob).logic.row_count for r in state.collect())
+    source: on the python engine each key's state is one pickled
+    :class:`~streamjoin.runtime.keyed_two_input.KeyState`; on the jvm engine the ``interval`` join
+    keeps per side a MapState rowtime -> cached rows, the ``temporal`` join a MapState entry per
+    probe row and per version (Flink's layouts)."""
+
+    def read(name):
+        reader = spark.read.format("statestore").option("path", str(checkpoint)).option("operatorId", operator_id)
+        return reader.option("stateVarName", name).option("batchId", batch_id).load().collect()
+
+    if engine == "python":
+        return sum(pickle.loads(r.value.blob).logic.row_count for r in read(STATE_NAME))
+    if join == "interval":
+        return sum(len(r.user_map_value.rows) for name in ("leftRows", "rightRows") for r in read(name))
+    return sum(len(read(name)) for name in ("probeRows", "versions"))
 
 
 def by_batch(changes) -> dict[int, Counter]:
@@ -224,7 +228,7 @@ def interval_run(name, label=None, row_watermarks=False, data=None) -> Run:
     return Run(label or name, data or name, ROWTIMES, build, row_watermarks)
 
 
-def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, tmp_path):
+def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, engine, tmp_path):
     # The four join types have the same input: one query runs them over one pair of sources.
     # The late case runs alone.
     for group in (SAME_INPUT, ["interval_join_left_late"]):
@@ -235,7 +239,7 @@ def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_
             assert by_batch(results[name]) == expected_by_batch(driver, lambda v: v, data_batches[name]), name
 
 
-def test_interval_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, tmp_path):
+def test_interval_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, engine, tmp_path):
     # Every case fits in one micro-batch (watermark 0 for all), so they can share one query.
     runs = [interval_run(n) for n in sorted(CASES)] + [interval_run("interval_join_left_late", "exact", True)]
     results, _ = run_together(spark, tmp_path, runs, 7)
@@ -273,7 +277,7 @@ def test_api_checks_its_arguments(spark, tmp_path):
         interval_join(left, right, **{**args, "on": [("missing", "r_order_id")]})
 
 
-def test_processing_time_interval_join_on_spark(spark, tmp_path):
+def test_processing_time_interval_join_on_spark(spark, engine, tmp_path):
     """Rows of micro-batches 0 and 1 are a few seconds apart in processing time: within ±1 h.
     Spark's processing-time mode runs a micro-batch on every trigger, so an ``availableNow``
     query ends only with no-data micro-batches switched off."""
@@ -352,7 +356,7 @@ def residual_run(how: str, row_watermarks: bool = False) -> Run:
     return Run(how, residual_case(), ROWTIMES, build, row_watermarks)
 
 
-def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_the_same_step(spark, tmp_path):
+def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_the_same_step(spark, engine, tmp_path):
     hows = ["left", "right", "full"]
     results, data_batches = run_together(spark, tmp_path, [residual_run(h) for h in hows], 1)
     for how in hows:
@@ -368,7 +372,7 @@ def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_t
     assert materialize((k, v) for _, k, v in results["full"]) == full
 
 
-def test_outer_residual_four_rows_per_micro_batch_with_flinks_watermarks_give_the_reference_result(spark, tmp_path, caplog):
+def test_outer_residual_four_rows_per_micro_batch_with_flinks_watermarks_give_the_reference_result(spark, engine, tmp_path, caplog):
     # Micro-batch 2 holds the passing pair of order 1 (row 8) and its expiry (row 10, per-row
     # watermark 10:30): step 3 must take them in that order, else order 1 would also be padded.
     caplog.set_level(logging.INFO, logger="streamjoin.runtime.interval_join")

@@ -139,7 +139,7 @@ def final(changelog):
 
 
 @pytest.mark.parametrize("name", ONE_ROW_CASES)
-def test_one_row_per_micro_batch_gives_flinks_changelog(spark, tmp_path, name):
+def test_one_row_per_micro_batch_gives_flinks_changelog(spark, engine, tmp_path, name):
     case = load_case(name)
     got = changelog_of(over_query(spark, tmp_path, [name], 1), name)
     # Keys are independent (their order across keys is not defined); within a key it is Flink's exactly.
@@ -169,7 +169,7 @@ def spark_watermark_oracle(name, rows_per_batch):
 
 
 @pytest.mark.parametrize("query", sorted(QUERIES))
-def test_seven_rows_per_micro_batch(spark, tmp_path, query):
+def test_seven_rows_per_micro_batch(spark, engine, tmp_path, query):
     names = QUERIES[query]
     results = over_query(spark, tmp_path, names, 7, row_watermarks=bool(FLINK_LATE & set(names)))
     for name in names:
@@ -186,7 +186,7 @@ def test_seven_rows_per_micro_batch(spark, tmp_path, query):
         assert final(got) == sorted(case.expected_final), name
 
 
-def test_processing_time_frames(spark, tmp_path):
+def test_processing_time_frames(spark, engine, tmp_path):
     batches = [[("a", 1), ("a", 5)], [("a", 3)], [("b", 2), ("a", 4)]]
     schema = StructType([StructField("k", StringType()), StructField("v", IntegerType())])
     source = changelog_file_stream(spark, tmp_path / "in", schema, [[("+I", r) for r in b] for b in batches])
@@ -230,7 +230,7 @@ def test_arguments_are_checked_before_anything_runs(spark):
     assert out.schema["m"].dataType == IntegerType()
 
 
-def test_seeded_random_stream_equals_the_batch_window_query_over_rows_not_late(spark, tmp_path):
+def test_seeded_random_stream_equals_the_batch_window_query_over_rows_not_late(spark, engine, tmp_path):
     rng = random.Random(20261123)
     delay, interval = 1000, 4000
     rows, highest = [], 10_000

@@ -150,7 +150,7 @@ ONE_ROW_PER_BATCH = ["join_inner", "join_full_nonequi", "join_semi_exists_nonequ
 
 
 @pytest.mark.parametrize("name", ONE_ROW_PER_BATCH)
-def test_case_on_spark_one_row_per_batch(spark, tmp_path, name):
+def test_case_on_spark_one_row_per_batch(spark, engine, tmp_path, name):
     case = load_case(name)
     out = _spark_join(spark, tmp_path, case, rows_per_batch=1)
     batches = len(case.arrival)
@@ -159,7 +159,7 @@ def test_case_on_spark_one_row_per_batch(spark, tmp_path, name):
 
 
 @pytest.mark.parametrize("name", case_names("join_"))
-def test_case_on_spark_seven_rows_per_batch(spark, tmp_path, name):
+def test_case_on_spark_seven_rows_per_batch(spark, engine, tmp_path, name):
     case = load_case(name)
     out = _spark_join(spark, tmp_path, case, rows_per_batch=7)
     assert materialize((kind, values) for _, kind, values in out) == Counter(case.expected_final)

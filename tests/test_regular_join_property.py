@@ -198,7 +198,7 @@ def one_shuffle_partition(spark):
 
 
 @pytest.mark.parametrize("seed", [7])
-def test_streaming_join_ends_as_spark_batch_join(spark, tmp_path, one_shuffle_partition, seed):
+def test_streaming_join_ends_as_spark_batch_join(spark, engine, tmp_path, one_shuffle_partition, seed):
     rng = random.Random(seed)
     left, left_final = random_changelog(rng, 24)
     right, right_final = random_changelog(rng, 24)

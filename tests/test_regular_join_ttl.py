@@ -63,7 +63,7 @@ def run_with_processing_time_trigger(stream, checkpoint, data_batches: int, inte
     return seen
 
 
-def test_rows_idle_longer_than_the_ttl_are_forgotten(spark, tmp_path, caplog):
+def test_rows_idle_longer_than_the_ttl_are_forgotten(spark, engine, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
     left = changelog_file_stream(spark, tmp_path / "a", A, LEFT_BATCHES)
     right = changelog_file_stream(spark, tmp_path / "b", B, RIGHT_BATCHES, first_seq=100)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from flink_cases import case_names, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
+from streamjoin.runtime.engine import JvmLogic
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver, _Columns, _KeyedTwoInputLogic
 from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalProcessTimeJoin, TemporalRowTimeJoin
 
 EPOCH = dt.datetime(1970, 1, 1)
@@ -207,6 +208,15 @@ def test_append_only_versions_ignore_an_older_row():
     assert driver.changelog == [(RowKind.INSERT, ("o1", "EUR", "EUR", 116))]
     with pytest.raises(ValidationError, match=r"append-only.*-D"):
         driver.process(1, ("EUR",), RowKind.DELETE, ("EUR", 116), hm("11:00"))
+
+
+def test_the_jvm_twin_is_described_with_the_union_frames_columns():
+    """What TemporalJoinLogic.scala (over TwoInputLogic.scala) reads; no per-row watermark here."""
+    join = TemporalRowTimeJoin("left", 2, append_only_versions=True)
+    logic = _KeyedTwoInputLogic(TemporalJoinOperator(join), _Columns(rowtime=(2, 1), row_watermark=None), ["_key0", "_key1"])
+    assert logic.jvm_logic() == JvmLogic("TemporalJoinLogic", {
+        "how": "left", "appendOnlyVersions": True, "keyColumns": ["_key0", "_key1"], "rowtime": [2, 1], "rowWatermark": None,
+    })
 
 
 def test_processing_time_join_uses_the_current_row():

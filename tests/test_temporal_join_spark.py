@@ -92,7 +92,7 @@ def projected(changes, name):
     return [(batch, kind, project(values)) for batch, kind, values in changes]
 
 
-def test_temporal_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, tmp_path):
+def test_temporal_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, engine, tmp_path):
     # INNER and LEFT share their input and watermarks: one query. The others differ in arrival or
     # in the times of their -U rows (which move the watermark), so each runs alone.
     groups = [["temporal_join_inner", "temporal_join_left"], ["temporal_join_left_ub_oldtime"], ["temporal_join_versioned_view"]]
@@ -103,7 +103,7 @@ def test_temporal_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_
             assert by_batch(projected(results[name], name)) == expected, name
 
 
-def test_temporal_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, tmp_path):
+def test_temporal_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, engine, tmp_path):
     # At 7 rows per micro-batch the rates' watermark reaches the same times in the three
     # RatesHistory cases (their -U rows differ only inside a batch), so they share a query.
     groups = [["temporal_join_inner", "temporal_join_left", "temporal_join_left_ub_oldtime"], ["temporal_join_versioned_view"]]
@@ -255,7 +255,7 @@ def temporal_stream_run(label, case, how, row_watermarks) -> Run:
     return Run(label, case, {"P": "t", "V": "t"}, build, row_watermarks)
 
 
-def test_random_streams_through_spark_give_the_reference_result(spark, tmp_path):
+def test_random_streams_through_spark_give_the_reference_result(spark, engine, tmp_path):
     """Out-of-order and late rows, 6 rows per micro-batch with Flink's per-row watermark: the
     materialised output equals the plain-Python operator's (which the property tests hold against
     the batch joins)."""
@@ -287,7 +287,7 @@ def steady_case(kind: str, batches: int, per_batch: int) -> Case:
     return as_case(kind, events, 0)
 
 
-def test_state_stays_flat_while_the_stream_grows_ten_times(spark, tmp_path):
+def test_state_stays_flat_while_the_stream_grows_ten_times(spark, engine, tmp_path):
     """20 micro-batches of 10 rows: the rows both joins hold (read back with Spark's state data
     source) after batch 2, 10 and 20 stay within one micro-batch's worth of rows of each other,
     bounded by rate × window, while the input grows from 20 to 200 rows."""
@@ -298,7 +298,7 @@ def test_state_stays_flat_while_the_stream_grows_ten_times(spark, tmp_path):
     ]
     results, _ = run_together(spark, tmp_path, runs, per_batch)
     assert results["interval"] and results["temporal"]
-    for operator in (0, 1):
-        sizes = [state_rows(spark, tmp_path / "checkpoint", b, operator) for b in (1, 9, batches - 1)]
+    for operator, join in enumerate(("interval", "temporal")):
+        sizes = [state_rows(spark, tmp_path / "checkpoint", b, operator, engine=engine, join=join) for b in (1, 9, batches - 1)]
         assert 0 < min(sizes) and max(sizes) - min(sizes) <= per_batch, (operator, sizes)
         assert max(sizes) <= 4 * per_batch, (operator, sizes)  # 200 rows went in

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import output_schema, rows_in_order
 
@@ -86,6 +87,10 @@ class ResidualPadding(KeyedLogic):
             state[side].remove(row_id)
             return []
         return [(RowKind.INSERT, tuple(values))]
+
+    def jvm_logic(self) -> JvmLogic:
+        """Its Scala twin, ``ResidualPaddingLogic.scala`` (per outer side a MapState of matched row ids)."""
+        return JvmLogic("ResidualPaddingLogic", {"columns": list(self._columns[:-2]), "outer": list(self._outer)})
 
 
 def _col(name: str):

@@ -58,7 +58,8 @@ from pyspark.sql.types import DataType, LongType, StructField, TimestampNTZType,
 
 from streamjoin.changelog import SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.aggregates import AggregateCall, parse_calls
+from streamjoin.runtime.aggregates import AggregateCall, call_specs, parse_calls
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.over_functions import Frame, OverState, OverWindow
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import changelog_columns, check_insert, output_schema, require_columns
@@ -114,6 +115,22 @@ class _OverLogic(KeyedLogic):
 
     def on_timer(self, state, timestamp):
         return [(RowKind.INSERT, values) for values in self.fn.on_timer(state, timestamp)]
+
+    def jvm_logic(self) -> JvmLogic:
+        fn = self.window.function(self.input_types, self.columns)
+        return JvmLogic(
+            "OverAggregateLogic",
+            {
+                "function": type(fn).__name__,
+                "offset": fn.offset,
+                "columns": self.columns,
+                "aggregates": call_specs(self.window.aggregates),
+                "retractable": self.window.preceding is not None,
+                "orderBy": self.window.order_by,
+                "rowtimeColumn": _ROWTIME_MS,
+                "watermarkColumn": self.watermark_column,
+            },
+        )
 
 
 def over_aggregate(

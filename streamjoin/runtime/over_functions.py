@@ -117,7 +117,13 @@ class OverFunction:
     processing time for processing-time windows) and returns what it emits at
     once; ``on_timer`` is called by the key's :class:`TimerService` when a
     timer fires.
+
+    Attributes:
+        offset: a bounded frame's size: rows, the current one counted (ROWS), or ms (RANGE);
+            None for an unbounded frame.
     """
+
+    offset: int | None = None
 
     def __init__(self, aggregates: Aggregates) -> None:
         self.aggregates = aggregates

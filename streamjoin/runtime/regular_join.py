@@ -38,10 +38,12 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.join_state import StateLayout, TwsRecordStore, view_class
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, StreamingJoin, StreamingSemiAntiJoin, join_logic
 from streamjoin.runtime.two_input import (
+    KEY_COLUMN_PREFIX,
     LEFT,
     LEFT_ROW_COLUMN,
     RIGHT,
@@ -91,6 +93,9 @@ class _JoinLogic(KeyedLogic):
         stored: per side, whether this step keeps the side's rows.
     """
 
+    #: The Scala twin (``jvm/operators``: ``RegularJoinLogic.scala``).
+    jvm_class = "RegularJoinLogic"
+
     def __init__(self, spec: JoinSpec, schemas: tuple[StructType, StructType], stored: tuple[bool, bool]) -> None:
         self._spec = spec
         self._schemas = schemas
@@ -136,6 +141,19 @@ class _JoinLogic(KeyedLogic):
         produced = logic.process_null_key(side, kind, row) if state.null_key else logic.process(side, kind, row, element.matches)
         return [self._spec.output_row(joined) for joined in produced]
 
+    def jvm_logic(self) -> JvmLogic:
+        spec = self._spec
+        return JvmLogic(
+            self.jvm_class,
+            {
+                "joinType": spec.join_type.value,
+                "layouts": [layout.value for layout in spec.layouts],
+                "uniqueKeys": [list(key) if key else None for key in spec.unique_keys],
+                "stored": list(self._stored),
+                "keyPrefix": KEY_COLUMN_PREFIX,
+            },
+        )
+
 
 class _CandidateLogic(_JoinLogic):
     """First step of a join with a residual predicate: each change, then its equi-matching pairs.
@@ -145,6 +163,8 @@ class _CandidateLogic(_JoinLogic):
     (the row's position in this key's output of the micro-batch, so the second step
     takes each change followed by its pairs).
     """
+
+    jvm_class = "RegularJoinCandidateLogic"
 
     def __init__(self, spec: JoinSpec, schemas: tuple[StructType, StructType], stored: tuple[bool, bool]) -> None:
         super().__init__(spec, schemas, stored)
@@ -166,6 +186,8 @@ class _CandidateLogic(_JoinLogic):
 
 class _AssociateLogic(_JoinLogic):
     """Second step of a join with a residual predicate: each change comes with its matches; outer sides stored."""
+
+    jvm_class = "RegularJoinAssociateLogic"
 
     def elements(self, rows):
         events: list[Element] = []

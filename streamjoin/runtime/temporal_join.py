@@ -44,6 +44,7 @@ from pyspark.sql import DataFrame
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.keyed_two_input import join_pairs, keyed_two_input
 from streamjoin.runtime.timers import TimerService
 from streamjoin.runtime.tws import require_columns
@@ -247,8 +248,10 @@ class TemporalJoinOperator:
     def on_timer(self, state, timestamp, time, timers):
         return self.join.on_timer(state, time, timers)
 
-    def jvm_logic(self) -> None:
-        return None
+    def jvm_logic(self) -> JvmLogic:
+        """Its Scala twin, ``TemporalJoinLogic.scala`` (Flink's state layout: probe rows and versions
+        in a MapState each)."""
+        return JvmLogic("TemporalJoinLogic", {"how": self.join.how, "appendOnlyVersions": self.join.append_only_versions})
 
 
 def temporal_join(

@@ -28,6 +28,8 @@ final case class Change(kind: String, values: Array[Any])
  * @param side      0 (left/probe) or 1 (right/build) for two-input operators, else 0
  * @param time      the row's own time (epoch ms rowtime, or an ORDER BY value), or null
  * @param watermark the watermark (epoch ms) in effect when the row arrived, or null
+ * @param matches   the other side's rows the element matches, when an earlier step found them
+ *                  (the regular join's residual predicate), else null
  */
 final case class Element(seq: Long, kind: String, row: Array[Any], side: Int = 0, time: Any = null,
-                         watermark: java.lang.Long = null)
+                         watermark: java.lang.Long = null, matches: Seq[Array[Any]] = null)

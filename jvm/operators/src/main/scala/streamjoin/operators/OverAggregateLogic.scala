@@ -1,0 +1,73 @@
+package streamjoin.operators
+
+import org.apache.spark.sql.Row
+import org.apache.spark.sql.streaming.{StatefulProcessorHandle, TTLConfig}
+import org.apache.spark.sql.types._
+
+/**
+ * OVER aggregation, `agg(col) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING
+ * AND CURRENT ROW)` (docs/semantics.md §5; Flink's `operators/over/`): the JVM twin of
+ * `streamjoin.runtime.over_aggregate._OverLogic`. Every output is `+I`: the input row followed by
+ * the aggregates over its frame; late rows are counted in `numLateRecordsDropped`.
+ *
+ * State per partition key: [[OverState]] (rows waiting per time, the bounded frame's rows,
+ * accumulators and Flink's bookkeeping).
+ *
+ * Description: `function` (the Python `OverFunction` class name), `offset` (frame rows, current
+ * row counted, or ms; null when unbounded), `columns` (the input columns, in order), `aggregates`
+ * (`{output, function, column}`), `retractable` (bounded frame), `orderBy` (the rowtime column,
+ * its epoch ms in `rowtimeColumn`; null on processing time), `watermarkColumn` (optional LONG
+ * per-row watermark).
+ */
+class OverAggregateLogic(specJson: String, input: StructType) extends KeyedLogic {
+  private val spec = new Spec(specJson)
+  private val columnNames = spec.strings("columns")
+  private val columns = columnNames.map(KeyedLogic.index(input, _))
+  private val bounded = spec.bool("retractable")
+  private val function = OverFunction(
+    spec.string("function"),
+    new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, bounded),
+    if (bounded) spec.long("offset") else 0L)
+  private val orderBy = spec.optString("orderBy")
+  private val rowtimeIndex = if (orderBy == null) -1 else KeyedLogic.index(input, spec.string("rowtimeColumn"))
+  private val watermarkIndex = Option(spec.optString("watermarkColumn")).map(KeyedLogic.index(input, _)).getOrElse(-1)
+  private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
+  private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
+  private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))
+
+  @transient private var state: OverState = _
+
+  override def countsLateRows: Boolean = true
+
+  override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit =
+    state = new OverState(function.aggregates, rowSchema, handle, ttl, bounded)
+
+  override def elements(rows: Iterator[Row]): Iterator[Element] =
+    KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
+      val seq = r.getLong(seqIndex)
+      val kind = r.getString(kindIndex)
+      if (kind != RowKind.Insert)
+        throw new IllegalStateException(s"over_aggregate consumes an insert-only changelog; got $kind at _seq=$seq")
+      val time: java.lang.Long = if (orderBy == null) null else {
+        if (r.isNullAt(rowtimeIndex)) throw new IllegalStateException(s"over_aggregate: $orderBy is null at _seq=$seq; it must not be")
+        r.getLong(rowtimeIndex)
+      }
+      val wm: java.lang.Long = if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
+      Element(seq, RowKind.Insert, KeyedLogic.values(r, columns), time = time, watermark = wm)
+    }
+
+  private def inserts(rows: Seq[Array[Any]]): Seq[Change] = rows.map(Change(RowKind.Insert, _))
+
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+    state.load()
+    val time: Long = if (orderBy == null) now.longValue() else e.time.asInstanceOf[java.lang.Long].longValue()
+    inserts(function.processElement(state, ctx, e.row, time))
+  }
+
+  override def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = {
+    state.load()
+    inserts(function.onTimer(state, ctx, timestamp))
+  }
+
+  override def finish(ctx: KeyContext): Unit = state.store()
+}

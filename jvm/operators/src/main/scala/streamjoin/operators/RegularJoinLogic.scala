@@ -1,0 +1,172 @@
+package streamjoin.operators
+
+import scala.collection.mutable.ArrayBuffer
+import scala.collection.immutable.ArraySeq
+
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.types.StructType
+
+/**
+ * A step of the regular join with retraction (docs/semantics.md §2): the JVM twin of
+ * `streamjoin.runtime.regular_join._JoinLogic`, run on the union of both inputs grouped by join key
+ * (`streamjoin.runtime.two_input`: key columns, `_side`, `_left`, `_right`, `_rowkind`, `_seq`).
+ * This class is the one-step join (no residual predicate, or INNER with one): each change, in
+ * `(_seq, _side)` order, goes through [[JoinDecisionTree]]; the output is the left columns, then the
+ * right columns (not for SEMI/ANTI), `_seq` numbering the key's changes of the micro-batch.
+ *
+ * State per join key and stored side, as Flink's `JoinRecordStateViews` shape it, named
+ * `left_records` / `right_records`, with the state TTL given to [[open]]:
+ * JoinKeyContainsUniqueKey: ValueState `(row..., _associations)`; InputSideHasUniqueKey:
+ * MapState `unique key -> (row..., _associations)`; InputSideHasNoUniqueKey: MapState
+ * `row -> (_count, _associations)`.
+ *
+ * Description: `joinType` (inner|left|right|full|semi|anti), `layouts` (per side),
+ * `uniqueKeys` (per side: positions in the side's row, or null), `stored` (per side: whether this
+ * step keeps the side), `keyPrefix` (the grouping-key columns' name prefix).
+ */
+class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
+  protected val spec = new Spec(specJson)
+  protected val joinType: String = spec.string("joinType")
+  private val layouts = spec.strings("layouts")
+  private val uniqueKeys: Array[Array[Int]] = Array(0, 1).map { side =>
+    val node = spec.node("uniqueKeys").get(side)
+    if (node == null || node.isNull) Array.empty[Int] else (0 until node.size).map(node.get(_).asInt).toArray
+  }
+  private val stored: Array[Boolean] = Array(0, 1).map(spec.node("stored").get(_).asBoolean)
+  private val keyPrefix = spec.string("keyPrefix")
+  protected val keyIndexes: Array[Int] = input.fieldNames.indices.filter(input.fieldNames(_).startsWith(keyPrefix)).toArray
+  protected val sideIndex: Int = KeyedLogic.index(input, "_side")
+  protected val rowIndexes: Array[Int] = Array(KeyedLogic.index(input, "_left"), KeyedLogic.index(input, "_right"))
+  protected val kindIndex: Int = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
+  protected val seqIndex: Int = KeyedLogic.index(input, KeyedLogic.SeqColumn)
+  private val rowSchemas: Array[StructType] = rowIndexes.map(input(_).dataType.asInstanceOf[StructType])
+  private val projectsRight = JoinDecisionTree.projectsRight(joinType)
+
+  @transient private var values: Array[ValueState[Row]] = _
+  @transient private var maps: Array[MapState[Row, Row]] = _
+  // The current key's visit: its values, whether one is null, its stores (flushed in finish).
+  @transient protected var key: Array[Any] = _
+  @transient protected var nullKey: Boolean = _
+  @transient private var stores: Array[JoinSideStore] = _
+  @transient private var tree: JoinDecisionTree = _
+
+  override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
+    values = new Array(2)
+    maps = new Array(2)
+    for (side <- 0 to 1 if stored(side)) {
+      val name = RegularJoinLogic.StateNames(side)
+      JoinRecordView.stateSchema(layouts(side), rowSchemas(side), uniqueKeys(side)) match {
+        case (null, valueSchema) => values(side) = handle.getValueState(name, Encoders.row(valueSchema), ttl)
+        case (keySchema, valueSchema) =>
+          maps(side) = handle.getMapState(name, Encoders.row(keySchema), Encoders.row(valueSchema), ttl)
+      }
+    }
+    stores = null
+  }
+
+  /** The decision tree over the views of this step (the candidate step joins inner). */
+  protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree = JoinDecisionTree(joinType, views)
+
+  /** The decision tree of the current key's visit, over stores opened on first use. */
+  protected def visitTree(): JoinDecisionTree = {
+    if (stores == null) {
+      stores = Array(0, 1).map(side => if (stored(side)) new JoinSideStore(values(side), maps(side)) else null)
+      tree = decisionTree(Array(0, 1).map(side =>
+        if (stored(side)) JoinRecordView(layouts(side), stores(side), uniqueKeys(side)) else null))
+    }
+    tree
+  }
+
+  protected def kindOf(r: Row): String = RegularJoinLogic.kind(r.getString(kindIndex))
+
+  /** Remember the visited key (all rows of a visit share it). */
+  protected def visitKey(rows: Array[Row]): Unit = if (rows.nonEmpty) {
+    key = KeyedLogic.values(rows(0), keyIndexes)
+    nullKey = key.contains(null)
+  }
+
+  override def elements(rows: Iterator[Row]): Iterator[Element] = {
+    val all = rows.toArray
+    visitKey(all)
+    all.map { r =>
+      val side = r.getInt(sideIndex)
+      Element(r.getLong(seqIndex), kindOf(r), r.getStruct(rowIndexes(side)).toSeq.toArray, side = side)
+    }.sortBy(e => (e.seq, e.side)).iterator
+  }
+
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+    val row = RegularJoinLogic.row(e.row)
+    val produced =
+      if (nullKey) visitTree().processNullKey(e.side, e.kind, row)
+      else visitTree().process(e.side, e.kind, row, if (e.matches == null) null else e.matches.map(RegularJoinLogic.row))
+    def padded(side: Int, r: Row): Array[Any] = if (r == null) new Array[Any](rowSchemas(side).length) else r.toSeq.toArray
+    produced.map(c => Change(c.kind, if (projectsRight) padded(0, c.left) ++ padded(1, c.right) else padded(0, c.left)))
+  }
+
+  override def finish(ctx: KeyContext): Unit = if (stores != null) {
+    stores.foreach(s => if (s != null) s.flush())
+    stores = null
+    tree = null
+  }
+}
+
+object RegularJoinLogic {
+  /** State variable names per side, as the Python engine names them. */
+  val StateNames: Array[String] = Array("left_records", "right_records")
+
+  def row(values: Array[Any]): Row = Row.fromSeq(ArraySeq.unsafeWrapArray(values))
+
+  /** A `_rowkind` value, checked as `RowKind.from_short` checks it. */
+  def kind(short: String): String = {
+    if (!RowKind.isValid(short))
+      throw new IllegalStateException(s"unknown RowKind '$short'; expected one of ['+I', '+U', '-D', '-U']")
+    short
+  }
+}
+
+/**
+ * First step of a join with a residual predicate (the JVM twin of `regular_join._CandidateLogic`):
+ * each change, then its equi-matching pairs, found by an INNER join over both sides' state (same
+ * state as [[RegularJoinLogic]]). Output: the key columns, `_side`, `_left`, `_right`, `_pair`
+ * (0 for the change, 1… for its candidate pairs), `_rowkind` (the change's), `_seq` (position in
+ * the key's output of the micro-batch, so the second step takes each change followed by its pairs).
+ */
+class RegularJoinCandidateLogic(specJson: String, input: StructType) extends RegularJoinLogic(specJson, input) {
+  override protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree = JoinDecisionTree("inner", views)
+
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+    val row = RegularJoinLogic.row(e.row)
+    def change(left: Row, right: Row, pair: Int): Change = Change(e.kind, key ++ Array[Any](e.side, left, right, pair))
+    val out = ArrayBuffer(if (e.side == 0) change(row, null, 0) else change(null, row, 0))
+    if (!nullKey) visitTree().process(e.side, e.kind, row, null).zipWithIndex.foreach { case (c, i) =>
+      out += change(c.left, c.right, i + 1)
+    }
+    out.toSeq
+  }
+}
+
+/**
+ * Second step of a join with a residual predicate (the JVM twin of `regular_join._AssociateLogic`):
+ * its input is the first step's output filtered by the predicate; each change (`_pair` 0) comes
+ * followed by the pairs that passed, its matches. Only the outer sides are stored, with their
+ * association counts (description `stored`); the output is [[RegularJoinLogic]]'s.
+ */
+class RegularJoinAssociateLogic(specJson: String, input: StructType) extends RegularJoinLogic(specJson, input) {
+  private val pairIndex = KeyedLogic.index(input, "_pair")
+
+  override def elements(rows: Iterator[Row]): Iterator[Element] = {
+    val all = KeyedLogic.inOrder(rows, seqIndex)
+    visitKey(all)
+    val events = ArrayBuffer[(Row, ArrayBuffer[Array[Any]])]()
+    all.foreach { r =>
+      if (r.getInt(pairIndex) == 0) events += ((r, ArrayBuffer[Array[Any]]()))
+      else events.last._2 += r.getStruct(rowIndexes(1 - r.getInt(sideIndex))).toSeq.toArray
+    }
+    events.iterator.map { case (r, matches) =>
+      val side = r.getInt(sideIndex)
+      Element(r.getLong(seqIndex), kindOf(r), r.getStruct(rowIndexes(side)).toSeq.toArray, side = side,
+        matches = matches.toSeq)
+    }
+  }
+}
