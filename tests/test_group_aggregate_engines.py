@@ -13,6 +13,7 @@ import datetime
 import random
 from decimal import Decimal
 
+import pytest
 from pyspark.sql.types import (
     ByteType,
     DateType,
@@ -27,14 +28,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
-import pytest
-
 from operator_replay import small_queries  # noqa: F401  (fixture)
 from operator_replay import collect_packed, pack
 from streamjoin.changelog import RowKind
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.runtime.engine import ENGINE_CONF, ENGINES
 from streamjoin.runtime.group_aggregate import group_aggregate
+from test_group_aggregate_spark import random_changelog
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 
@@ -66,26 +66,11 @@ VALUES = {
 }
 
 
-def random_changelog(rng: random.Random, size: int) -> list[tuple[str, tuple]]:
-    """A valid changelog of inserts, deletes and updates over a few groups, with nulls."""
-    present, changes = [], []
-    for _ in range(size):
-        op = rng.choice(["insert", "insert", "delete", "update"]) if present else "insert"
-        new = (rng.choice("xy"), *(rng.choice([None, *VALUES[f.name]]) for f in SCHEMA.fields[1:]))
-        if op == "insert":
-            present.append(new)
-            changes.append(("+I", new))
-        else:
-            old = present.pop(rng.randrange(len(present)))
-            changes += [("-D", old)] if op == "delete" else [("-U", old), ("+U", new)]
-            if op == "update":
-                present.append(new)
-    return changes
-
-
 def test_the_engines_give_the_same_changelog(spark, tmp_path):
     rng = random.Random(14)
-    changes = random_changelog(rng, 80)
+    changes = random_changelog(
+        rng, 80, lambda: (rng.choice("xy"), *(rng.choice([None, *VALUES[f.name]]) for f in SCHEMA.fields[1:]))
+    )
     batches = [changes[i : i + 9] for i in range(0, len(changes), 9)]
     source = changelog_file_stream(spark, tmp_path / "in", SCHEMA, batches)
     aggregates = [("n", "COUNT", None)]

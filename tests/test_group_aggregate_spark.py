@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
@@ -87,13 +88,12 @@ def test_arguments_are_checked_before_anything_runs(spark):
         deduplicate(df, key=[], order_by=None, keep="last")
 
 
-def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, engine, tmp_path):
-    rng = random.Random(5)
+def random_changelog(rng: random.Random, steps: int, new_row: Callable[[], tuple]) -> list[tuple[str, tuple]]:
+    """A valid changelog of ``steps`` random inserts, deletes and updates of rows made by ``new_row()``."""
     present, changes = [], []
-    for _ in range(60):
+    for _ in range(steps):
         op = rng.choice(["insert", "insert", "delete", "update"]) if present else "insert"
-        price = rng.choice([None, Decimal("0.10"), Decimal("19.99"), Decimal("7.25"), Decimal("-3.30")])
-        new = (rng.choice("abc"), rng.choice([None, *range(-4, 12)]), price)
+        new = new_row()
         if op == "insert":
             present.append(new)
             changes.append(("+I", new))
@@ -102,6 +102,15 @@ def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, engi
             changes += [("-D", old)] if op == "delete" else [("-U", old), ("+U", new)]
             if op == "update":
                 present.append(new)
+    return changes
+
+
+def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, engine, tmp_path):
+    rng = random.Random(5)
+    prices = [None, Decimal("0.10"), Decimal("19.99"), Decimal("7.25"), Decimal("-3.30")]
+    changes = random_changelog(
+        rng, 60, lambda: (rng.choice("abc"), rng.choice([None, *range(-4, 12)]), rng.choice(prices))
+    )
     batches, start = [], 0
     while start < len(changes):
         size = rng.randint(5, 30)
