@@ -25,6 +25,8 @@ retractions to keep only the extremes (Flink's planner does the same).
 
 from __future__ import annotations
 
+import datetime
+
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
@@ -105,6 +107,15 @@ class GroupAggFunction:
 GROUP_STATE = "groupAggState"
 
 
+def _as_row_value(value):
+    """A value as the logic compares it: a TIMESTAMP as a naive local datetime. PySpark hands some
+    TIMESTAMP values (map-state keys among them) over as time-zone-aware datetimes, which do not
+    compare with naive ones."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone().replace(tzinfo=None)
+    return value
+
+
 class _MapStateView(MutableMapping):
     """A ``MapState`` value → multiplicity seen as a dict (Flink's ``MapView`` on RocksDB)."""
 
@@ -128,13 +139,13 @@ class _MapStateView(MutableMapping):
         self._state.removeKey((value,))
 
     def __iter__(self) -> Iterator:
-        return (k[0] for k in self._state.keys())
+        return (_as_row_value(k[0]) for k in self._state.keys())
 
     def __len__(self) -> int:
         return sum(1 for _ in self._state.keys())
 
     def items(self):
-        return [(k[0], v[0]) for k, v in self._state.iterator()]
+        return [(_as_row_value(k[0]), v[0]) for k, v in self._state.iterator()]
 
     def clear(self) -> None:
         self._state.clear()
@@ -178,7 +189,7 @@ class _GroupAggLogic(KeyedLogic):
 
     def elements(self, rows):
         for row in rows_in_order(rows):
-            values = tuple(row[c] for c in self.columns)
+            values = tuple(_as_row_value(row[c]) for c in self.columns)
             yield Element(row[SEQ_COLUMN], RowKind.from_short(row[ROWKIND_COLUMN]), values)
 
     def on_element(self, state, element, now):
