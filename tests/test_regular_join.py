@@ -456,6 +456,30 @@ def test_two_step_processors_equal_the_one_step_join_even_with_tied_seq():
         assert ours == expected
 
 
+def test_each_step_describes_its_scala_twin_for_the_jvm_engine():
+    # The jvm engine's RegularJoin*Logic read these fields; the class follows the step.
+    spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2, [0], [1])
+    schema = StructType([StructField("k", IntegerType()), StructField("v", IntegerType())])
+    steps = [
+        _JoinLogic(spec, (schema, schema), (True, True)),
+        _CandidateLogic(spec, (schema, schema), (True, True)),
+        _AssociateLogic(spec, (schema, schema), JoinType.LEFT.outer),
+    ]
+    twins = [step.jvm_logic() for step in steps]
+    assert [t.logic_class for t in twins] == ["RegularJoinLogic", "RegularJoinCandidateLogic", "RegularJoinAssociateLogic"]
+    assert twins[2].spec == {
+        "joinType": "left",
+        "layouts": ["JoinKeyContainsUniqueKey", "InputSideHasUniqueKey"],
+        "uniqueKeys": [[0], [1]],
+        "stored": [True, False],
+        "keyPrefix": "_key",
+    }
+    assert twins[0].spec["stored"] == [True, True]
+    no_keys = _JoinLogic(JoinSpec(JoinType.INNER, [0], [0], 2, 2), (schema, schema), (True, True)).jvm_logic()
+    assert no_keys.spec["uniqueKeys"] == [None, None]
+    assert no_keys.spec["layouts"] == ["InputSideHasNoUniqueKey"] * 2
+
+
 # --- output keys -------------------------------------------------------------------------------
 
 

@@ -10,7 +10,10 @@ Layers, one way:
   of one join key, over the state views of ``join_state``, and its plain-Python
   runner; no Spark (docs/architecture.md, "Where to add things").
 * :func:`regular_join` (here): the Spark operator: the processor shell (``processor``) on the
-  union of both inputs grouped by join key (``two_input``), RocksDB state store.
+  union of both inputs grouped by join key (``two_input``), RocksDB state store. On the jvm
+  engine each step's logic runs as its Scala twin (``jvm/operators``: ``RegularJoinLogic``,
+  ``RegularJoinCandidateLogic``, ``RegularJoinAssociateLogic``) on the same prepared input,
+  with the same state layouts.
 
 The residual (non-equi) predicate is a Spark SQL expression and Spark evaluates
 it; Python never does. INNER: the equi-join's changes are filtered by it.
