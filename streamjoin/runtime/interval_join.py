@@ -2,7 +2,7 @@
 
 ``A JOIN B ON A.k = B.k AND B.t BETWEEN A.t + lower AND A.t + upper`` (and the
 ``<``, ``<=``, ``>``, ``>=`` forms), INNER / LEFT / RIGHT / FULL, on event time
-(rowtime with watermarks) or processing time. Input and output are insert-only.
+(rowtime with watermarks) or processing time; insert-only in and out.
 
 The logic follows Flink's ``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` /
 ``ProcTimeIntervalJoin`` (flink-table-runtime ``operators/join/interval``):
@@ -368,7 +368,7 @@ class IntervalJoinOperator:
         return [(RowKind.INSERT, r) for r in self.join.on_timer(state, timestamp, self.join.operator_time(time), timers)]
 
     def jvm_logic(self) -> JvmLogic:
-        """Its Scala twin."""
+        """Scala twin."""
         j, b = self.join, self.join.bounds
         return JvmLogic("IntervalJoinLogic", {"how": j.how, "lowerMs": b.lower_ms, "upperMs": b.upper_ms, "candidates": j.candidates})
 
