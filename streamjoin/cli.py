@@ -131,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("cases", type=_input_file, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
     replay.add_argument("--micro-batch-rows", type=_positive_int, default=1)
-    replay.add_argument("--parallelism", type=_positive_int, default=2, help="cases running at the same time")
+    replay.add_argument("--parallelism", type=_positive_int, default=None,
+                        help="cases running at the same time (default: 4 on the jvm engine, 2 on python)")
     replay.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     return parser
 

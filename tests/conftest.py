@@ -53,3 +53,9 @@ def engine(request, spark):
     spark.conf.set(ENGINE_CONF, request.param)
     yield request.param
     spark.conf.set(ENGINE_CONF, before)
+
+
+#: For an operator-level replay of cases that ``test_replay.py`` / ``test_flink_diff.py`` already run on
+#: both engines through the planner: the ``engine`` fixture on the default (jvm) engine only, which keeps
+#: the suite within its time.
+jvm_only = pytest.mark.parametrize("engine", ["jvm"], indirect=True)

@@ -32,6 +32,7 @@ from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
+from conftest import jvm_only
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 
@@ -48,6 +49,7 @@ def shared_rows():
     return [(kind, (*values, i)) for i, (kind, values) in enumerate(inputs[0])]
 
 
+@jvm_only
 @pytest.mark.parametrize("rows_per_batch", [1, 7])
 def test_flink_changelog_cases(spark, engine, tmp_path, rows_per_batch):
     rows = shared_rows()

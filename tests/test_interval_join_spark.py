@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType
 
 from flink_cases import Case, Table, load_case
+from conftest import jvm_only
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
@@ -228,6 +229,7 @@ def interval_run(name, label=None, row_watermarks=False, data=None) -> Run:
     return Run(label or name, data or name, ROWTIMES, build, row_watermarks)
 
 
+@jvm_only
 def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, engine, tmp_path):
     # The four join types have the same input: one query runs them over one pair of sources.
     # The late case runs alone.
@@ -239,6 +241,7 @@ def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_
             assert by_batch(results[name]) == expected_by_batch(driver, lambda v: v, data_batches[name]), name
 
 
+@jvm_only
 def test_interval_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, engine, tmp_path):
     # Every case fits in one micro-batch (watermark 0 for all), so they can share one query.
     runs = [interval_run(n) for n in sorted(CASES)] + [interval_run("interval_join_left_late", "exact", True)]
@@ -356,6 +359,7 @@ def residual_run(how: str, row_watermarks: bool = False) -> Run:
     return Run(how, residual_case(), ROWTIMES, build, row_watermarks)
 
 
+@jvm_only
 def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_the_same_step(spark, engine, tmp_path):
     hows = ["left", "right", "full"]
     results, data_batches = run_together(spark, tmp_path, [residual_run(h) for h in hows], 1)
@@ -372,6 +376,7 @@ def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_t
     assert materialize((k, v) for _, k, v in results["full"]) == full
 
 
+@jvm_only
 def test_outer_residual_four_rows_per_micro_batch_with_flinks_watermarks_give_the_reference_result(spark, engine, tmp_path, caplog):
     # Micro-batch 2 holds the passing pair of order 1 (row 8) and its expiry (row 10, per-row
     # watermark 10:30): step 3 must take them in that order, else order 1 would also be padded.

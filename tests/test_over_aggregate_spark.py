@@ -53,6 +53,7 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.processor import LATE_STATE
 from test_over_aggregate import DERIVED, OVER_CASES
+from conftest import jvm_only
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 
@@ -138,6 +139,7 @@ def final(changelog):
     return sorted(materialize([(RowKind.from_short(k), row) for k, row in changelog]).elements())
 
 
+@jvm_only
 @pytest.mark.parametrize("name", ONE_ROW_CASES)
 def test_one_row_per_micro_batch_gives_flinks_changelog(spark, engine, tmp_path, name):
     case = load_case(name)
@@ -168,6 +170,7 @@ def spark_watermark_oracle(name, rows_per_batch):
     return sorted((r[0], r[1], ts_text(r[2]), r[3], *r[5:]) for r in batch_over(kept, frame, preceding, calls)), late
 
 
+@jvm_only
 @pytest.mark.parametrize("query", sorted(QUERIES))
 def test_seven_rows_per_micro_batch(spark, engine, tmp_path, query):
     names = QUERIES[query]

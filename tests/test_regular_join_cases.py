@@ -28,6 +28,7 @@ from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 from streamjoin.sink.collect import collect_changelog
+from conftest import jvm_only
 
 
 def greater(left_column: int, right_column: int):
@@ -149,6 +150,7 @@ def _spark_join(spark, tmp_path, case, rows_per_batch):
 ONE_ROW_PER_BATCH = ["join_inner", "join_full_nonequi", "join_semi_exists_nonequi"]
 
 
+@jvm_only
 @pytest.mark.parametrize("name", ONE_ROW_PER_BATCH)
 def test_case_on_spark_one_row_per_batch(spark, engine, tmp_path, name):
     case = load_case(name)
@@ -158,6 +160,7 @@ def test_case_on_spark_one_row_per_batch(spark, engine, tmp_path, name):
     assert_same_changes_per_input(ours, _flink(case))
 
 
+@jvm_only
 @pytest.mark.parametrize("name", case_names("join_"))
 def test_case_on_spark_seven_rows_per_batch(spark, engine, tmp_path, name):
     case = load_case(name)

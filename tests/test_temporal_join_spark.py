@@ -41,6 +41,7 @@ from test_interval_join_spark import (
 )
 from test_temporal_join import CASES, KEY, PROBE, PROBE_TIME, VERSION_TIME, millis, typed
 from test_temporal_join import generate as generate_temporal
+from conftest import jvm_only
 
 
 def rowtimes(name):
@@ -92,6 +93,7 @@ def projected(changes, name):
     return [(batch, kind, project(values)) for batch, kind, values in changes]
 
 
+@jvm_only
 def test_temporal_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, engine, tmp_path):
     # INNER and LEFT share their input and watermarks: one query. The others differ in arrival or
     # in the times of their -U rows (which move the watermark), so each runs alone.
@@ -103,6 +105,7 @@ def test_temporal_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_
             assert by_batch(projected(results[name], name)) == expected, name
 
 
+@jvm_only
 def test_temporal_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, engine, tmp_path):
     # At 7 rows per micro-batch the rates' watermark reaches the same times in the three
     # RatesHistory cases (their -U rows differ only inside a batch), so they share a query.
@@ -287,6 +290,7 @@ def steady_case(kind: str, batches: int, per_batch: int) -> Case:
     return as_case(kind, events, 0)
 
 
+@jvm_only
 def test_state_stays_flat_while_the_stream_grows_ten_times(spark, engine, tmp_path):
     """20 micro-batches of 10 rows: the rows both joins hold (read back with Spark's state data
     source) after batch 2, 10 and 20 stay within one micro-batch's worth of rows of each other,
