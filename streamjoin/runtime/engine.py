@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -78,17 +79,14 @@ def operators_jar() -> Path:
 
 
 def _facade(spark: SparkSession):
-    jvm = spark.sparkContext._jvm
-    try:
-        facade = jvm.java.lang.Class.forName("streamjoin.operators.Operators", True, jvm.Thread.currentThread().getContextClassLoader())
-    except Exception as e:  # py4j wraps ClassNotFoundException
+    # py4j names a class it cannot load a JavaPackage, not an error.
+    operators = spark.sparkContext._jvm.streamjoin.operators.Operators
+    if not isinstance(operators, JavaClass):
         raise EngineError(
             f"the jvm engine's jar is not on this Spark session's classpath (expected {operators_jar()}, "
             f"built by `make setup` and put on spark.jars by streamjoin.spark_session); "
             f"build it, or set {ENGINE_CONF}=python"
-        ) from e
-    del facade
-    operators = jvm.streamjoin.operators.Operators
+        )
     check_versions(operators.version(), operators.builtForSpark(), operators.runningSpark())
     return operators
 

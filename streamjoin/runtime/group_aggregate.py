@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
@@ -164,6 +164,7 @@ class _GroupAggLogic(KeyedLogic):
         self.columns = columns
         self.types = types
         self.retractable = retractable
+        self.timestamps = {c for c in columns if isinstance(types[c], TimestampType)}
 
     def open(self, handle, state_ttl_ms) -> None:
         super().open(handle, state_ttl_ms)
@@ -189,7 +190,7 @@ class _GroupAggLogic(KeyedLogic):
 
     def elements(self, rows):
         for row in rows_in_order(rows):
-            values = tuple(_as_row_value(row[c]) for c in self.columns)
+            values = tuple(_as_row_value(row[c]) if c in self.timestamps else row[c] for c in self.columns)
             yield Element(row[SEQ_COLUMN], RowKind.from_short(row[ROWKIND_COLUMN]), values)
 
     def on_element(self, state, element, now):

@@ -36,9 +36,7 @@ class ChangelogNormalizeLogic(specJson: String, input: StructType) extends Keyed
   }
 
   override def elements(rows: Iterator[Row]): Iterator[Element] =
-    KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
-      Element(r.getLong(seqIndex), r.getString(kindIndex), KeyedLogic.values(r, columns))
-    }
+    KeyedLogic.changelog(rows, seqIndex, kindIndex, columns)
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
     if (!loaded) {

@@ -53,9 +53,7 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   }
 
   override def elements(rows: Iterator[Row]): Iterator[Element] =
-    KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
-      Element(r.getLong(seqIndex), r.getString(kindIndex), KeyedLogic.values(r, columns))
-    }
+    KeyedLogic.changelog(rows, seqIndex, kindIndex, columns)
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
     load()

@@ -71,6 +71,10 @@ object KeyedLogic {
   /** A key's rows of one micro-batch in changelog order (by `_seq`); Spark gives no order. */
   def inOrder(rows: Iterator[Row], seqIndex: Int): Array[Row] = rows.toArray.sortBy(_.getLong(seqIndex))
 
+  /** A key's changelog rows of one micro-batch as elements, by `_seq`: RowKind and the values at `columns`. */
+  def changelog(rows: Iterator[Row], seqIndex: Int, kindIndex: Int, columns: Array[Int]): Iterator[Element] =
+    inOrder(rows, seqIndex).iterator.map(r => Element(r.getLong(seqIndex), r.getString(kindIndex), values(r, columns)))
+
   /** The values at `indexes` of `row`. */
   def values(row: Row, indexes: Array[Int]): Array[Any] = {
     val out = new Array[Any](indexes.length)

@@ -35,10 +35,8 @@ class SinkUpsertMaterializerLogic(specJson: String, input: StructType) extends K
     rows = null
   }
 
-  override def elements(input: Iterator[Row]): Iterator[Element] =
-    KeyedLogic.inOrder(input, seqIndex).iterator.map { r =>
-      Element(r.getLong(seqIndex), r.getString(kindIndex), KeyedLogic.values(r, columns))
-    }
+  override def elements(rows: Iterator[Row]): Iterator[Element] =
+    KeyedLogic.changelog(rows, seqIndex, kindIndex, columns)
 
   private def same(a: Array[Any], b: Array[Any]): Boolean =
     if (upsertKey.isEmpty) a.sameElements(b) else upsertKey.forall(i => a(i) == b(i))
