@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse, Pipeline
-from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.catalog import Catalog, TableDef
 from streamjoin.planner.connectors import KAFKA_CONNECTORS
 from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import LookupJoin, TableScan, walk
@@ -44,11 +44,13 @@ class SqlPipeline(Pipeline):
         statement: the planned statement (its plan gives the lineage: ``statement.sink.source_tables()``).
         sink_table: the sink's declaration; its ``path`` option, when set, overrides ``<lakehouse>/<name>``.
         source: the SQL text the statement was planned from (for expression types and errors).
+        catalog: the script's tables and views (the batch query reads the views, :mod:`streamjoin.batch`).
     """
 
     statement: PlannedStatement | None = field(default=None, compare=False, repr=False)
     sink_table: TableDef | None = field(default=None, compare=False, repr=False)
     source: SqlSource | None = field(default=None, compare=False, repr=False)
+    catalog: Catalog | None = field(default=None, compare=False, repr=False)
 
     def changelog(self, tables: Mapping[str, DataFrame], lakehouse: Lakehouse) -> DataFrame:
         """The statement's plan translated over ``tables``; looked-up Delta tables without a ``path`` option
@@ -130,6 +132,7 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
             statement=statement,
             sink_table=table,
             source=script.source,
+            catalog=script.catalog,
         ))
     return pipelines
 
