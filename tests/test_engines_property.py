@@ -19,11 +19,15 @@ from hypothesis import strategies as st
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from operator_replay import flink_watermarks, replay_keyed
-from streamjoin.changelog import RowKind, materialize
+from streamjoin.changelog import RowKind
+from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
 from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
+from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
+from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.runtime.timers import MIN_TIME
 from streamjoin.testing.engines import Watermark, capture, run_engines, visits
 from test_deduplicate import streams as dedup_streams
+from test_group_aggregate import ALL, KV, changelogs, group_function
 
 #: Rowtimes are drawn as small ints; on Spark they are ms after this (Spark's watermark starts at 0).
 BASE_MS = 1_000_000
@@ -83,3 +87,57 @@ def test_deduplicate(spark, rows, variant, delay):
     for s in states.values():
         expected += s.timers.advance(END_MS, lambda t, s=s: fn.on_timer(s, t))
     assert Counter(ours) == Counter(expected)
+
+
+# --------------------------------------------------------------------------- group aggregate
+
+
+@EXAMPLES
+@given(changelogs(), st.booleans())
+def test_group_aggregate(spark, changes, insert_only):
+    if insert_only:
+        changes = [(kind, row) for kind, row in changes if kind == RowKind.INSERT]
+    source = changelog(spark, StructType([StructField(c, t) for c, t in KV.items()]), changes)
+    aggregates = ALL if not insert_only else [a for a in ALL if a[1] != "COUNT_DISTINCT"]
+    [op] = capture(lambda: group_aggregate(source, group_by=["k"], aggregates=aggregates, insert_only_input=insert_only))
+    run = run_engines(op, visits(op.rows()))
+    run.assert_equal()
+    fn = group_function(aggregates, KV, ["k", "v"], retractable=not insert_only)
+    expected = replay_keyed(lambda s, c: fn.process_element(s, (c[1][0],), *c), GroupState, [(c[1][0], c) for c in changes])
+    assert kinds(run.changes()) == expected
+
+
+# --------------------------------------------------------------------------- ChangelogNormalize, SinkUpsertMaterializer
+
+#: Any changelog over rows (k, u, v): every RowKind in any order, so invalid changelogs too.
+ANY_CHANGES = st.lists(
+    st.tuples(st.sampled_from(list(RowKind)), st.tuples(st.integers(0, 2), st.integers(0, 1), st.sampled_from([None, "x", "y"]))),
+    max_size=25,
+)
+#: A valid changelog over rows (k, u, v): the group aggregate's, ``(k, v)`` as ``(k, u)``.
+VALID_CHANGES = changelogs().map(lambda cs: [(kind, (ord(k) - ord("a"), v, "x")) for kind, (k, v) in cs])
+KUV = StructType([StructField("k", IntegerType()), StructField("u", IntegerType()), StructField("v", StringType())])
+
+
+@EXAMPLES
+@given(st.one_of(ANY_CHANGES, VALID_CHANGES), st.booleans(), st.booleans())
+def test_changelog_normalize(spark, changes, update_before, ttl):
+    source = changelog(spark, KUV, changes)
+    state_ttl_ms = 60_000 if ttl else None
+    [op] = capture(lambda: changelog_normalize(source, key=["k"], update_before=update_before, state_ttl_ms=state_ttl_ms))
+    run = run_engines(op, visits(op.rows()))
+    run.assert_equal()
+    normalize = ChangelogNormalize(key=[0], update_before=update_before, state_ttl=ttl)
+    assert kinds(run.changes()) == [out for kind, row in changes for out in normalize.process(kind, row)]
+
+
+@EXAMPLES
+@given(st.one_of(ANY_CHANGES, VALID_CHANGES), st.booleans())
+def test_sink_upsert_materializer(spark, changes, with_upsert_key):
+    source = changelog(spark, KUV, changes)
+    upsert_key = ["k", "u"] if with_upsert_key else None
+    [op] = capture(lambda: sink_upsert_materialize(source, sink_key=["k"], upsert_key=upsert_key))
+    run = run_engines(op, visits(op.rows()))
+    run.assert_equal()
+    materializer = SinkUpsertMaterializer(sink_key=[0], upsert_key=[0, 1] if with_upsert_key else None)
+    assert kinds(run.changes()) == [out for kind, row in changes for out in materializer.process(kind, row)]
