@@ -12,10 +12,12 @@ Scala twin on the same inputs.
 from __future__ import annotations
 
 import datetime as dt
+import random
 from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from operator_replay import flink_watermarks, replay_keyed
@@ -23,17 +25,22 @@ from streamjoin.changelog import RowKind
 from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
 from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
 from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
+from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
+from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalRowTimeJoin, temporal_join
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.runtime.timers import MIN_TIME
 from streamjoin.testing.engines import Watermark, capture, run_engines, visits
 from test_deduplicate import streams as dedup_streams
 from test_group_aggregate import ALL, KV, changelogs, group_function
+from test_interval_join import generate as interval_rows
+from test_temporal_join import generate as temporal_events
 
 #: Rowtimes are drawn as small ints; on Spark they are ms after this (Spark's watermark starts at 0).
 BASE_MS = 1_000_000
 #: A watermark past every rowtime: the end of the input.
 END_MS = 10**12
-EXAMPLES = settings(max_examples=12, deadline=None)
+EXAMPLES = settings(max_examples=6, deadline=None)
 
 
 def timestamp(ms: int) -> dt.datetime:
@@ -45,6 +52,31 @@ def changelog(spark, schema: StructType, changes):
     fields = [*schema.fields, StructField("_rowkind", StringType(), False), StructField("_seq", LongType(), False)]
     rows = [(*values, kind.short, seq) for seq, (kind, values) in enumerate(changes)]
     return spark.createDataFrame(rows, StructType(fields))
+
+
+def two_inputs(spark, schemas, rowtimes, keys, arrivals, driver, delay):
+    """The two static inputs of a two-input operator from arrival-ordered ``(side, kind, values)``
+    (rowtimes as small ints): ``_seq`` the arrival position, rowtimes as TIMESTAMPs ``BASE_MS`` on
+    with a watermark, and a row-watermark column ``_wm``: the operator watermark ``driver`` (a
+    :class:`LocalKeyedDriver`, fed the same rows, keyed by the columns at ``keys``) had when the row
+    arrived. Returns the two DataFrames and the watermarks (ms, None before the first)."""
+    rows, marks = ([], []), []
+    for seq, (side, kind, values) in enumerate(arrivals):
+        mark = None if driver.watermark == MIN_TIME else BASE_MS + driver.watermark
+        marks.append(mark)
+        position = schemas[side].names.index(rowtimes[side])
+        time = values[position]
+        typed = tuple(timestamp(BASE_MS + v) if i == position else v for i, v in enumerate(values))
+        rows[side].append((*typed, kind.short, seq, mark))
+        driver.process(side, (values[keys[side]],), kind, values, time)
+    frames = []
+    for side, schema in enumerate(schemas):
+        fields = [*schema.fields, StructField("_rowkind", StringType(), False), StructField("_seq", LongType(), False),
+                  StructField("_wm", LongType())]
+        df = spark.createDataFrame(rows[side], StructType(fields))
+        watermarked = F.col(rowtimes[side]).alias(rowtimes[side], metadata={"spark.watermarkDelayMs": delay})
+        frames.append(df.select(*[watermarked if c == rowtimes[side] else c for c in df.columns]))
+    return frames, marks
 
 
 def kinds(changes):
@@ -141,3 +173,57 @@ def test_sink_upsert_materializer(spark, changes, with_upsert_key):
     run.assert_equal()
     materializer = SinkUpsertMaterializer(sink_key=[0], upsert_key=[0, 1] if with_upsert_key else None)
     assert kinds(run.changes()) == [out for kind, row in changes for out in materializer.process(kind, row)]
+
+
+# --------------------------------------------------------------------------- interval join, temporal join
+
+ID_KEY_TIME = [("id", StringType()), ("k", IntegerType()), ("t", TimestampType())]
+
+
+def back_to_ints(changes, rowtimes):
+    """Output changes with the TIMESTAMP columns at ``rowtimes`` as the small ints they were drawn as."""
+    return [
+        (kind, tuple(v if i not in rowtimes or v is None else v // 1000 - BASE_MS for i, v in enumerate(values)))
+        for kind, values in kinds(changes)
+    ]
+
+
+@EXAMPLES
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    how=st.sampled_from(["inner", "left", "right", "full"]),
+    lower=st.integers(-15, 10),
+    width=st.integers(0, 20),
+    delay=st.integers(0, 6),
+)
+def test_interval_join(spark, seed, how, lower, width, delay):
+    bounds = IntervalBounds(lower, lower + width)
+    driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))
+    schemas = [StructType([StructField(f"{p}{c}", t) for c, t in ID_KEY_TIME]) for p in "lr"]
+    arrivals = [(side, RowKind.INSERT, (ident, key, t)) for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)]
+    (left, right), marks = two_inputs(spark, schemas, ("lt", "rt"), (1, 1), arrivals, driver, delay)
+    [op] = capture(lambda: interval_join(left, right, on=[("lk", "rk")], left_time="lt", right_time="rt", lower_bound_ms=lower,
+                                         upper_bound_ms=lower + width, how=how, row_watermark_column="_wm"))
+    run = run_engines(op, visits(op.rows(), marks) + [Watermark(END_MS)])
+    run.assert_equal()
+    driver.finish()
+    assert Counter(back_to_ints(run.changes(), {2, 5})) == Counter(driver.changelog)
+
+
+@EXAMPLES
+@given(seed=st.integers(0, 2**32 - 1), how=st.sampled_from(["inner", "left"]), delay=st.integers(0, 8))
+def test_temporal_join(spark, seed, how, delay):
+    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 3)), (delay, delay))
+    schemas = [StructType([StructField(f"p{c}", t) for c, t in ID_KEY_TIME]),
+               StructType([StructField("vk", IntegerType()), StructField("vt", TimestampType()), StructField("vv", IntegerType())])]
+    arrivals = [
+        (side, kind, (ident, key, t) if side == 0 else (key, t, value))
+        for side, kind, key, t, ident, value in temporal_events(random.Random(seed), 8, 20, 3, delay, 0.1)
+    ]
+    (probe, versioned), marks = two_inputs(spark, schemas, ("pt", "vt"), (1, 0), arrivals, driver, delay)
+    [op] = capture(lambda: temporal_join(probe, versioned, on=[("pk", "vk")], probe_time="pt", version_time="vt", how=how,
+                                         row_watermark_column="_wm"))
+    run = run_engines(op, visits(op.rows(), marks) + [Watermark(END_MS)])
+    run.assert_equal()
+    driver.finish()
+    assert Counter(back_to_ints(run.changes(), {2, 4})) == Counter(driver.changelog)
