@@ -27,6 +27,8 @@ from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_
 from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
 from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
+from streamjoin.runtime.regular_join import regular_join
+from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalRowTimeJoin, temporal_join
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.runtime.timers import MIN_TIME
@@ -34,6 +36,7 @@ from streamjoin.testing.engines import Watermark, capture, run_engines, visits
 from test_deduplicate import streams as dedup_streams
 from test_group_aggregate import ALL, KV, changelogs, group_function
 from test_interval_join import generate as interval_rows
+from test_regular_join_property import LEFT_SCHEMA, RIGHT_SCHEMA, interleave, random_changelog
 from test_temporal_join import generate as temporal_events
 
 #: Rowtimes are drawn as small ints; on Spark they are ms after this (Spark's watermark starts at 0).
@@ -227,3 +230,44 @@ def test_temporal_join(spark, seed, how, delay):
     run.assert_equal()
     driver.finish()
     assert Counter(back_to_ints(run.changes(), {2, 4})) == Counter(driver.changelog)
+
+
+# --------------------------------------------------------------------------- regular join (one step: no residual)
+
+
+@EXAMPLES
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    how=st.sampled_from(list(JoinType)),
+    equi=st.booleans(),
+    unique_keys=st.booleans(),
+    ttl=st.booleans(),
+    sizes=st.tuples(st.integers(0, 15), st.integers(0, 15)),
+)
+def test_regular_join(spark, seed, how, equi, unique_keys, ttl, sizes):
+    rng = random.Random(seed)
+    left, _ = random_changelog(rng, sizes[0], unique=0 if unique_keys else None)
+    right, _ = random_changelog(rng, sizes[1], unique=1 if unique_keys else None)
+    arrivals = interleave(rng, left, right)
+    sides = [
+        changelog(spark, schema, [(kind, row) for s, _, kind, row in arrivals if s == side])
+        for side, schema in enumerate((LEFT_SCHEMA, RIGHT_SCHEMA))
+    ]
+    positions = [[seq for seq, a in enumerate(arrivals) if a[0] == side] for side in (0, 1)]
+    # _seq is the arrival position on both sides.
+    left_df, right_df = (
+        df.withColumn("_seq", F.element_at(F.array(*[F.lit(p) for p in [-1, *pos]]), F.col("_seq").cast("int") + 2))
+        for df, pos in zip(sides, positions)
+    )
+    [op] = capture(lambda: regular_join(
+        left_df, right_df, on=[("lk", "rk")] if equi else [], how=how.value,
+        left_unique_key=["lk"] if unique_keys else None, right_unique_key=["rv"] if unique_keys else None,
+        state_ttl_ms=60_000 if ttl else None,
+    ))
+    run = run_engines(op, visits(op.rows()))
+    run.assert_equal(ordered=False)
+    keys = [0] if equi else []
+    join = LocalRegularJoin(JoinSpec(how, keys, keys, 2, 2, [0] if unique_keys else None, [1] if unique_keys else None))
+    # One arrival's matches come in state order: compared per arrival as multisets.
+    expected = [Counter(join.process(side, kind, row)) for side, _, kind, row in arrivals]
+    assert [Counter(kinds(step)) for step in run.python] == expected
