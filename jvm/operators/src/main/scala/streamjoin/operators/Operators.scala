@@ -51,18 +51,26 @@ object Operators {
             clock: String, stateTtlMs: Long): DataFrame = {
     val keyColumns = keys.asScala.toArray
     val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
-    val logic = Class.forName(logicClass)
-      .getConstructor(classOf[String], classOf[StructType])
-      .newInstance(spec, df.schema)
-      .asInstanceOf[KeyedLogic]
     val keySchema = StructType(keyColumns.map(c => df.schema(c)))
     implicit val outputEncoder: Encoder[Row] = Encoders.row(output)
     df.groupBy(keyColumns.map(col).toIndexedSeq: _*)
       .as[Row, Row](Encoders.row(keySchema), Encoders.row(df.schema))
       .transformWithState(
-        new KeyedOperator(logic, clock, stateTtlMs),
+        operator(df.schema, logicClass, spec, clock, stateTtlMs),
         KeyedOperator.timeMode(clock, stateTtlMs),
         OutputMode.Append())
       .toDF()
+  }
+
+  /**
+   * The [[KeyedOperator]] running `logicClass` over prepared input rows of schema `input` — what
+   * [[apply]] runs per key, and what [[LocalRun]] drives in process.
+   */
+  def operator(input: StructType, logicClass: String, spec: String, clock: String, stateTtlMs: Long): KeyedOperator = {
+    val logic = Class.forName(logicClass)
+      .getConstructor(classOf[String], classOf[StructType])
+      .newInstance(spec, input)
+      .asInstanceOf[KeyedLogic]
+    new KeyedOperator(logic, clock, stateTtlMs)
   }
 }
