@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
-from operator_replay import flink_watermarks, replay_keyed
+from operator_replay import flink_watermarks, replay_keyed, replay_over
 from streamjoin.changelog import RowKind
 from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
 from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
 from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
 from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
@@ -36,6 +37,8 @@ from streamjoin.testing.engines import Watermark, capture, run_engines, visits
 from test_deduplicate import streams as dedup_streams
 from test_group_aggregate import ALL, KV, changelogs, group_function
 from test_interval_join import generate as interval_rows
+from test_over_aggregate import AGGREGATES as OVER_AGGREGATES
+from test_over_aggregate import KVI, event_time_streams, over_function
 from test_regular_join_property import LEFT_SCHEMA, RIGHT_SCHEMA, interleave, random_changelog
 from test_temporal_join import generate as temporal_events
 
@@ -271,3 +274,33 @@ def test_regular_join(spark, seed, how, equi, unique_keys, ttl, sizes):
     # One arrival's matches come in state order: compared per arrival as multisets.
     expected = [Counter(join.process(side, kind, row)) for side, _, kind, row in arrivals]
     assert [Counter(kinds(step)) for step in run.python] == expected
+
+
+# --------------------------------------------------------------------------- OVER (event time)
+
+OVER_SCHEMA = StructType([StructField("k", StringType()), StructField("v", IntegerType()), StructField("i", IntegerType()),
+                          StructField("t", TimestampType())])
+
+
+@EXAMPLES
+@given(event_time_streams())
+def test_over_aggregate(spark, stream):
+    frame, preceding, delay, rows = stream
+    marks = flink_watermarks([t for *_, t in rows], delay)
+    source = changelog(spark, OVER_SCHEMA, [(RowKind.INSERT, (k, v, i, timestamp(BASE_MS + t))) for i, (k, v, t) in enumerate(rows)])
+    # Flink's per-row watermark as the row-watermark column, and the rowtime's watermark delay.
+    source = source.withColumn("_wm", F.lit(None).cast(LongType()) if not rows else F.element_at(
+        F.array(*[F.lit(None if m == MIN_TIME else BASE_MS + m).cast(LongType()) for m in marks]), F.col("_seq").cast("int") + 1))
+    source = source.select(*[F.col("t").alias("t", metadata={"spark.watermarkDelayMs": delay}) if c == "t" else c for c in source.columns])
+    bound = {"preceding": preceding} if frame == "rows" else {"preceding_ms": preceding}
+    [op] = capture(lambda: over_aggregate(source, partition_by=["k"], order_by="t", frame=frame, **bound,
+                                          aggregates=OVER_AGGREGATES, watermark_column="_wm"))
+    spark_marks = [None if m == MIN_TIME else BASE_MS + m for m in marks]
+    run = run_engines(op, visits(op.rows(), spark_marks) + [Watermark(END_MS)])
+    run.assert_equal()
+    fn = over_function(frame, preceding, OVER_AGGREGATES, KVI, ["k", "v", "i"], order_by="t")
+    expected = replay_over(fn, [(k, (k, v, i), t) for i, (k, v, t) in enumerate(rows)], marks).outputs
+    # Output: the input columns (t as µs in Spark's internal form) then the aggregates.
+    ours = [values[:3] + values[4:] for _, values in kinds(run.changes())]
+    assert all(kind == RowKind.INSERT for kind, _ in kinds(run.changes()))
+    assert Counter(ours) == Counter(expected)
