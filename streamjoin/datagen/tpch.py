@@ -27,11 +27,14 @@ All dates and times are UTC.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -64,13 +67,23 @@ def generate_tpch(output_dir: Path, scale_factor: float, tables: tuple[str, ...]
     target = output_dir / f"sf{scale_factor:g}"
     if all((target / f"{t}.parquet").exists() for t in tables):
         return target
-    target.mkdir(parents=True, exist_ok=True)
+    # Generated aside and renamed into place: processes generating at once (test workers, two Dagster
+    # runs) never read a half-written file, and the first one to finish wins.
+    output_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=output_dir))
     cli = Path(sys.executable).with_name("tpchgen-cli")
-    subprocess.run(
-        [str(cli), "parquet", "-s", f"{scale_factor:g}", "--tables", ",".join(tables), "--output-dir", str(target), "--overwrite"],
-        check=True,
-        capture_output=True,
-    )
+    try:
+        subprocess.run(
+            [str(cli), "parquet", "-s", f"{scale_factor:g}", "--tables", ",".join(tables), "--output-dir", str(staging), "--overwrite"],
+            check=True,
+            capture_output=True,
+        )
+        if target.exists() and not all((target / f"{t}.parquet").exists() for t in tables):
+            shutil.rmtree(target, ignore_errors=True)  # left incomplete by an older interrupted run
+        with contextlib.suppress(OSError):  # another process renamed its copy first
+            staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
