@@ -40,8 +40,12 @@ $(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.x
 demo: setup
 	$(PY) -m dagster_project.demo
 
+# Two pytest workers, a test file each at a time (pytest-xdist): a Spark test waits on its driver's
+# scheduling and commits as much as on the CPU, so two at once use the two cores of the CI machine.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Apache Flink 2.3.0 (PyFlink) in its own venv: it pins its own pyarrow/pandas/numpy.
 FLINK_VENV := $(LOCAL)/flink-venv
