@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test dagster-ui clean flink flink-diff test-flink-diff operators bench
+.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench
 
 setup: $(SETUP_STAMP)
 
@@ -37,7 +37,12 @@ $(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.x
 	    { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	touch $@
 
-demo: setup
+# The local Kafka broker that the CLI, the Dagster UI, its sensors and the demo share (idempotent;
+# `.venv/bin/streamjoin kafka status` / `kafka stop`); its data, state file and log are in .local/kafka.
+kafka: setup
+	$(VENV)/bin/streamjoin kafka start
+
+demo: setup kafka
 	$(PY) -m dagster_project.demo
 
 # Two pytest workers, a test file each at a time (pytest-xdist): a Spark test waits on its driver's
@@ -76,11 +81,13 @@ SF ?= 0.1
 bench: setup flink
 	$(PY) -m bench.run --scale-factor $(SF)
 
-dagster-ui: setup
+dagster-ui: setup kafka
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml
 	# The storage is created before the services start: each of them would migrate a new one at once.
 	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster instance migrate
 	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster dev -w workspace.yaml
 
 clean:
+	# The broker service lives in .local/kafka: stop it before its folder goes.
+	if [ -x $(VENV)/bin/streamjoin ]; then $(VENV)/bin/streamjoin kafka stop; fi
 	rm -rf $(LOCAL)

@@ -5,7 +5,8 @@ their Great Expectations checks are in ``checks/``.
 
 Every resource reads its deployment values from the environment, so the same
 definitions run on a cluster: ``SPARK_MASTER`` (unset under spark-submit
-keeps the cluster's), ``KAFKA_BOOTSTRAP_SERVERS``, ``STREAMJOIN_LAKEHOUSE``
+keeps the cluster's), ``KAFKA_BOOTSTRAP_SERVERS`` (unset: the local broker service
+of ``make kafka``), ``STREAMJOIN_LAKEHOUSE``
 (e.g. ``s3a://bucket/lakehouse``), ``TPCH_SCALE_FACTOR``.
 """
 
@@ -16,27 +17,32 @@ from dagster import Definitions, in_process_executor
 from assets import customer_currencies, load_sql_pipelines, part, pipeline_assets, topic_specs
 from checks import ALL_CHECKS
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
-from jobs.sensors import new_records_sensor
+from jobs.sensors import freshness_checks, kafka_lag_sensor, pipeline_run_failures
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 
 SQL_PIPELINES = load_sql_pipelines()
 PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
+FRESHNESS_CHECKS, FRESHNESS_SENSOR = freshness_checks([p.pipeline.name for p in SQL_PIPELINES])
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
-    asset_checks=ALL_CHECKS,
+    asset_checks=[*ALL_CHECKS, *FRESHNESS_CHECKS],
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
     schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
     sensors=[
-        new_records_sensor(p.pipeline.name, [s.topic for s in p.pipeline.sources], PIPELINE_JOBS[f"{p.pipeline.name}_job"])
-        for p in SQL_PIPELINES
+        # A pipeline's own threshold: kafka_lag_sensor(..., threshold=N).
+        *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"])
+          for p in SQL_PIPELINES),
+        pipeline_run_failures,
+        FRESHNESS_SENSOR,
     ],
     # One process per run, one Spark session for all its steps: the default multiprocess executor
     # would start a Spark driver per asset, also for the ad-hoc runs the UI's "Materialize" launches.
     executor=in_process_executor,
     resources={
         "spark": SparkResource(master=os.environ.get("SPARK_MASTER", "local[2]")),
-        "kafka": KafkaResource(bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS")),
+        # KAFKA_BOOTSTRAP_SERVERS, else the local service (`make kafka`), read when a run or sensor needs it.
+        "kafka": KafkaResource(),
         "lakehouse": LakehouseResource(root=os.environ.get("STREAMJOIN_LAKEHOUSE", "")),
         "tpch": TpchResource(scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01"))),
     },

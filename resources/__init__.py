@@ -4,45 +4,38 @@ The layer between the engine and the Dagster definitions: ``assets``, ``checks``
 import these; they import only ``streamjoin``.
 
 Each is a ``ConfigurableResource`` so a deployment swaps values, not code:
-the embedded default (Spark ``local[2]``, a broker started by the project,
+the embedded default (Spark ``local[2]``, the local broker service of ``make kafka``,
 Delta tables under ``.local/lakehouse``) or a cluster (``master`` unset under
 spark-submit, ``bootstrap_servers`` of a real Kafka, an object-store ``root``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 from pathlib import Path
 
 from dagster import ConfigurableResource, InitResourceContext
-from pydantic import PrivateAttr
 from pyspark.sql import SparkSession
 
 from streamjoin.config import local_dir
-from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, kafka_cluster
+from streamjoin.connectors.kafka_service import resolve_bootstrap_servers
 from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 from streamjoin.pipeline import Lakehouse
 from streamjoin.session import spark_session
 
-__all__ = ["SparkResource", "KafkaResource", "LakehouseResource", "TpchResource", "concurrency_pool", "EMBEDDED_KAFKA_POOL"]
-
-#: The Dagster concurrency pool of every run that starts the embedded broker on ``.local/kafka``.
-EMBEDDED_KAFKA_POOL = "embedded_kafka"
+__all__ = ["SparkResource", "KafkaResource", "LakehouseResource", "TpchResource", "concurrency_pool"]
 
 
 def concurrency_pool(name: str) -> str:
-    """The Dagster concurrency pool of a step that reads or writes Kafka for ``name`` (a pipeline or a loader).
+    """The Dagster concurrency pool ``pipeline/<name>`` of the steps of ``name`` (a pipeline or a loader).
 
-    With the instance's ``concurrency.pools`` at ``granularity: run`` and ``default_limit: 1``
-    (``dagster.yaml``), a launched run waits in the queue while another run holding its pool is
-    in progress. Without ``KAFKA_BOOTSTRAP_SERVERS`` every run starts the embedded broker on the
-    one ``.local/kafka`` folder, and two brokers on one folder corrupt its metadata log, so all
-    such runs share :data:`EMBEDDED_KAFKA_POOL`. With an external cluster only runs of the same
-    pipeline collide (its checkpoint and sink tables): the pool is ``pipeline/<name>``.
+    Runs share one Kafka cluster (the local service or ``KAFKA_BOOTSTRAP_SERVERS``), so only runs
+    of the same pipeline collide: on its checkpoint and its sink tables. With the instance's
+    ``concurrency.pools`` at ``granularity: run`` and ``default_limit: 1`` (``dagster.yaml``), a
+    launched run waits in the queue while another run holding one of its pools is in progress;
+    runs of different pipelines proceed side by side.
     """
-    return f"pipeline/{name}" if os.environ.get(BOOTSTRAP_ENV) else EMBEDDED_KAFKA_POOL
+    return f"pipeline/{name}"
 
 
 class SparkResource(ConfigurableResource):
@@ -61,34 +54,28 @@ class SparkResource(ConfigurableResource):
 
 
 class KafkaResource(ConfigurableResource):
-    """The Kafka cluster.
+    """The Kafka cluster: ``bootstrap_servers`` if set, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the local service.
 
-    ``bootstrap_servers`` if set; else ``$KAFKA_BOOTSTRAP_SERVERS``; else the
-    embedded broker on ``.local/kafka`` is started for the run and stopped after it.
+    A run never starts a broker: the local service is started by ``make kafka`` (``streamjoin kafka
+    start``); see :func:`streamjoin.connectors.kafka_service.resolve_bootstrap_servers`.
     """
 
     bootstrap_servers: str | None = None
-    _stack: contextlib.ExitStack | None = PrivateAttr(default=None)
-    _servers: str | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        if self.bootstrap_servers:
-            self._servers = self.bootstrap_servers
-            return
-        self._stack = contextlib.ExitStack()
-        self._servers = self._stack.enter_context(kafka_cluster())
-        if not os.environ.get(BOOTSTRAP_ENV):
-            context.log.info(f"started the embedded Kafka broker at {self._servers}")
-
-    def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if self._stack is not None:
-            self._stack.close()
+        # Fails the run at its start, with what to do, when there is no cluster.
+        servers = self.servers
+        if context.log is not None:
+            context.log.info(f"Kafka at {servers}")
 
     @property
     def servers(self) -> str:
-        if self._servers is None:
-            raise RuntimeError("KafkaResource is used outside a Dagster run")
-        return self._servers
+        """Bootstrap servers, ``"host:port[,...]"``.
+
+        Raises:
+            EmbeddedKafkaError: no setting, no ``KAFKA_BOOTSTRAP_SERVERS`` and no running local service.
+        """
+        return resolve_bootstrap_servers(self.bootstrap_servers)
 
 
 class LakehouseResource(ConfigurableResource):

@@ -1,7 +1,8 @@
-"""The ``streamjoin`` command: explain, run and replay SQL pipelines.
+"""The ``streamjoin`` command: explain, run and replay SQL pipelines; start, check and stop the local Kafka broker.
 
 ::
 
+    streamjoin kafka start [--port PORT] [--data-dir DIR] | status [--data-dir DIR] | stop [--data-dir DIR]
     streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
     streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
@@ -10,11 +11,14 @@
 settings only, as Flink's ``sql-client.sh -i``); without it, the files of
 ``catalog/`` next to the pipeline are. ``explain`` plans the file (no Spark) and prints every statement's plan with
 changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
-(``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the tables'
-``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
+(``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the local broker
+of ``streamjoin kafka start``, else the tables' ``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
 ``$STREAMJOIN_LAKEHOUSE``, else ``.local/lakehouse``), until the topics are
 consumed (``--available-now``) or it is stopped. ``replay`` runs test cases in
 the ``flink-cases`` format in one Spark session and writes ``DIR/NAME.json``.
+``kafka`` manages the local broker service (:mod:`streamjoin.connectors.kafka_service`);
+``kafka status`` exits with the LSB status codes (0 running, 1 dead with a stale state
+file, 3 stopped, 4 alive but not answering), the other commands as below.
 
 An error the user can fix prints one line, ``streamjoin: error: <message>``, to
 stderr and no traceback; ``--debug`` (or ``STREAMJOIN_DEBUG=1``) adds the
@@ -75,6 +79,7 @@ _EPILOG = """exit status:
   7    Kafka cluster or embedded broker failure (ConnectorError)
   8    the jvm engine's jar is missing or built for another Spark (EngineError)
   130  interrupted
+'kafka status' exits 0 running, 1 dead (stale state file), 3 stopped, 4 alive but not answering.
 errors print one line, 'streamjoin: error: <message>'; --debug or STREAMJOIN_DEBUG=1 adds the traceback."""
 
 
@@ -124,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--end-of-input", action="store_true",
                      help="with --available-now: then end the input as Flink's bounded sources do (a +inf watermark "
                           "flushes every buffered row); later runs on the same checkpoint are refused")
-    run.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    run.add_argument("--bootstrap-servers", help="Kafka (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker of "
+                     "`streamjoin kafka start`, else the tables' properties.bootstrap.servers)")
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
     run.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     replay = commands.add_parser("replay", help="replay flink-cases test cases", **sub)
@@ -134,7 +140,23 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--parallelism", type=_positive_int, default=None,
                         help="cases running at the same time (default: 4 on the jvm engine, 2 on python)")
     replay.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
+    kafka = commands.add_parser("kafka", help="start, check or stop the local Kafka broker (.local/kafka)", **sub)
+    actions = kafka.add_subparsers(dest="action", required=True)
+    for action, text in (("start", "start the broker detached, unless it runs (idempotent)"),
+                         ("status", "is the broker alive and answering a metadata request?"),
+                         ("stop", "controlled shutdown of the broker, then remove its state file")):
+        command = actions.add_parser(action, help=text, **sub)
+        command.add_argument("--data-dir", type=Path, default=None, help="the broker's folder (default: .local/kafka)")
+        if action == "start":
+            command.add_argument("--port", type=_port, default=None, help="port on 127.0.0.1 (default: a free one)")
     return parser
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port in 1..65535, got {text!r}")
+    return value
 
 
 _ENGINE_ARGS = ("--engine",)
@@ -170,6 +192,7 @@ def _explain(args) -> int:
 
 def _run(args) -> int:
     from streamjoin.config import local_dir
+    from streamjoin.connectors.kafka_service import resolve_bootstrap_servers
     from streamjoin.pipeline import Lakehouse, run_pipeline
     from streamjoin.planner import bootstrap_servers, load_script, sql_pipelines
 
@@ -180,7 +203,11 @@ def _run(args) -> int:
         raise ValidationError(f"{args.file}: no INSERT INTO statement to run")
     if args.end_of_input and not args.available_now:
         raise ValidationError("--end-of-input ends a bounded run: use it with --available-now")
-    servers = bootstrap_servers(pipelines, args.bootstrap_servers)
+    try:
+        declared = bootstrap_servers(pipelines)
+    except UnsupportedPlanError:  # none declared, or several: only a last resort anyway
+        declared = None
+    servers = resolve_bootstrap_servers(args.bootstrap_servers, declared=declared)
     spark = _spark(args.engine)
     if script.state_ttl_ms is not None and args.available_now:
         # State TTL runs the operators in processing-time mode, where Spark keeps planning empty
@@ -206,6 +233,37 @@ def _replay(args) -> int:
     return 1 if failed else 0
 
 
+def _kafka(args) -> int:
+    from streamjoin.connectors.kafka_service import (
+        STATE_FILE, ServiceStatus, service_status, start_service, stop_service,
+    )
+
+    if args.action == "start":
+        state, started = start_service(args.data_dir, port=args.port)
+        verb = "started" if started else "already running"
+        print(f"Kafka {verb} at {state.bootstrap_servers} (pid {state.pid}, data {state.data_dir}, log {state.log_path})")
+        return 0
+    if args.action == "stop":
+        state, clean = stop_service(args.data_dir)
+        if state is None:
+            print("Kafka is not running")
+        else:
+            how = "controlled shutdown" if clean else "killed: no controlled shutdown in time"
+            print(f"Kafka stopped at {state.bootstrap_servers} (pid {state.pid}, {how}; log {state.log_path})")
+        return 0
+    status, state = service_status(args.data_dir)
+    if status == ServiceStatus.STOPPED:
+        print("Kafka stopped: start it with `make kafka` or `streamjoin kafka start`")
+    elif status == ServiceStatus.DEAD:
+        print(f"Kafka dead: pid {state.pid} of {Path(state.data_dir) / STATE_FILE} is gone (see {state.log_path}); "
+              "`streamjoin kafka start` replaces it")
+    else:
+        health = "running" if status == ServiceStatus.RUNNING else "not answering a metadata request"
+        print(f"Kafka {health} at {state.bootstrap_servers} (pid {state.pid}, since {state.started_at}, "
+              f"data {state.data_dir}, log {state.log_path})")
+    return int(status)
+
+
 def exit_code(error: BaseException) -> int:
     """The exit status of ``error`` (:data:`EXIT_CODES`; 1 for any other exception)."""
     return next((code for kind, code in EXIT_CODES if isinstance(error, kind)), _FAILURE)
@@ -219,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = getattr(args, "debug", False) or os.environ.get("STREAMJOIN_DEBUG", "") not in ("", "0")
     try:
-        return {"explain": _explain, "run": _run, "replay": _replay}[args.command](args)
+        return {"explain": _explain, "run": _run, "replay": _replay, "kafka": _kafka}[args.command](args)
     except (Exception, KeyboardInterrupt) as e:
         if debug:
             traceback.print_exc()

@@ -16,11 +16,19 @@ def spark():
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory):
-    """Bootstrap servers of a real Kafka broker: ``$KAFKA_BOOTSTRAP_SERVERS``, else an embedded one."""
-    from streamjoin.connectors.embedded_kafka import kafka_cluster
+    """Bootstrap servers of a real Kafka broker: ``$KAFKA_BOOTSTRAP_SERVERS``, else an embedded one for the session.
 
-    with kafka_cluster(tmp_path_factory.mktemp("kafka")) as bootstrap:
-        yield bootstrap
+    The embedded broker is not the local service: it dies with the test process, however that ends.
+    """
+    import os
+
+    from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, EmbeddedKafka
+
+    if os.environ.get(BOOTSTRAP_ENV):
+        yield os.environ[BOOTSTRAP_ENV]
+        return
+    with EmbeddedKafka(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker.bootstrap_servers
 
 
 #: Scale factor of the TPC-H input of the end-to-end tests (1,500 orders, 6,000 line items).

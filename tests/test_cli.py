@@ -198,3 +198,35 @@ def test_an_unexpected_error_names_its_type_and_hints_at_debug(monkeypatch, caps
     assert capsys.readouterr().err == (
         "streamjoin: error: unexpected RuntimeError: Query terminated with exception (--debug shows the traceback)\n"
     )
+
+
+def test_run_without_a_kafka_cluster_says_how_to_start_one(tmp_path):
+    """No --bootstrap-servers, no KAFKA_BOOTSTRAP_SERVERS, no local broker service, none declared: status 7, before Spark."""
+    job = tmp_path / "job.sql"
+    job.write_text(
+        "CREATE TABLE src (k INT, v STRING) WITH ('connector' = 'kafka', 'topic' = 'src', 'format' = 'json');\n"
+        "CREATE TABLE snk (k INT, v STRING, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');\n"
+        "INSERT INTO snk SELECT k, v FROM src;\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    result = subprocess.run([str(STREAMJOIN), "run", str(job), "--available-now"], capture_output=True,
+                            text=True, timeout=120, env={**env, "STREAMJOIN_LOCAL_DIR": str(tmp_path / "local")})
+    assert result.returncode == 7, result.stderr
+    assert result.stderr == (
+        "streamjoin: error: no Kafka cluster to use: start the local broker with `make kafka` (or `streamjoin kafka "
+        "start`), or set KAFKA_BOOTSTRAP_SERVERS to the bootstrap servers of a Kafka cluster\n"
+    )
+    assert not (tmp_path / "local" / "lakehouse" / "snk").exists()
+
+
+def test_kafka_usage_errors_and_status_codes_are_documented(capsys):
+    with pytest.raises(SystemExit) as usage:
+        main(["kafka", "start", "--port", "70000"])
+    assert usage.value.code == 2
+    assert "must be a port in 1..65535, got '70000'" in capsys.readouterr().err
+    docs = (PROJECT_ROOT / "docs" / "cli.md").read_text()
+    for line in ("| 0 | running: the process is alive and answers a metadata request |",
+                 "| 1 | dead: the state file is left, its process is gone |",
+                 "| 3 | stopped: no state file |",
+                 "| 4 | unknown: the process is alive but answers no metadata request |"):
+        assert line in docs

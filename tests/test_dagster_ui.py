@@ -3,7 +3,8 @@
 ``make demo`` and the other Dagster tests execute jobs in their own process; here every run goes
 through ``dagster dev`` (webserver, daemon, code server) on a temporary ``DAGSTER_HOME`` with the
 project's ``dagster.yaml``, so runs are queued by the run coordinator and executed by Dagster's run
-worker in a fresh process, as in production. The UI is driven by Debian's Chromium through its
+worker in a fresh process, as in production. Kafka is the local broker service (``streamjoin kafka
+start``), started by the test on its temporary local folder and stopped after it. The UI is driven by Debian's Chromium through its
 ChromeDriver (``make setup`` installs both); screenshots go to ``.local/test-artifacts/dagster-ui/``.
 """
 
@@ -23,6 +24,7 @@ import pytest
 from dagster import AssetCheckSeverity, DagsterInstance, DagsterRunStatus
 
 from streamjoin.config import PROJECT_ROOT, local_dir
+from streamjoin.connectors.kafka_service import start_service, stop_service
 
 pytestmark = pytest.mark.e2e
 
@@ -52,7 +54,7 @@ def _free_port() -> int:
 
 
 class DagsterDev:
-    """``dagster dev`` (webserver + daemon) on 127.0.0.1 with its own instance and local state."""
+    """``dagster dev`` (webserver + daemon) on 127.0.0.1 with its own instance, local state and Kafka service."""
 
     def __init__(self, root: Path):
         self.home = root / "dagster_home"
@@ -64,6 +66,8 @@ class DagsterDev:
         for shared in ("jars", "tpch"):
             (state / shared).symlink_to(local_dir(shared))
         self.state = state
+        # The local service of `make kafka`, on this local state: the runs and sensors find it there.
+        self.kafka, _ = start_service(state / "kafka")
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -150,6 +154,7 @@ class DagsterDev:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.log.close()
+        stop_service(self.state / "kafka")
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +241,7 @@ def _materialize_selected(driver) -> None:
 
 
 def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue(dagster_dev, browser):
+    """Two launches of one pipeline run one after the other (its pool); another pipeline's run overlaps with them."""
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -260,7 +266,7 @@ def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue
     first = new[0].run_id
     dagster_dev.wait(first, {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, *FINISHED})
 
-    # The same pipeline again while the first run holds the broker: it must wait in the queue.
+    # The same pipeline again while the first run holds its pool `pipeline/orders_current`: it must wait in the queue.
     _materialize_selected(driver)
     deadline = time.monotonic() + 60
     while len(new := [r for r in dagster_dev.runs() if r.run_id not in before]) < 2:
@@ -270,6 +276,8 @@ def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue
     # A launched run is created NOT_STARTED and then submitted to the queue.
     assert dagster_dev.wait(second, {s for s in DagsterRunStatus if s != DagsterRunStatus.NOT_STARTED}, 60).status == DagsterRunStatus.QUEUED
     assert dagster_dev.instance.get_run_by_id(first).status in {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
+    # Another pipeline holds another pool: it starts beside the first run, ahead of the queued second.
+    other = dagster_dev.launch("orders_by_status_job")
     driver.get(f"{dagster_dev.url}/runs")
     WebDriverWait(driver, 60).until(lambda d: "Queued" in d.find_element("tag name", "body").text)
     _shot(driver, "2-runs-second-queued")
@@ -278,8 +286,11 @@ def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue
     assert one.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(first)
     two = dagster_dev.wait(second)
     assert two.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(second)
+    assert dagster_dev.wait(other).status == DagsterRunStatus.SUCCESS, dagster_dev.failure(other)
     records = {r.dagster_run.run_id: r for r in dagster_dev.instance.get_run_records()}
     assert records[second].start_time >= records[first].end_time, "the second run started before the first ended"
+    assert records[other].start_time < records[first].end_time, "the other pipeline's run waited for the first run"
+    assert records[other].start_time < records[second].start_time, "the other pipeline's run waited behind the queue"
     for run_id in (first, second):
         checks = dagster_dev.check_results(run_id)
         assert checks and all(c.passed for c in checks.values()), checks

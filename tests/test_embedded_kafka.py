@@ -1,8 +1,10 @@
-"""The embedded KRaft broker and the Kafka admin helpers, against real brokers (no mocks)."""
+"""The embedded KRaft broker, the local broker service and the Kafka admin helpers, against real brokers (no mocks)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,8 +17,12 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, EmbeddedKafka, EmbeddedKafkaError, kafka_cluster
+from streamjoin.cli import main
+from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, EmbeddedKafka, EmbeddedKafkaError
 from streamjoin.connectors.kafka_admin import delete_topics, ensure_topics, produce, topic_offsets
+from streamjoin.connectors.kafka_service import (
+    STATE_FILE, ServiceStatus, read_state, resolve_bootstrap_servers, service_status, start_service, stop_service,
+)
 from streamjoin.errors import ValidationError
 
 
@@ -217,17 +223,8 @@ def test_empty_jars_folder_says_run_make_setup(tmp_path, monkeypatch):
     with pytest.raises(EmbeddedKafkaError, match=r"no Kafka broker jars in .*empty-local/jars/kafka-broker.*make setup"):
         EmbeddedKafka(tmp_path / "kafka").start()
     with pytest.raises(EmbeddedKafkaError, match="make setup"):
-        with kafka_cluster(tmp_path / "kafka"):
-            pass
-
-
-def test_kafka_cluster_uses_configured_servers_without_starting_a_broker(tmp_path, monkeypatch):
-    monkeypatch.setenv(BOOTSTRAP_ENV, "kafka-1:9092,kafka-2:9092")
-    # An empty jars folder: starting a broker here would fail.
-    monkeypatch.setenv("STREAMJOIN_LOCAL_DIR", str(tmp_path / "empty-local"))
-    with kafka_cluster(tmp_path / "kafka") as bootstrap:
-        assert bootstrap == "kafka-1:9092,kafka-2:9092"
-    assert not (tmp_path / "kafka").exists()
+        start_service(tmp_path / "kafka")
+    assert read_state(tmp_path / "kafka") is None
 
 
 @pytest.mark.parametrize(
@@ -241,3 +238,90 @@ def test_kafka_cluster_uses_configured_servers_without_starting_a_broker(tmp_pat
 def test_constructor_rejects_bad_arguments(tmp_path, kwargs, message):
     with pytest.raises(ValidationError, match=message):
         EmbeddedKafka(tmp_path, **kwargs)
+
+
+def test_the_service_outlives_its_starter_answers_status_and_stops_cleanly(tmp_path, monkeypatch, capsys):
+    """``streamjoin kafka start`` in a process that then exits; status, idempotent start and stop from others."""
+    monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
+    folder = tmp_path / "kafka"
+    started = subprocess.run([sys.executable, "-m", "streamjoin.cli", "kafka", "start", "--data-dir", str(folder)],
+                             capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    state = json.loads((folder / STATE_FILE).read_text())
+    assert set(state) == {"pid", "bootstrap_servers", "data_dir", "log_path", "started_at"}
+    assert started.stdout.startswith(f"Kafka started at {state['bootstrap_servers']} (pid {state['pid']}")
+    assert state["data_dir"] == str(folder.resolve()) and state["log_path"] == str(folder.resolve() / "broker.log")
+    try:
+        # The starter has exited; the broker serves the folder's topics.
+        ensure_topics(state["bootstrap_servers"], {"kept": 1})
+        produce(state["bootstrap_servers"], "kept", [("k", "v")])
+        assert main(["kafka", "status", "--data-dir", str(folder)]) == ServiceStatus.RUNNING == 0
+        assert capsys.readouterr().out.startswith(f"Kafka running at {state['bootstrap_servers']} (pid {state['pid']}")
+        assert resolve_bootstrap_servers(data_dir=folder) == state["bootstrap_servers"]
+
+        assert main(["kafka", "start", "--data-dir", str(folder)]) == 0  # idempotent: the same broker
+        assert capsys.readouterr().out.startswith(f"Kafka already running at {state['bootstrap_servers']} (pid {state['pid']}")
+        assert read_state(folder).pid == state["pid"]
+    finally:
+        assert main(["kafka", "stop", "--data-dir", str(folder)]) == 0
+    assert "controlled shutdown" in capsys.readouterr().out
+    assert _process_gone(state["pid"]) and not (folder / STATE_FILE).exists()
+    assert "[BrokerServer id=1] shut down completed" in (folder / "broker.log").read_text()
+    assert main(["kafka", "status", "--data-dir", str(folder)]) == ServiceStatus.STOPPED == 3
+    assert main(["kafka", "stop", "--data-dir", str(folder)]) == 0  # stopping a stopped service: a no-op
+    assert capsys.readouterr().out.endswith("Kafka is not running\n")
+    with pytest.raises(EmbeddedKafkaError, match=r"no Kafka cluster to use: start the local broker with `make kafka`"):
+        resolve_bootstrap_servers(data_dir=folder)
+
+
+def test_a_stale_state_file_is_reported_and_replaced_on_start(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
+    folder = tmp_path / "kafka"
+    first, started = start_service(folder)
+    assert started
+    os.kill(first.pid, signal.SIGKILL)  # dies without cleaning up: its state file stays
+    os.waitpid(first.pid, 0)  # our child: reap it
+    assert service_status(folder) == (ServiceStatus.DEAD, first)
+    assert main(["kafka", "status", "--data-dir", str(folder)]) == ServiceStatus.DEAD == 1
+    assert f"pid {first.pid} of {folder.resolve() / STATE_FILE} is gone" in capsys.readouterr().out
+    with pytest.raises(EmbeddedKafkaError, match=rf"names pid {first.pid}, which is no longer running.*make kafka"):
+        resolve_bootstrap_servers(data_dir=folder)
+
+    second, started = start_service(folder)
+    try:
+        assert started and second.pid != first.pid and read_state(folder) == second
+        assert service_status(folder) == (ServiceStatus.RUNNING, second)
+    finally:
+        stopped, clean = stop_service(folder)
+    assert stopped == second and clean and read_state(folder) is None
+
+
+def test_the_resolver_takes_the_setting_then_the_environment_then_the_service(tmp_path, monkeypatch):
+    """No broker is needed: the state file of a live broker process names the service (this process stands in)."""
+    folder = tmp_path / "kafka"
+    folder.mkdir()
+    monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
+    with pytest.raises(EmbeddedKafkaError, match=r"^no Kafka cluster to use: start the local broker with `make kafka` "
+                       r"\(or `streamjoin kafka start`\), or set KAFKA_BOOTSTRAP_SERVERS"):
+        resolve_bootstrap_servers(data_dir=folder)
+    assert resolve_bootstrap_servers(declared="declared:9092", data_dir=folder) == "declared:9092"
+
+    # A process whose command line is the broker's: `sleep` would not pass the identity check.
+    config = EmbeddedKafka(folder).config_path
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka", str(config)])
+    try:
+        (folder / STATE_FILE).write_text(json.dumps({
+            "pid": stand_in.pid, "bootstrap_servers": "127.0.0.1:1", "data_dir": str(folder),
+            "log_path": str(folder / "broker.log"), "started_at": "2026-01-01T00:00:00+00:00",
+        }))
+        assert resolve_bootstrap_servers(declared="declared:9092", data_dir=folder) == "127.0.0.1:1"
+        monkeypatch.setenv(BOOTSTRAP_ENV, "env-1:9092,env-2:9092")
+        assert resolve_bootstrap_servers(data_dir=folder) == "env-1:9092,env-2:9092"
+        assert resolve_bootstrap_servers("setting:9092", data_dir=folder) == "setting:9092"
+        monkeypatch.delenv(BOOTSTRAP_ENV)
+        # Alive but its port answers nothing: status unknown (LSB 4).
+        assert service_status(folder, timeout_s=1)[0] == ServiceStatus.NOT_ANSWERING == 4
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+    assert service_status(folder)[0] == ServiceStatus.DEAD

@@ -8,7 +8,9 @@ Public API (each name is imported from its module on first use):
   :data:`DEAD_LETTER_COLUMNS` (:mod:`~streamjoin.connectors.kafka`);
 - :func:`ensure_topics`, :func:`delete_topics`, :func:`produce`, :func:`topic_offsets`
   (:mod:`~streamjoin.connectors.kafka_admin`);
-- :class:`EmbeddedKafka`, :func:`kafka_cluster`, :data:`BOOTSTRAP_ENV` (:mod:`~streamjoin.connectors.embedded_kafka`);
+- :class:`EmbeddedKafka`, :data:`BOOTSTRAP_ENV` (:mod:`~streamjoin.connectors.embedded_kafka`);
+- :func:`start_service`, :func:`service_status`, :func:`stop_service`, :func:`resolve_bootstrap_servers`
+  (:mod:`~streamjoin.connectors.kafka_service`, the local broker the CLI, Dagster and tests share);
 - :func:`changelog_file_stream`, :func:`changelog_schema`, :func:`write_changelog_batches`,
   :func:`read_changelog_files` (:mod:`~streamjoin.connectors.changelog_files`).
 
@@ -21,7 +23,9 @@ _EXPORTS = {
     **dict.fromkeys(["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"],
                     "streamjoin.connectors.kafka"),
     **dict.fromkeys(["ensure_topics", "delete_topics", "produce", "topic_offsets"], "streamjoin.connectors.kafka_admin"),
-    **dict.fromkeys(["EmbeddedKafka", "kafka_cluster", "BOOTSTRAP_ENV"], "streamjoin.connectors.embedded_kafka"),
+    **dict.fromkeys(["EmbeddedKafka", "BOOTSTRAP_ENV"], "streamjoin.connectors.embedded_kafka"),
+    **dict.fromkeys(["start_service", "service_status", "stop_service", "resolve_bootstrap_servers"],
+                    "streamjoin.connectors.kafka_service"),
     **dict.fromkeys(["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"],
                     "streamjoin.connectors.changelog_files"),
 }

@@ -6,19 +6,21 @@ is both broker and controller (``process.roles=broker,controller``), listening o
 127.0.0.1 only. Nothing is mocked: Spark's Kafka source, confluent_kafka clients
 and Kafka's own tools talk to it as to any cluster.
 
-On a real deployment none of this runs: set ``KAFKA_BOOTSTRAP_SERVERS`` and
-:func:`kafka_cluster` hands that on instead of starting a broker.
+A broker either lives as long as the Python process that started it (tests, the
+benchmark) or, ``detached``, as the local service that ``streamjoin kafka start``
+leaves running for the CLI, the Dagster code location and its sensors
+(:mod:`streamjoin.connectors.kafka_service`). On a real deployment none of this
+runs: ``KAFKA_BOOTSTRAP_SERVERS`` names the cluster.
 
 Example:
-    >>> with kafka_cluster() as bootstrap:           # doctest: +SKIP
-    ...     ensure_topics(bootstrap, {"orders": 1})
+    >>> with EmbeddedKafka(Path("/tmp/kafka")) as broker:           # doctest: +SKIP
+    ...     ensure_topics(broker.bootstrap_servers, {"orders": 1})
 """
 
 from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
 import ctypes
 import os
 import re
@@ -30,15 +32,14 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 from streamjoin.config import local_dir
 from streamjoin.errors import EmbeddedKafkaError, ValidationError
 
-__all__ = ["EmbeddedKafka", "EmbeddedKafkaError", "kafka_cluster", "BOOTSTRAP_ENV"]
+__all__ = ["EmbeddedKafka", "EmbeddedKafkaError", "BOOTSTRAP_ENV"]
 
-#: Environment variable naming an existing cluster; when set, nothing is started.
+#: Environment variable naming an existing cluster (``host:port[,host:port...]``).
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 
 _HOST = "127.0.0.1"
@@ -165,15 +166,18 @@ class EmbeddedKafka:
     records are often stamped with event times years in the past, which time-based
     retention would delete at once.
 
-    The broker never outlives the Python process that started it: it is killed at
-    interpreter exit, and on Linux (started from the main thread) also when that
-    process dies abruptly.
+    Unless ``detached``, the broker never outlives the Python process that started
+    it: it is killed at interpreter exit, and on Linux (started from the main
+    thread) also when that process dies abruptly. A detached broker runs on in its
+    own session after that process exits; whoever knows its pid stops it with
+    SIGTERM (:func:`streamjoin.connectors.kafka_service.stop_service`).
 
     Args:
         data_dir: folder for the broker's data, config and log; created if missing.
         port: broker (PLAINTEXT) port on 127.0.0.1; a free port when ``None``. The
             controller port is always a free one.
         heap: JVM maximum heap, as for ``-Xmx`` (``"512m"``, ``"1g"``).
+        detached: let the broker outlive this process (the local service).
 
     Raises:
         ValidationError: ``port`` outside 1..65535 or ``heap`` not like ``512m``.
@@ -184,7 +188,7 @@ class EmbeddedKafka:
         '127.0.0.1:39117'
     """
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, heap: str = "512m") -> None:
+    def __init__(self, data_dir: Path, *, port: int | None = None, heap: str = "512m", detached: bool = False) -> None:
         if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
             raise ValidationError(f"EmbeddedKafka port must be None (a free port) or an int in 1..65535, got {port!r}")
         if not isinstance(heap, str) or not _HEAP_PATTERN.match(heap):
@@ -192,6 +196,7 @@ class EmbeddedKafka:
         self._data_dir = Path(data_dir)
         self._requested_port = port
         self._heap = heap
+        self._detached = detached
         self._process: subprocess.Popen | None = None
         self._log_file = None
         self._bootstrap: str | None = None
@@ -200,6 +205,11 @@ class EmbeddedKafka:
     def data_dir(self) -> Path:
         """The folder holding the broker's data, config and ``broker.log``."""
         return self._data_dir
+
+    @property
+    def config_path(self) -> Path:
+        """The broker's ``server.properties``, written at each start; its command line names it."""
+        return self._data_dir / "server.properties"
 
     @property
     def log_path(self) -> Path:
@@ -269,15 +279,20 @@ class EmbeddedKafka:
                 # Its own process group: Ctrl-C reaches Python, which stops the broker
                 # after whatever reads from it.
                 start_new_session=True,
-                preexec_fn=_make_preexec(os.getpid()),
+                preexec_fn=None if self._detached else _make_preexec(os.getpid()),
             )
-            with _LIVE_LOCK:
-                _LIVE.add(self._process)
+            if not self._detached:
+                with _LIVE_LOCK:
+                    _LIVE.add(self._process)
             self._bootstrap = f"{_HOST}:{port}"
             self._wait_ready(self._bootstrap)
         except BaseException:
             self.stop()
             raise
+        if self._detached:
+            # The JVM writes the log through its own descriptor; ours would only leak.
+            self._log_file.close()
+            self._log_file = None
         return self._bootstrap
 
     def stop(self) -> None:
@@ -350,7 +365,7 @@ class EmbeddedKafka:
             "num.io.threads": 2,
             "num.recovery.threads.per.data.dir": 1,
         }
-        path = self._data_dir / "server.properties"
+        path = self.config_path
         path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return path
 
@@ -434,29 +449,3 @@ class EmbeddedKafka:
             text += "\nfirst error logged:\n" + "\n".join(first_error)
         return text + f"\nlast {_LOG_TAIL_LINES} lines:\n" + "\n".join(lines[-_LOG_TAIL_LINES:])
 
-
-@contextlib.contextmanager
-def kafka_cluster(data_dir: Path | None = None) -> Iterator[str]:
-    """The Kafka cluster to use: ``$KAFKA_BOOTSTRAP_SERVERS`` if set, else an embedded broker.
-
-    Args:
-        data_dir: data folder for the embedded broker; ``local_dir("kafka")``
-            (``.local/kafka``) by default. Ignored when ``KAFKA_BOOTSTRAP_SERVERS`` is set.
-
-    Returns:
-        A context manager yielding bootstrap servers (``"host:port[,host:port...]"``);
-        an embedded broker it started is stopped on exit.
-
-    Raises:
-        EmbeddedKafkaError: as :meth:`EmbeddedKafka.start`.
-
-    Example:
-        >>> with kafka_cluster() as bootstrap:   # doctest: +SKIP
-        ...     produce(bootstrap, "orders", [("k", "v")])
-    """
-    external = os.environ.get(BOOTSTRAP_ENV)
-    if external:
-        yield external
-        return
-    with EmbeddedKafka(data_dir if data_dir is not None else local_dir("kafka")) as broker:
-        yield broker.bootstrap_servers
