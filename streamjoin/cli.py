@@ -205,7 +205,7 @@ def _run(args) -> int:
         raise ValidationError("--end-of-input ends a bounded run: use it with --available-now")
     try:
         declared = bootstrap_servers(pipelines)
-    except UnsupportedPlanError:  # none declared, or several: only a last resort anyway
+    except UnsupportedPlanError:  # none declared, or several: the setting, environment or local service decide
         declared = None
     servers = resolve_bootstrap_servers(args.bootstrap_servers, declared=declared)
     spark = _spark(args.engine)

@@ -296,14 +296,17 @@ def test_a_stale_state_file_is_reported_and_replaced_on_start(tmp_path, monkeypa
     assert stopped == second and clean and read_state(folder) is None
 
 
-def test_the_resolver_takes_the_setting_then_the_environment_then_the_service(tmp_path, monkeypatch):
-    """No broker is needed: the state file of a live broker process names the service (this process stands in)."""
+def test_the_resolver_takes_the_setting_then_the_environment_then_the_declaration_then_the_service(tmp_path, monkeypatch):
+    """No broker is needed: the state file of a live broker process names the service (this process stands in).
+    A loopback declaration (the demo catalog's) means the local service."""
     folder = tmp_path / "kafka"
     folder.mkdir()
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
     with pytest.raises(EmbeddedKafkaError, match=r"^no Kafka cluster to use: start the local broker with `make kafka` "
                        r"\(or `streamjoin kafka start`\), or set KAFKA_BOOTSTRAP_SERVERS"):
         resolve_bootstrap_servers(data_dir=folder)
+    with pytest.raises(EmbeddedKafkaError, match="start the local broker"):
+        resolve_bootstrap_servers(declared="127.0.0.1:9092,localhost:9093", data_dir=folder)
     assert resolve_bootstrap_servers(declared="declared:9092", data_dir=folder) == "declared:9092"
 
     # A process whose command line is the broker's: `sleep` would not pass the identity check.
@@ -314,7 +317,8 @@ def test_the_resolver_takes_the_setting_then_the_environment_then_the_service(tm
             "pid": stand_in.pid, "bootstrap_servers": "127.0.0.1:1", "data_dir": str(folder),
             "log_path": str(folder / "broker.log"), "started_at": "2026-01-01T00:00:00+00:00",
         }))
-        assert resolve_bootstrap_servers(declared="declared:9092", data_dir=folder) == "127.0.0.1:1"
+        assert resolve_bootstrap_servers(declared="127.0.0.1:9092", data_dir=folder) == "127.0.0.1:1"
+        assert resolve_bootstrap_servers(declared="declared:9092", data_dir=folder) == "declared:9092"
         monkeypatch.setenv(BOOTSTRAP_ENV, "env-1:9092,env-2:9092")
         assert resolve_bootstrap_servers(data_dir=folder) == "env-1:9092,env-2:9092"
         assert resolve_bootstrap_servers("setting:9092", data_dir=folder) == "setting:9092"

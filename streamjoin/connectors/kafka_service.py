@@ -234,16 +234,25 @@ def stop_service(data_dir: Path | None = None, *, timeout_s: float = _STOP_TIMEO
     return state, clean
 
 
-def resolve_bootstrap_servers(explicit: str | None = None, *, declared: str | None = None, data_dir: Path | None = None) -> str:
-    """The Kafka cluster a run uses: ``explicit``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the running local service.
+def _loopback(servers: str) -> bool:
+    hosts = {server.strip().rsplit(":", 1)[0].strip("[]") for server in servers.split(",")}
+    return hosts <= {"127.0.0.1", "localhost", "::1"}
 
+
+def resolve_bootstrap_servers(explicit: str | None = None, *, declared: str | None = None, data_dir: Path | None = None) -> str:
+    """The Kafka cluster a run uses: ``explicit``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the cluster the
+    SQL declares, else the running local service.
+
+    A declaration on this machine's loopback (``127.0.0.1``/``localhost``, as the demo's catalog has)
+    names the local broker, wherever the service listens: it resolves to the running service, and to
+    the error below when none runs (rather than a connection timeout). A declared remote cluster is
+    used as declared, as Flink's Kafka connector uses ``properties.bootstrap.servers``.
     Nothing is started here: the local service is started by ``make kafka`` / ``streamjoin kafka start``.
     The process check is cheap (the state file and ``/proc``), so sensors may call this every tick.
 
     Args:
         explicit: a setting (a resource's ``bootstrap_servers``, ``--bootstrap-servers``).
-        declared: the last resort, after the local service: servers the SQL tables declare
-            (``properties.bootstrap.servers``).
+        declared: servers the SQL tables declare (``properties.bootstrap.servers``).
         data_dir: the local service's folder (default ``.local/kafka``).
 
     Returns:
@@ -256,11 +265,11 @@ def resolve_bootstrap_servers(explicit: str | None = None, *, declared: str | No
     for servers in (explicit, os.environ.get(BOOTSTRAP_ENV)):
         if servers:
             return servers
+    if declared and not _loopback(declared):
+        return declared
     state = read_state(data_dir)
     if state is not None and _alive(state):
         return state.bootstrap_servers
-    if declared:
-        return declared
     stale = (
         f" (the state file {_data_dir(data_dir) / STATE_FILE} names pid {state.pid}, which is no longer running)"
         if state is not None else ""
