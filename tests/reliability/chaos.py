@@ -158,6 +158,8 @@ class Producer(threading.Thread):
         self.pause_s = pause_s
         self.written = 0
         self.error: BaseException | None = None
+        #: Held while a slice is written: a broker fault waits for it, so no slice is half-written.
+        self.lock = threading.Lock()
 
     def records(self) -> dict[str, list[tuple[str, str]]]:
         """Topic → its (key, value) records, as ``load_topics`` writes them."""
@@ -181,10 +183,11 @@ class Producer(threading.Thread):
             topics = self.records()
             for i in range(self.chunks):
                 before = self.view.latest_batch()
-                for topic, records in topics.items():
-                    part = records[len(records) * i // self.chunks: len(records) * (i + 1) // self.chunks]
-                    if part:
-                        self.written += produce(self.bootstrap, topic, part)
+                with self.lock:
+                    for topic, records in topics.items():
+                        part = records[len(records) * i // self.chunks: len(records) * (i + 1) // self.chunks]
+                        if part:
+                            self.written += produce(self.bootstrap, topic, part)
                 self._wait_for_batch_after(-1 if before is None else before)
                 time.sleep(self.pause_s)
         except BaseException as e:  # noqa: BLE001 - reported by the trial
@@ -207,7 +210,8 @@ class TrialResult:
 
     Attributes:
         kills: (aimed moment, moment hit) per kill; the hit is ``missed`` when the aimed moment did not come.
-        restart_failures: the error line of each run that exited by itself.
+        restart_failures: the error line of each run that exited by itself (other than at a broker fault).
+        broker_faults: per broker restart, ``survived`` or ``exited: <error line>``.
         verdict: the end check, None when the trial could not get that far.
         seconds: wall-clock duration.
     """
@@ -217,13 +221,15 @@ class TrialResult:
     seed: int
     kills: list[tuple[str, str]] = field(default_factory=list)
     restart_failures: list[str] = field(default_factory=list)
+    broker_faults: list[str] = field(default_factory=list)
     verdict: object = None
     error: str = ""
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.restart_failures and not self.error and self.verdict is not None and self.verdict.ok
+        return (not self.restart_failures and not self.error and "stalled" not in self.broker_faults
+                and self.verdict is not None and self.verdict.ok)
 
 
 class _Run:
@@ -296,8 +302,36 @@ def _resumed(view: CheckpointView, run: _Run, timeout_s: float) -> bool:
     return run.process.poll() is None
 
 
+def _restart_broker(broker, producer: Producer, down_s: float):
+    """Stop ``broker`` between two slices of ``producer``, wait ``down_s``, start a broker on its data folder and port."""
+    from streamjoin.connectors.embedded_kafka import EmbeddedKafka
+
+    port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
+    with producer.lock:
+        broker.stop()
+        time.sleep(down_s)
+        restarted = EmbeddedKafka(broker.data_dir, port=port)
+        restarted.start()
+    return restarted
+
+
+def _after_broker_fault(view: CheckpointView, run: _Run, timeout_s: float = 180.0) -> str:
+    """``survived`` once a batch started after the fault commits in the same run; ``exited: <error>`` if it ended."""
+    before = view.latest_batch()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if run.process.poll() is not None:
+            return f"exited: {run.error_line()}"
+        latest = view.latest_batch()
+        if latest is not None and latest > (-1 if before is None else before) and view.committed(latest):
+            return "survived"
+        time.sleep(0.05)
+    return "stalled"
+
+
 def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
-              chunks: int = 12, pause_s: float = 1.0, work: Path | None = None, log=print) -> TrialResult:
+              broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
+              log=print) -> TrialResult:
     """Run one kill/restart trial (module docstring) and check its result.
 
     Args:
@@ -308,6 +342,9 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
         seed: seeds the moments aimed at and the delays.
         kills: kills while the producer writes; the first ``len(MOMENTS)`` aim at each moment once (shuffled).
         scale_factor: TPC-H scale factor of the input (0.001: 1,500 orders, 6,000 line items).
+        broker_faults: times the broker is stopped (controlled shutdown) and started again on the same data
+            folder and port between two slices of the producer, at points the RNG picks among the kills;
+            the run must survive or exit with a clear error and resume from its checkpoint on restart.
         chunks, pause_s: the producer's slices and the pause after each (s).
         work: folder for the broker, lakehouse and run logs; a temporary one (deleted after) when None.
 
@@ -327,6 +364,8 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
     started = time.monotonic()
     rng = random.Random(seed)
     aims = rng.sample(MOMENTS, len(MOMENTS))[:kills] + [rng.choice(MOMENTS) for _ in range(kills - len(MOMENTS))]
+    for _ in range(broker_faults):
+        aims.insert(rng.randint(0, len(aims)), "broker")
     result = TrialResult(pipeline, engine, seed)
     changelog = TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor))
     sql = PROJECT_ROOT / "sql" / f"{pipeline}.sql"
@@ -338,54 +377,63 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
         inputs.customer_currencies().write.format("delta").save(str(lake / "customer_currencies"))
         inputs.part().write.format("delta").save(str(lake / "part"))
         view = CheckpointView(lake / "_checkpoints" / pipeline / "main", lake / pipeline)
-        with EmbeddedKafka(root / "kafka") as broker:
-            bootstrap = broker.bootstrap_servers
-            ensure_topics(bootstrap, {t.topic: 1 for t in TOPICS})
-            args = ["run", str(sql), "--bootstrap-servers", bootstrap, "--lakehouse", str(lake), "--engine", engine]
-            producer = Producer(bootstrap, changelog, view, max(chunks, 2 * kills + 2), pause_s)
-            runs = 0
+        broker = EmbeddedKafka(root / "kafka")
+        bootstrap = broker.start()
+        ensure_topics(bootstrap, {t.topic: 1 for t in TOPICS})
+        args = ["run", str(sql), "--bootstrap-servers", bootstrap, "--lakehouse", str(lake), "--engine", engine]
+        producer = Producer(bootstrap, changelog, view, max(chunks, 2 * (kills + broker_faults) + 2), pause_s)
+        runs = 0
 
-            def start(extra=()) -> _Run:
-                nonlocal runs
-                runs += 1
-                return _Run([*args, *extra], root / f"run-{runs}.log")
+        def start(extra=()) -> _Run:
+            nonlocal runs
+            runs += 1
+            return _Run([*args, *extra], root / f"run-{runs}.log")
 
-            run = start()
-            producer.start()
-            try:
-                for aim in [*aims, "final"]:
-                    while not _resumed(view, run, timeout_s=180):
-                        result.restart_failures.append(f"run {runs}: {run.error_line()}")
-                        log(f"  {pipeline}/{engine}: run {runs} exited (status {run.process.returncode}): {run.error_line()}")
-                        if len(result.restart_failures) > 3:
-                            raise RuntimeError("the pipeline does not restart")
+        run = start()
+        producer.start()
+        try:
+            for aim in [*aims, "final"]:
+                while not _resumed(view, run, timeout_s=180):
+                    result.restart_failures.append(f"run {runs}: {run.error_line()}")
+                    log(f"  {pipeline}/{engine}: run {runs} exited (status {run.process.returncode}): {run.error_line()}")
+                    if len(result.restart_failures) > 3:
+                        raise RuntimeError("the pipeline does not restart")
+                    run = start()
+                if aim == "final":
+                    producer.join(timeout=600)
+                    run.kill()
+                    break
+                if aim == "broker":
+                    broker = _restart_broker(broker, producer, rng.uniform(1.0, 5.0))
+                    outcome = _after_broker_fault(view, run)
+                    result.broker_faults.append(outcome)
+                    log(f"  {pipeline}/{engine}: broker stopped and restarted; the run {outcome}")
+                    if run.process.poll() is not None:
                         run = start()
-                    if aim == "final":
-                        producer.join(timeout=600)
-                        run.kill()
-                        break
-                    hit = _watch(view, run, aim, rng, producer, timeout_s=120)
-                    if hit == "exited":
-                        continue  # counted as a failed restart by _resumed on the next round
-                    result.kills.append((aim, hit))
-                    log(f"  {pipeline}/{engine}: kill {len(result.kills)} aimed at {aim}, hit {hit} (batch {view.latest_batch()})")
-                    if hit != "missed":
-                        run = start()
-                if producer.error:
-                    raise producer.error
+                    continue
+                hit = _watch(view, run, aim, rng, producer, timeout_s=120)
+                if hit == "exited":
+                    continue  # counted as a failed restart by _resumed on the next round
+                result.kills.append((aim, hit))
+                log(f"  {pipeline}/{engine}: kill {len(result.kills)} aimed at {aim}, hit {hit} (batch {view.latest_batch()})")
+                if hit != "missed":
+                    run = start()
+            if producer.error:
+                raise producer.error
+            final = start(["--available-now"])
+            if final.process.wait(timeout=900) != 0:
+                result.restart_failures.append(f"catch-up run: {final.error_line()}")
+                log(f"  {pipeline}/{engine}: the catch-up run failed: {final.error_line()}")
                 final = start(["--available-now"])
                 if final.process.wait(timeout=900) != 0:
-                    result.restart_failures.append(f"catch-up run: {final.error_line()}")
-                    log(f"  {pipeline}/{engine}: the catch-up run failed: {final.error_line()}")
-                    final = start(["--available-now"])
-                    if final.process.wait(timeout=900) != 0:
-                        raise RuntimeError(f"the catch-up run fails twice: {final.error_line()}")
-                result.verdict = verify(spark, compiled, bootstrap, Lakehouse(str(lake)))
-            except Exception as e:  # noqa: BLE001 - a trial reports, the table summarises
-                result.error = f"{type(e).__name__}: {e}"
-                log(f"  {pipeline}/{engine}: {result.error}")
-            finally:
-                run.kill()
+                    raise RuntimeError(f"the catch-up run fails twice: {final.error_line()}")
+            result.verdict = verify(spark, compiled, bootstrap, Lakehouse(str(lake)))
+        except Exception as e:  # noqa: BLE001 - a trial reports, the table summarises
+            result.error = f"{type(e).__name__}: {e}"
+            log(f"  {pipeline}/{engine}: {result.error}")
+        finally:
+            run.kill()
+            broker.stop()
     result.seconds = time.monotonic() - started
     return result
 
@@ -396,7 +444,7 @@ def report(results: list[TrialResult]) -> str:
     for r in results:
         groups.setdefault((r.pipeline, r.engine), []).append(r)
     header = ("pipeline", "engine", "trials", "kills (moment hit)", "rows expected", "rows in Delta",
-              "duplicates", "missing", "changelog", "failed restarts", "s/trial", "result")
+              "duplicates", "missing", "changelog", "failed restarts", "broker restarts", "s/trial", "result")
     rows = [header]
     for (pipeline, engine), group in groups.items():
         hits = Counter(hit for r in group for _, hit in r.kills)
@@ -409,6 +457,7 @@ def report(results: list[TrialResult]) -> str:
             str(sum(v.duplicates for v in verdicts)), str(sum(v.missing for v in verdicts)),
             "ok" if not changelog_defects else f"{changelog_defects} defects",
             str(sum(len(r.restart_failures) for r in group)),
+            " ".join(f"{k}={v}" for k, v in sorted(Counter(f.split(":")[0] for r in group for f in r.broker_faults).items())) or "-",
             f"{sum(r.seconds for r in group) / len(group):.0f}",
             "ok" if all(r.ok for r in group) else "FAIL",
         ))
@@ -423,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated names of sql/ pipelines")
     parser.add_argument("--engines", default="jvm,python")
     parser.add_argument("--kills", type=int, default=3, help="kills per trial while the producer writes")
+    parser.add_argument("--broker-faults", type=int, default=0, help="broker stops and restarts per trial")
     parser.add_argument("--scale-factor", type=float, default=0.001)
     parser.add_argument("--seed", type=int, default=17, help="trial i of a pipeline and engine uses seed + i")
     options = parser.parse_args(argv)
@@ -436,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(options.trials):
                 print(f"{pipeline}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
                 result = run_trial(spark, pipeline, engine, seed=options.seed + i, kills=options.kills,
+                                   broker_faults=options.broker_faults,
                                    scale_factor=options.scale_factor, log=lambda line: print(line, flush=True))
                 results.append(result)
                 print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
