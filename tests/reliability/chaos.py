@@ -473,9 +473,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="jvm,python")
     parser.add_argument("--kills", type=int, default=3, help="kills per trial while the producer writes")
     parser.add_argument("--broker-faults", type=int, default=0, help="broker stops and restarts per trial")
+    parser.add_argument("--chunks", type=int, default=8, help="producer slices per trial (at least 2 per kill + 2)")
     parser.add_argument("--scale-factor", type=float, default=0.001)
     parser.add_argument("--seed", type=int, default=17, help="trial i of a pipeline and engine uses seed + i")
     options = parser.parse_args(argv)
+    # A SIGTERM (timeout, CI) unwinds through run_trial's cleanup: the pipeline runs in their own sessions.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from streamjoin.session import spark_session
 
@@ -486,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(options.trials):
                 print(f"{pipeline}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
                 result = run_trial(spark, pipeline, engine, seed=options.seed + i, kills=options.kills,
-                                   broker_faults=options.broker_faults,
+                                   broker_faults=options.broker_faults, chunks=options.chunks,
                                    scale_factor=options.scale_factor, log=lambda line: print(line, flush=True))
                 results.append(result)
                 print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
