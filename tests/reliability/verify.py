@@ -109,9 +109,9 @@ def verify(spark: SparkSession, pipeline: SqlPipeline, bootstrap_servers: str, l
     sink = pipeline.sink(lakehouse)
     expected = batch_query(pipeline, spark, bootstrap_servers, lakehouse).cache()
     actual = spark.read.format("delta").load(sink.path).cache()
+    changelog = spark.read.format("delta").load(sink.changelog_path).cache()
     try:
         sides = {r["_where"]: r["count"] for r in table_difference(actual, expected).groupBy("_where").count().collect()}
-        changelog = spark.read.format("delta").load(sink.changelog_path).cache()
         folded = _folded(changelog, list(sink.primary_key), actual.columns)
         return Verdict(
             rows_expected=expected.count(),
@@ -123,5 +123,5 @@ def verify(spark: SparkSession, pipeline: SqlPipeline, bootstrap_servers: str, l
             changelog_vs_table=table_difference(folded, actual).count(),
         )
     finally:
-        expected.unpersist()
-        actual.unpersist()
+        for frame in (expected, actual, changelog):
+            frame.unpersist()
