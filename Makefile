@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench
+.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos
 
 setup: $(SETUP_STAMP)
 
@@ -80,6 +80,13 @@ SF ?= 0.1
 
 bench: setup flink
 	$(PY) -m bench.run --scale-factor $(SF)
+
+# Kill/restart trials (tests/reliability/chaos.py): TRIALS per stateful sql/ pipeline and engine, each
+# SIGKILLing the running pipeline at chosen moments; a table of rows, duplicates and missing rows.
+TRIALS ?= 10
+
+chaos: setup
+	nice $(PY) -m tests.reliability.chaos --trials $(TRIALS)
 
 dagster-ui: setup kafka
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml

@@ -1,0 +1,1 @@
+"""Reliability trials through the real parts (broker, Spark, RocksDB state, Delta): issue 17."""

@@ -1,0 +1,501 @@
+"""Kill/restart trials: ``kill -9`` a running SQL pipeline at chosen moments, restart it, check nothing is lost or doubled.
+
+One trial, per pipeline of ``sql/`` and operator engine:
+
+1. a fresh real broker (:class:`~streamjoin.connectors.embedded_kafka.EmbeddedKafka` on a temporary
+   folder), the demo topics (1 partition each: a topic's records then become visible in the order they
+   were produced, so no row is late only because of how the producer's batches landed in partitions),
+   and the lookup tables (``customer_currencies``, ``part``) in a fresh lakehouse;
+2. a producer thread writing the TPC-H changelogs (the records of :mod:`streamjoin.datagen.topics`, with
+   its encoders) in ``chunks`` slices with pauses, every topic advancing together; it waits while the
+   pipeline is down, so that there are micro-batches to kill;
+3. the pipeline as a separate process, ``python -m streamjoin.cli run sql/<name>.sql`` (continuous),
+   killed with SIGKILL (its whole process group: the Python driver and Spark's JVM) ``kills`` times at
+   moments a seeded RNG picks, and restarted from its checkpoint each time;
+4. once the producer is done, a last kill, then ``run --available-now`` to catch up, and
+   :func:`tests.reliability.verify.verify` (the table equals the batch query over the final inputs;
+   the changelog holds each batch once).
+
+How each moment is hit: no hooks in the engine; a watcher polls the file system every few ms
+(:class:`CheckpointView`). With ``N`` the newest ``<checkpoint>/offsets/N`` (Spark writes it before
+running batch ``N``), a micro-batch goes through
+
+- ``micro_batch``: ``offsets/N`` exists, no state store has version ``N+1`` yet; the watcher kills a
+  random 0–300 ms after it sees the batch start;
+- ``state_commit``: a state store partition folder (``state/<operator>/<partition>/``) has gained its
+  ``N+1.changelog``/``.zip`` (RocksDB commits batch ``N`` as version ``N+1``) before the sink's Delta
+  table has batch ``N``: the state stores are committing or committed, the sink not written;
+- ``after_delta_commit``: the sink table's ``_delta_log/`` has gained the version whose ``txn`` is
+  batch ``N`` (``txnVersion``, :mod:`streamjoin.sink.delta`) and ``commits/N`` does not exist: a
+  restart replays batch ``N`` and the sink must skip both its writes (the window of issue 17);
+
+then ``commits/N``. The moment a kill actually hit is read from the files after the process is dead
+(:meth:`CheckpointView.moment`) and logged beside the one aimed at; an aimed moment the watcher did
+not see within the producer's input is logged as missed.
+
+Run ``python -m tests.reliability.chaos --trials N`` (``make chaos TRIALS=N``): a table per pipeline
+and engine, exit status 1 on any loss, duplicate or failed restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streamjoin.config import PROJECT_ROOT
+
+__all__ = ["MOMENTS", "PIPELINES", "CheckpointView", "TrialResult", "run_trial", "main"]
+
+#: The moments a kill aims at (module docstring).
+MOMENTS = ("micro_batch", "state_commit", "after_delta_commit")
+
+#: The stateful TPC-H pipelines of ``sql/``: regular join, temporal join, interval join, dedup + group
+#: aggregate, OVER.
+PIPELINES = ("lineitem_with_order", "orders_in_eur", "orders_shipped_fast", "orders_by_status", "part_price_over")
+
+_POLL_S = 0.003
+_DELTA_VERSION = re.compile(r"^(\d{20})\.json$")
+_STATE_VERSION = re.compile(r"^(\d+)\.(changelog|zip)$")
+_TXN = re.compile(r'"txn":\{[^}]*"version":(\d+)')
+
+
+class CheckpointView:
+    """Read-only view of a pipeline's main checkpoint and sink table folders (local paths).
+
+    Args:
+        checkpoint: ``<lakehouse>/_checkpoints/<name>/main``.
+        table: ``<lakehouse>/<name>``, the sink's upsert table.
+    """
+
+    def __init__(self, checkpoint: Path, table: Path) -> None:
+        self.checkpoint = checkpoint
+        self.table = table
+        self._delta_version = -1
+        self._delta_batch = -1
+
+    def latest_batch(self) -> int | None:
+        """The newest batch id in ``offsets/`` (started, maybe not finished), or None before the first."""
+        ids = [int(n) for n in _names(self.checkpoint / "offsets") if n.isdigit()]
+        return max(ids) if ids else None
+
+    def committed(self, batch: int) -> bool:
+        """Whether ``commits/<batch>`` exists (Spark's end of the batch)."""
+        return (self.checkpoint / "commits" / str(batch)).exists()
+
+    def delta_batch(self) -> int:
+        """The highest ``txnVersion`` (batch id) committed to the sink table's Delta log, -1 when none."""
+        log = self.table / "_delta_log"
+        while (log / f"{self._delta_version + 1:020d}.json").exists():
+            self._delta_version += 1
+            text = (log / f"{self._delta_version:020d}.json").read_text()
+            for match in _TXN.finditer(text):
+                self._delta_batch = max(self._delta_batch, int(match.group(1)))
+        return self._delta_batch
+
+    def state_partitions(self) -> list[Path]:
+        """Every ``state/<operator>/<partition>/`` folder."""
+        state = self.checkpoint / "state"
+        return [p for op in _dirs(state) for p in _dirs(op) if p.name.isdigit()]
+
+    def state_committed(self, batch: int, partitions: list[Path]) -> int:
+        """How many of ``partitions`` hold state version ``batch + 1``."""
+        version = str(batch + 1)
+        return sum(
+            any((p / f"{version}.{suffix}").exists() for suffix in ("changelog", "zip")) for p in partitions
+        )
+
+    def moment(self) -> str:
+        """Where the newest batch stands: ``starting`` (none yet), ``between_batches``, or a :data:`MOMENTS` name."""
+        batch = self.latest_batch()
+        if batch is None:
+            return "starting"
+        if self.committed(batch):
+            return "between_batches"
+        if self.delta_batch() >= batch:
+            return "after_delta_commit"
+        if self.state_committed(batch, self.state_partitions()):
+            return "state_commit"
+        return "micro_batch"
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []
+
+
+def _dirs(folder: Path) -> list[Path]:
+    return [folder / n for n in _names(folder) if (folder / n).is_dir()]
+
+
+class Producer(threading.Thread):
+    """Writes every demo topic's records in ``chunks`` slices, each once the pipeline has caught up with the last.
+
+    The records are :mod:`streamjoin.datagen.topics`' (its Debezium and JSON encoders), each topic's in
+    its own order; slice ``i`` of every topic is written before slice ``i + 1`` of any. After a slice it
+    waits until a batch started later has committed (``view``), then ``pause_s``: each slice gives a live
+    run at least one micro-batch to be killed in, and a killed run stops the input until it is back.
+    """
+
+    def __init__(self, bootstrap: str, changelog, view: CheckpointView, chunks: int, pause_s: float) -> None:
+        super().__init__(daemon=True, name="chaos-producer")
+        self.bootstrap = bootstrap
+        self.changelog = changelog
+        self.view = view
+        self.chunks = chunks
+        self.pause_s = pause_s
+        self.written = 0
+        self.error: BaseException | None = None
+        #: Held while a slice is written: a broker fault waits for it, so no slice is half-written.
+        self.lock = threading.Lock()
+
+    def records(self) -> dict[str, list[tuple[str, str]]]:
+        """Topic → its (key, value) records, as ``load_topics`` writes them."""
+        from streamjoin.datagen.topics import (
+            LINEITEM, ORDER_EVENTS, ORDERS, RATES, SHIPMENTS, _encode, debezium_record, rate_rows,
+        )
+
+        log = self.changelog
+        return {
+            ORDERS.topic: [(str(c.row["o_orderkey"]), debezium_record(c)) for c in log.orders_changes()],
+            LINEITEM.topic: [(str(c.row["l_orderkey"]), debezium_record(c)) for c in log.lineitem_changes()],
+            ORDER_EVENTS.topic: [(str(e["o_orderkey"]), _encode(e)) for e in log.order_events],
+            SHIPMENTS.topic: [(str(i["l_orderkey"]), _encode(i)) for i in log.lineitems],
+            RATES.topic: [(r["currency"], _encode(r)) for r in rate_rows()],
+        }
+
+    def run(self) -> None:
+        from streamjoin.connectors.kafka_admin import produce
+
+        try:
+            topics = self.records()
+            for i in range(self.chunks):
+                before = self.view.latest_batch()
+                with self.lock:
+                    for topic, records in topics.items():
+                        part = records[len(records) * i // self.chunks: len(records) * (i + 1) // self.chunks]
+                        if part:
+                            self.written += produce(self.bootstrap, topic, part)
+                self._wait_for_batch_after(-1 if before is None else before)
+                time.sleep(self.pause_s)
+        except BaseException as e:  # noqa: BLE001 - reported by the trial
+            self.error = e
+
+    def _wait_for_batch_after(self, batch: int, timeout_s: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            latest = self.view.latest_batch()
+            if latest is not None and latest > batch and self.view.committed(latest):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no micro-batch after batch {batch} committed within {timeout_s:.0f} s")
+            time.sleep(0.05)
+
+
+@dataclass
+class TrialResult:
+    """One trial's outcome.
+
+    Attributes:
+        kills: (aimed moment, moment hit) per kill; the hit is ``missed`` when the aimed moment did not come.
+        restart_failures: the error line of each run that exited by itself (other than at a broker fault).
+        broker_faults: per broker restart, ``survived`` or ``exited: <error line>``.
+        verdict: the end check, None when the trial could not get that far.
+        seconds: wall-clock duration.
+    """
+
+    pipeline: str
+    engine: str
+    seed: int
+    kills: list[tuple[str, str]] = field(default_factory=list)
+    restart_failures: list[str] = field(default_factory=list)
+    broker_faults: list[str] = field(default_factory=list)
+    verdict: object = None
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return (not self.restart_failures and not self.error and "stalled" not in self.broker_faults
+                and self.verdict is not None and self.verdict.ok)
+
+
+class _Run:
+    """The pipeline as a child process in its own process group, its output in ``log``."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]),
+               "SPARK_DRIVER_MEMORY": os.environ.get("CHAOS_DRIVER_MEMORY", "1g")}
+        self.log = log
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "streamjoin.cli", *args], stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                            cwd=PROJECT_ROOT, start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL to the driver and everything it started (Spark's JVM, Python workers)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def error_line(self) -> str:
+        lines = self.log.read_text(errors="replace").splitlines()
+        errors = [line for line in lines if line.startswith("streamjoin: error:")]
+        return (errors or lines[-1:] or [""])[-1][:400]
+
+
+def _watch(view: CheckpointView, run: _Run, aim: str, rng: random.Random, producer: Producer, timeout_s: float) -> str:
+    """Wait until ``aim`` comes (module docstring) and kill ``run`` then; ``missed`` when it did not come in time
+    or the producer is done and the pipeline idle; ``exited`` when the run ended by itself."""
+    deadline = time.monotonic() + timeout_s
+    partitions: list[Path] = []
+    seen_start = None
+    while time.monotonic() < deadline:
+        if run.process.poll() is not None:
+            return "exited"
+        batch = view.latest_batch()
+        if batch is not None and not view.committed(batch):
+            if aim == "micro_batch":
+                seen_start = seen_start if seen_start and seen_start[0] == batch else (batch, time.monotonic() + rng.uniform(0, 0.3))
+                if time.monotonic() >= seen_start[1]:
+                    run.kill()
+                    return view.moment()
+            elif aim == "after_delta_commit" and view.delta_batch() >= batch:
+                run.kill()
+                return view.moment()
+            elif aim == "state_commit":
+                partitions = partitions or view.state_partitions()
+                if view.state_committed(batch, partitions) and view.delta_batch() < batch:
+                    run.kill()
+                    return view.moment()
+        elif not producer.is_alive() and (batch is None or view.committed(batch)):
+            deadline = min(deadline, time.monotonic() + 5)  # no more input: a few s for a last no-data batch
+        time.sleep(_POLL_S)
+    return "missed"
+
+
+def _resumed(view: CheckpointView, run: _Run, timeout_s: float) -> bool:
+    """Wait until the restarted run has finished the batch it resumes from (or its first); False if it exited."""
+    pending = view.latest_batch()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if run.process.poll() is not None:
+            return False
+        batch = view.latest_batch()
+        if batch is not None and view.committed(pending if pending is not None else batch):
+            return True
+        time.sleep(0.05)
+    return run.process.poll() is None
+
+
+def _restart_broker(broker, producer: Producer, down_s: float):
+    """Stop ``broker`` between two slices of ``producer``, wait ``down_s``, start a broker on its data folder and port."""
+    from streamjoin.connectors.embedded_kafka import EmbeddedKafka
+
+    port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
+    with producer.lock:
+        broker.stop()
+        time.sleep(down_s)
+        restarted = EmbeddedKafka(broker.data_dir, port=port)
+        restarted.start()
+    return restarted
+
+
+def _after_broker_fault(view: CheckpointView, run: _Run, timeout_s: float = 180.0) -> str:
+    """``survived`` once a batch started after the fault commits in the same run; ``exited: <error>`` if it ended."""
+    before = view.latest_batch()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if run.process.poll() is not None:
+            return f"exited: {run.error_line()}"
+        latest = view.latest_batch()
+        if latest is not None and latest > (-1 if before is None else before) and view.committed(latest):
+            return "survived"
+        time.sleep(0.05)
+    return "stalled"
+
+
+def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
+              broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
+              log=print) -> TrialResult:
+    """Run one kill/restart trial (module docstring) and check its result.
+
+    Args:
+        spark: the checking session (writes the lookup tables, runs the batch query); the pipeline runs in
+            its own processes.
+        pipeline: a name of :data:`PIPELINES` (``sql/<pipeline>.sql``).
+        engine: ``jvm`` or ``python``.
+        seed: seeds the moments aimed at and the delays.
+        kills: kills while the producer writes; the first ``len(MOMENTS)`` aim at each moment once (shuffled).
+        scale_factor: TPC-H scale factor of the input (0.001: 1,500 orders, 6,000 line items).
+        broker_faults: times the broker is stopped (controlled shutdown) and started again on the same data
+            folder and port between two slices of the producer, at points the RNG picks among the kills;
+            the run must survive or exit with a clear error and resume from its checkpoint on restart.
+        chunks, pause_s: the producer's slices and the pause after each (s).
+        work: folder for the broker, lakehouse and run logs; a temporary one (deleted after) when None.
+
+    Returns:
+        A :class:`TrialResult`.
+    """
+    from checks.batch_inputs import BatchInputs
+    from streamjoin.config import local_dir
+    from streamjoin.connectors.embedded_kafka import EmbeddedKafka
+    from streamjoin.connectors.kafka_admin import ensure_topics
+    from streamjoin.datagen.topics import TOPICS
+    from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
+    from streamjoin.pipeline import Lakehouse
+    from streamjoin.planner import load_script, sql_pipelines
+    from tests.reliability.verify import verify
+
+    started = time.monotonic()
+    rng = random.Random(seed)
+    aims = rng.sample(MOMENTS, len(MOMENTS))[:kills] + [rng.choice(MOMENTS) for _ in range(kills - len(MOMENTS))]
+    for _ in range(broker_faults):
+        aims.insert(rng.randint(0, len(aims)), "broker")
+    result = TrialResult(pipeline, engine, seed)
+    changelog = TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor))
+    sql = PROJECT_ROOT / "sql" / f"{pipeline}.sql"
+    [compiled] = sql_pipelines(load_script(sql))
+    with tempfile.TemporaryDirectory(prefix=f"chaos-{pipeline}-{engine}-", dir=work) as tmp:
+        root = Path(tmp)
+        lake = root / "lake"
+        inputs = BatchInputs(spark, changelog)
+        inputs.customer_currencies().write.format("delta").save(str(lake / "customer_currencies"))
+        inputs.part().write.format("delta").save(str(lake / "part"))
+        view = CheckpointView(lake / "_checkpoints" / pipeline / "main", lake / pipeline)
+        broker = EmbeddedKafka(root / "kafka")
+        bootstrap = broker.start()
+        ensure_topics(bootstrap, {t.topic: 1 for t in TOPICS})
+        args = ["run", str(sql), "--bootstrap-servers", bootstrap, "--lakehouse", str(lake), "--engine", engine]
+        producer = Producer(bootstrap, changelog, view, max(chunks, 2 * (kills + broker_faults) + 2), pause_s)
+        runs = 0
+
+        def start(extra=()) -> _Run:
+            nonlocal runs
+            runs += 1
+            return _Run([*args, *extra], root / f"run-{runs}.log")
+
+        run = start()
+        producer.start()
+        try:
+            for aim in [*aims, "final"]:
+                while not _resumed(view, run, timeout_s=180):
+                    result.restart_failures.append(f"run {runs}: {run.error_line()}")
+                    log(f"  {pipeline}/{engine}: run {runs} exited (status {run.process.returncode}): {run.error_line()}")
+                    if len(result.restart_failures) > 3:
+                        raise RuntimeError("the pipeline does not restart")
+                    run = start()
+                if aim == "final":
+                    producer.join(timeout=600)
+                    run.kill()
+                    break
+                if aim == "broker":
+                    broker = _restart_broker(broker, producer, rng.uniform(1.0, 5.0))
+                    outcome = _after_broker_fault(view, run)
+                    result.broker_faults.append(outcome)
+                    log(f"  {pipeline}/{engine}: broker stopped and restarted; the run {outcome}")
+                    if run.process.poll() is not None:
+                        run = start()
+                    continue
+                hit = _watch(view, run, aim, rng, producer, timeout_s=120)
+                if hit == "exited":
+                    continue  # counted as a failed restart by _resumed on the next round
+                result.kills.append((aim, hit))
+                log(f"  {pipeline}/{engine}: kill {len(result.kills)} aimed at {aim}, hit {hit} (batch {view.latest_batch()})")
+                if hit != "missed":
+                    run = start()
+            if producer.error:
+                raise producer.error
+            final = start(["--available-now"])
+            if final.process.wait(timeout=900) != 0:
+                result.restart_failures.append(f"catch-up run: {final.error_line()}")
+                log(f"  {pipeline}/{engine}: the catch-up run failed: {final.error_line()}")
+                final = start(["--available-now"])
+                if final.process.wait(timeout=900) != 0:
+                    raise RuntimeError(f"the catch-up run fails twice: {final.error_line()}")
+            result.verdict = verify(spark, compiled, bootstrap, Lakehouse(str(lake)))
+        except Exception as e:  # noqa: BLE001 - a trial reports, the table summarises
+            result.error = f"{type(e).__name__}: {e}"
+            log(f"  {pipeline}/{engine}: {result.error}")
+        finally:
+            run.kill()
+            broker.stop()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def report(results: list[TrialResult]) -> str:
+    """The table ``make chaos`` prints: per pipeline and engine, trials, kills by moment hit, rows, duplicates, missing."""
+    groups: dict[tuple[str, str], list[TrialResult]] = {}
+    for r in results:
+        groups.setdefault((r.pipeline, r.engine), []).append(r)
+    header = ("pipeline", "engine", "trials", "kills (moment hit)", "rows expected", "rows in Delta",
+              "duplicates", "missing", "changelog", "failed restarts", "broker restarts", "s/trial", "result")
+    rows = [header]
+    for (pipeline, engine), group in groups.items():
+        hits = Counter(hit for r in group for _, hit in r.kills)
+        verdicts = [r.verdict for r in group if r.verdict is not None]
+        changelog_defects = sum(len(v.batches_twice) + len(v.offsets_back) + v.changelog_vs_table for v in verdicts)
+        rows.append((
+            pipeline, engine, str(len(group)),
+            " ".join(f"{m}={hits[m]}" for m in sorted(hits)) or "-",
+            str(sum(v.rows_expected for v in verdicts)), str(sum(v.rows_in_delta for v in verdicts)),
+            str(sum(v.duplicates for v in verdicts)), str(sum(v.missing for v in verdicts)),
+            "ok" if not changelog_defects else f"{changelog_defects} defects",
+            str(sum(len(r.restart_failures) for r in group)),
+            " ".join(f"{k}={v}" for k, v in sorted(Counter(f.split(":")[0] for r in group for f in r.broker_faults).items())) or "-",
+            f"{sum(r.seconds for r in group) / len(group):.0f}",
+            "ok" if all(r.ok for r in group) else "FAIL",
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.reliability.chaos``: run the trials, print the table; 1 when any trial is not ok."""
+    parser = argparse.ArgumentParser(prog="python -m tests.reliability.chaos", description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10, help="trials per pipeline and engine")
+    parser.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated names of sql/ pipelines")
+    parser.add_argument("--engines", default="jvm,python")
+    parser.add_argument("--kills", type=int, default=3, help="kills per trial while the producer writes")
+    parser.add_argument("--broker-faults", type=int, default=0, help="broker stops and restarts per trial")
+    parser.add_argument("--chunks", type=int, default=8, help="producer slices per trial (at least 2 per kill + 2)")
+    parser.add_argument("--scale-factor", type=float, default=0.001)
+    parser.add_argument("--seed", type=int, default=17, help="trial i of a pipeline and engine uses seed + i")
+    options = parser.parse_args(argv)
+    # A SIGTERM (timeout, CI) unwinds through run_trial's cleanup: the pipeline runs in their own sessions.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    from streamjoin.session import spark_session
+
+    spark = spark_session("streamjoin-chaos", conf={"spark.driver.memory": "1g"})
+    results = []
+    for pipeline in options.pipelines.split(","):
+        for engine in options.engines.split(","):
+            for i in range(options.trials):
+                print(f"{pipeline}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
+                result = run_trial(spark, pipeline, engine, seed=options.seed + i, kills=options.kills,
+                                   broker_faults=options.broker_faults, chunks=options.chunks,
+                                   scale_factor=options.scale_factor, log=lambda line: print(line, flush=True))
+                results.append(result)
+                print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
+    print(report(results))
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
