@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,7 +332,7 @@ def _after_broker_fault(view: CheckpointView, run: _Run, timeout_s: float = 180.
 
 def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
               broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
-              log=print) -> TrialResult:
+              aims: Sequence[str] | None = None, log=print) -> TrialResult:
     """Run one kill/restart trial (module docstring) and check its result.
 
     Args:
@@ -347,6 +348,7 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
             the run must survive or exit with a clear error and resume from its checkpoint on restart.
         chunks, pause_s: the producer's slices and the pause after each (s).
         work: folder for the broker, lakehouse and run logs; a temporary one (deleted after) when None.
+        aims: the :data:`MOMENTS` to kill at, in order, instead of ``kills`` moments the RNG picks.
 
     Returns:
         A :class:`TrialResult`.
@@ -363,7 +365,9 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
 
     started = time.monotonic()
     rng = random.Random(seed)
-    aims = rng.sample(MOMENTS, len(MOMENTS))[:kills] + [rng.choice(MOMENTS) for _ in range(kills - len(MOMENTS))]
+    if aims is None:
+        aims = rng.sample(MOMENTS, len(MOMENTS))[:kills] + [rng.choice(MOMENTS) for _ in range(kills - len(MOMENTS))]
+    aims = list(aims)
     for _ in range(broker_faults):
         aims.insert(rng.randint(0, len(aims)), "broker")
     result = TrialResult(pipeline, engine, seed)
