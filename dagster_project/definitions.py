@@ -14,7 +14,7 @@ import os
 from dagster import Definitions, in_process_executor
 
 from assets import customer_currencies, load_sql_pipelines, part, pipeline_assets, topic_specs
-from checks import ALL_CHECKS
+from checks import asset_checks
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 from jobs.sensors import new_records_sensor
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
@@ -24,7 +24,7 @@ PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
-    asset_checks=ALL_CHECKS,
+    asset_checks=asset_checks([p.pipeline for p in SQL_PIPELINES]),
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
     schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
     sensors=[
