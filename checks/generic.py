@@ -42,7 +42,8 @@ def changelog_violations(changelog: DataFrame, key: Sequence[str]) -> DataFrame:
     is present after ``+I``/``+U`` and absent after ``-U``/``-D`` (upsert semantics, §1.4); a change
     is invalid (docs/semantics.md §1.9) when it is
 
-    - ``-U`` not directly followed by ``+U`` ("-U without its +U"),
+    - ``-U`` not directly followed by the accumulate that replaces it ("-U without its +U"): a
+      ``+U``, or a ``+I`` where an outer join retracts a joined row and pads it with nulls (§2.4),
     - ``-U``/``-D`` of a key that is not present ("<kind> of a key not present"),
     - ``+I`` of a key already present ("+I of a key already present"),
     - ``+U`` as the key's first change ("+U of a key never inserted").
@@ -57,7 +58,7 @@ def changelog_violations(changelog: DataFrame, key: Sequence[str]) -> DataFrame:
     previous, following = F.lag(kind).over(order), F.lead(kind).over(order)
     present: Column = F.coalesce(previous.isin("+I", "+U"), F.lit(False))
     violation = (
-        F.when((kind == "-U") & ~F.coalesce(following == "+U", F.lit(False)), F.lit("-U without its +U"))
+        F.when((kind == "-U") & ~F.coalesce(following.isin("+U", "+I"), F.lit(False)), F.lit("-U without its +U"))
         .when(kind.isin("-U", "-D") & ~present, F.concat(kind, F.lit(" of a key not present")))
         .when((kind == "+I") & present, F.lit("+I of a key already present"))
         .when((kind == "+U") & previous.isNull(), F.lit("+U of a key never inserted"))
@@ -95,8 +96,8 @@ def changelog_check(pipeline: SqlPipeline) -> ExpectationCheck:
     return expectation_check(
         f"{pipeline.name}_changelog", name=f"{pipeline.name}_changelog_well_formed",
         description=f"Per key ({', '.join(key)}), in the order applied, the changelog of {pipeline.name} is well formed: "
-        "each -U directly followed by its +U, no -U/-D of a key not present, no +I of a key already present, "
-        "no +U of a key never inserted (docs/semantics.md §1.9).",
+        "each -U directly followed by the +U (or an outer join's +I) that replaces it, no -U/-D of a key not present, "
+        "no +I of a key already present, no +U of a key never inserted (docs/semantics.md §1.9, §2.4).",
         expectations=[gx.expectations.ExpectColumnValuesToBeNull(column=VIOLATION_COLUMN)],
         build=lambda context: changelog_violations(_read(context, _sink(context, pipeline).changelog_path), key),
         required_resource_keys=RESOURCES,

@@ -37,7 +37,8 @@ def _violations(spark, changes):
 
 
 def test_a_well_formed_changelog_has_no_violation(spark):
-    changes = [(1, "+I"), (2, "+I"), (1, "-U"), (1, "+U"), (1, "+U"), (2, "-D"), (2, "+I"), (1, "-D")]
+    # Key 3: an outer join's update when the order side retracts: -U of the joined row, +I of the null-padded one.
+    changes = [(1, "+I"), (2, "+I"), (1, "-U"), (1, "+U"), (1, "+U"), (2, "-D"), (2, "+I"), (1, "-D"), (3, "+I"), (3, "-U"), (3, "+I")]
     assert _violations(spark, changes) == []
 
 
