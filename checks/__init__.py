@@ -1,16 +1,38 @@
-"""Great Expectations asset checks: one module per sink table, built with :func:`checks.expectations.expectation_check`."""
+"""Great Expectations asset checks, each run through its Checkpoint in the project's GX context (``gx/``).
 
+Every SQL pipeline gets the generic checks of :mod:`checks.generic` from its plan; the TPC-H demo
+tables also get the checks of their module here (``checks/<table>.py``), which compare with the
+generated input.
+"""
+
+from collections.abc import Sequence
+
+from checks.expectations import ExpectationCheck
+from checks.generic import generic_checks
 from checks.lineitem_with_order import lineitem_with_order_checks
 from checks.orders_by_status import orders_by_status_checks
 from checks.orders_current import orders_current_checks
 from checks.orders_in_eur import orders_in_eur_checks
 from checks.orders_shipped_fast import orders_shipped_fast_checks
 from checks.part_price_over import part_price_over_checks
+from streamjoin.planner import SqlPipeline
 
-#: Every check of the code location.
-ALL_CHECKS = [
+#: The TPC-H demo's checks, for the tables of ``sql/`` when they are loaded.
+DEMO_CHECKS = [
     *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
     *orders_by_status_checks, *part_price_over_checks,
 ]
 
-__all__ = ["ALL_CHECKS"]
+
+def expectation_checks(pipelines: Sequence[SqlPipeline]) -> list[ExpectationCheck]:
+    """The generic checks of ``pipelines`` and the demo checks of those of their tables that have some."""
+    tables = {p.name for p in pipelines}
+    return [*generic_checks(pipelines), *(c for c in DEMO_CHECKS if c.asset in tables)]
+
+
+def asset_checks(pipelines: Sequence[SqlPipeline]) -> list:
+    """The Dagster asset checks of :func:`expectation_checks`."""
+    return [c.definition() for c in expectation_checks(pipelines)]
+
+
+__all__ = ["DEMO_CHECKS", "asset_checks", "expectation_checks"]

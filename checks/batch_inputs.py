@@ -90,7 +90,9 @@ def equals_batch_check(table: str, name: str, description: str, expected: Callab
     """
 
     def build(context):
-        difference = table_difference(read_table(context, table), expected(batch_inputs(context)))
-        return difference, [gx.expectations.ExpectTableRowCountToEqual(value=0)]
+        return table_difference(read_table(context, table), expected(batch_inputs(context)))
 
-    return expectation_check(table, name=name, description=description, build=build, required_resource_keys=RESOURCES)
+    return expectation_check(
+        table, name=name, description=description, expectations=[gx.expectations.ExpectTableRowCountToEqual(value=0)],
+        build=build, required_resource_keys=RESOURCES,
+    )

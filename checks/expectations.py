@@ -1,21 +1,29 @@
-"""Great Expectations on Spark DataFrames, and the factory that turns suites into Dagster asset checks.
+"""Dagster asset checks that validate a Spark DataFrame through the project's Great Expectations Checkpoints.
 
-A check is a list of GX expectations evaluated on a sink table read as a
-Spark DataFrame; its Dagster result carries GX's verdict per expectation as
-metadata (expectation type, success, observed value). GX runs in an
-ephemeral context, so nothing is written outside the project.
+An :class:`ExpectationCheck` is a GX :class:`~checks.gx_project.CheckSpec` (suite name,
+notes, expectations: fixed when the code location loads) plus how the check reads the
+DataFrame it validates. Its Dagster check runs the spec's Checkpoint
+(:func:`checks.gx_project.run_checkpoint`), so every run lands in the Data Docs site, and
+reports as metadata the link to that validation's Data Docs page and, per expectation, the
+unexpected count and percent and a sample of failing rows (or GX's observed value for
+table-level expectations).
 """
 
 
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import great_expectations as gx
-from great_expectations.data_context.types.base import ProgressBarsConfig
-from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetsDefinition, asset_check
+from dagster import (
+    AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetChecksDefinition, MetadataValue, asset_check,
+)
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["validate", "expectation_check", "table_difference", "CheckNotApplicable"]
+from checks.gx_project import CheckSpec, run_checkpoint
+
+__all__ = ["ExpectationCheck", "expectation_check", "expectation_metadata", "table_difference", "CheckNotApplicable"]
 
 
 class CheckNotApplicable(Exception):
@@ -24,33 +32,95 @@ class CheckNotApplicable(Exception):
     failing the run, since launching one pipeline alone is a normal thing to do."""
 
 
-def validate(df: DataFrame, name: str, expectations: Sequence[gx.expectations.Expectation]) -> tuple[bool, list[dict]]:
-    """Validate ``df`` against ``expectations`` with Great Expectations.
+@dataclass(frozen=True)
+class ExpectationCheck:
+    """One asset check validated with Great Expectations.
+
+    Attributes:
+        asset: the checked asset's key (a string).
+        spec: the GX suite/checkpoint of the check; ``spec.name`` is the Dagster check name.
+        build: ``build(context) -> DataFrame`` to validate; reads resources from ``context.resources``.
+        required_resource_keys: the resources ``build`` uses.
+        blocking: a failed check (severity ERROR) stops the assets downstream of ``asset`` in the run.
+        additional_deps: other assets the check reads (materialised before it when in the same run;
+            ``build`` raises :class:`CheckNotApplicable` when one has no table yet).
+    """
+
+    asset: str
+    spec: CheckSpec
+    build: Callable[[AssetCheckExecutionContext], DataFrame]
+    required_resource_keys: frozenset[str]
+    blocking: bool = True
+    additional_deps: tuple[str, ...] = field(default=())
+
+    def definition(self) -> AssetChecksDefinition:
+        """The Dagster asset check: ``passed`` is the Checkpoint's verdict, metadata from :func:`expectation_metadata`."""
+
+        @asset_check(
+            asset=self.asset, name=self.spec.name, description=self.spec.description, blocking=self.blocking,
+            required_resource_keys=set(self.required_resource_keys), additional_deps=list(self.additional_deps),
+        )
+        def _check(context: AssetCheckExecutionContext) -> AssetCheckResult:
+            try:
+                df = self.build(context)
+            except CheckNotApplicable as reason:
+                return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata={"not evaluated": str(reason)})
+            # GX computes one Spark job per metric: read the table (and its windows) once.
+            df = df.persist()
+            try:
+                validation = run_checkpoint(self.spec, df, run_name=context.run.run_id)
+            finally:
+                df.unpersist()
+            return AssetCheckResult(passed=validation.success, severity=AssetCheckSeverity.ERROR, metadata={
+                "data_docs": MetadataValue.url(validation.docs_url),
+                **expectation_metadata(validation.results),
+            })
+
+        return _check
+
+
+def expectation_check(
+    asset: str, name: str, description: str, expectations: Sequence[gx.expectations.Expectation],
+    build: Callable[[AssetCheckExecutionContext], DataFrame], *, required_resource_keys: set[str],
+    blocking: bool = True, additional_deps: Sequence[str] = (),
+) -> ExpectationCheck:
+    """An :class:`ExpectationCheck` of ``asset`` named ``name`` (also its GX suite and checkpoint name)."""
+    return ExpectationCheck(
+        asset, CheckSpec(name, description, tuple(expectations)), build, frozenset(required_resource_keys),
+        blocking, tuple(additional_deps),
+    )
+
+
+def _label(result) -> str:
+    config = result.expectation_config
+    kwargs = ", ".join(f"{k}={v}" for k, v in config.kwargs.items() if k != "batch_id")
+    return f"{config.type}({kwargs})"
+
+
+def expectation_metadata(results) -> dict[str, MetadataValue]:
+    """One JSON metadata entry per GX ``ExpectationValidationResult``, keyed ``type(kwargs)``.
 
     Returns:
-        ``(all passed, one dict per expectation: {"expectation", "kwargs", "success", "observed_value"})``.
+        ``{label: {"success", "unexpected_count", "unexpected_percent", "sample": [row dicts]}}`` for
+        expectations on values (the sample is GX's ``unexpected_rows``, at most
+        :data:`~checks.gx_project.RESULT_FORMAT`'s ``partial_unexpected_count`` rows), and
+        ``{label: {"success", "observed_value"}}`` for table-level ones (a row count).
     """
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch = (
-        context.data_sources.add_spark(name=f"{name}_source")
-        .add_dataframe_asset(name=name)
-        .add_batch_definition_whole_dataframe(f"{name}_all")
-        .get_batch(batch_parameters={"dataframe": df})
-    )
-    suite = context.suites.add(gx.ExpectationSuite(name=f"{name}_suite", expectations=list(expectations)))
-    result = batch.validate(suite)
-    details = []
-    for r in result.results:
-        config = r.expectation_config
-        kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
-        details.append({
-            "expectation": config.type,
-            "kwargs": kwargs,
-            "success": bool(r.success),
-            "observed_value": (r.result or {}).get("observed_value"),
-        })
-    return bool(result.success), details
+    metadata = {}
+    for r in results:
+        found = r.result or {}
+        entry = {"success": bool(r.success)}
+        if "unexpected_count" in found:
+            entry["unexpected_count"] = found["unexpected_count"]
+            entry["unexpected_percent"] = found.get("unexpected_percent")
+            entry["sample"] = found.get("unexpected_rows") or found.get("partial_unexpected_list", [])
+        else:
+            entry["observed_value"] = found.get("observed_value")
+        if (r.exception_info or {}).get("raised_exception"):
+            entry["exception"] = r.exception_info.get("exception_message")
+        # Rows hold decimals and timestamps: JSON them as text, as the Data Docs page shows them.
+        metadata[_label(r)] = MetadataValue.json(json.loads(json.dumps(entry, default=str)))
+    return metadata
 
 
 def table_difference(actual: DataFrame, expected: DataFrame) -> DataFrame:
@@ -64,51 +134,3 @@ def table_difference(actual: DataFrame, expected: DataFrame) -> DataFrame:
     return actual.exceptAll(expected).withColumn("_where", F.lit("only in actual")).unionByName(
         expected.exceptAll(actual).withColumn("_where", F.lit("only in expected"))
     )
-
-
-def expectation_check(
-    asset: AssetsDefinition | str,
-    name: str,
-    description: str,
-    build: Callable[..., tuple[DataFrame, Sequence[gx.expectations.Expectation]]],
-    *,
-    required_resource_keys: set[str],
-    blocking: bool = True,
-    additional_deps: Sequence[str] = (),
-):
-    """Build a Dagster asset check that validates a table with Great Expectations.
-
-    Args:
-        asset: the checked asset (or its key as a string).
-        name: check name.
-        description: what the check guarantees, shown in the Dagster UI.
-        build: ``build(context) -> (DataFrame to validate, expectations)``; it reads resources from
-            ``context.resources``.
-        required_resource_keys: the resources ``build`` uses.
-        blocking: a failed check stops downstream assets.
-        additional_deps: other assets the check reads (materialised before it when in the same run;
-            ``build`` raises :class:`CheckNotApplicable` when one has no table yet).
-
-    Returns:
-        An ``AssetChecksDefinition`` whose result has ``passed`` and per-expectation metadata.
-    """
-
-    @asset_check(
-        asset=asset, name=name, description=description, blocking=blocking,
-        required_resource_keys=required_resource_keys, additional_deps=list(additional_deps),
-    )
-    def _check(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        try:
-            df, expectations = build(context)
-        except CheckNotApplicable as reason:
-            return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata={"not evaluated": str(reason)})
-        passed, details = validate(df, name, expectations)
-        metadata = {
-            f"{d['expectation']}({', '.join(f'{k}={v}' for k, v in d['kwargs'].items())})": (
-                f"{'passed' if d['success'] else 'FAILED'}; observed {d['observed_value']}"
-            )
-            for d in details
-        }
-        return AssetCheckResult(passed=passed, severity=AssetCheckSeverity.ERROR, metadata=metadata)
-
-    return _check

@@ -15,7 +15,7 @@ import os
 from dagster import Definitions, in_process_executor
 
 from assets import customer_currencies, load_sql_pipelines, part, pipeline_assets, topic_specs
-from checks import ALL_CHECKS
+from checks import asset_checks
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 from jobs.sensors import freshness_checks, kafka_lag_sensor, pipeline_run_failures
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
@@ -26,7 +26,7 @@ FRESHNESS_CHECKS, FRESHNESS_SENSOR = freshness_checks([p.pipeline.name for p in 
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
-    asset_checks=[*ALL_CHECKS, *FRESHNESS_CHECKS],
+    asset_checks=[*asset_checks([p.pipeline for p in SQL_PIPELINES]), *FRESHNESS_CHECKS],
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
     schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
     sensors=[
