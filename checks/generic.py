@@ -6,9 +6,14 @@ primary key):
 - ``<sink>_primary_key``: on the sink table, each primary-key column is not null and the key is
   unique (Flink's ``PRIMARY KEY ... NOT ENFORCED`` is a promise the upsert writer keeps, docs/semantics.md §7);
 - ``<sink>_changelog_well_formed``: on ``<sink>_changelog``, every change is valid for its key in
-  changelog order (:func:`changelog_violations`, docs/semantics.md §1.9).
+  changelog order (:func:`changelog_violations`, docs/semantics.md §1.9);
+- ``<sink>_equals_batch_query``: the sink table equals the pipeline's SQL run as a Spark batch query
+  over what the topics hold (:func:`streamjoin.batch.batch_query`: an independent code path from the
+  streaming operators, docs/semantics.md §10).
 
-Both are blocking. Each factory of :data:`GENERIC_CHECKS` maps a pipeline to one check; a new
+The first two are blocking. The third is not: rows the streaming operators dropped as late are in the
+batch query's result (a deliberate difference, §10), so on real topics with late rows it fails by design
+and its sample names them. Each factory of :data:`GENERIC_CHECKS` maps a pipeline to one check; a new
 generic check is one more factory there.
 """
 
@@ -20,12 +25,15 @@ import great_expectations as gx
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checks.expectations import ExpectationCheck, expectation_check
+from checks.expectations import ExpectationCheck, expectation_check, table_difference
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.planner import SqlPipeline
 from streamjoin.sink.delta import BATCH_ID_COLUMN, PROCESSING_TIME_COLUMN
 
-__all__ = ["VIOLATION_COLUMN", "GENERIC_CHECKS", "changelog_violations", "primary_key_check", "changelog_check", "generic_checks"]
+__all__ = [
+    "VIOLATION_COLUMN", "WHERE_COLUMN", "GENERIC_CHECKS", "changelog_violations", "primary_key_check", "changelog_check",
+    "batch_query_check", "generic_checks",
+]
 
 #: The column :func:`changelog_violations` adds: why the change is invalid, null when it is valid.
 VIOLATION_COLUMN = "_violation"
@@ -104,8 +112,35 @@ def changelog_check(pipeline: SqlPipeline) -> ExpectationCheck:
     )
 
 
+#: The column of :func:`batch_query_check`'s difference rows: ``"only in actual"`` / ``"only in expected"``.
+WHERE_COLUMN = "_where"
+
+
+def batch_query_check(pipeline: SqlPipeline) -> ExpectationCheck:
+    """``<sink>_equals_batch_query`` on the sink table: no row differs from :func:`streamjoin.batch.batch_query`.
+
+    Validated on :func:`~checks.expectations.table_difference` (rows only in the table or only in the batch
+    query, as multisets) with "``_where`` is null", so a failure carries the differing rows as its sample.
+    """
+    from streamjoin.batch import batch_query
+
+    def build(context) -> DataFrame:
+        home = context.resources.lakehouse.lakehouse()
+        spark = context.resources.spark.session()
+        expected = batch_query(pipeline, spark, context.resources.kafka.servers, home)
+        return table_difference(_read(context, pipeline.sink(home).path), expected)
+
+    return expectation_check(
+        pipeline.name, name=f"{pipeline.name}_equals_batch_query",
+        description=f"{pipeline.name} equals its SQL run as a Spark batch query over what the topics hold "
+        "(late rows the streaming operators dropped are the expected difference, docs/semantics.md §10).",
+        expectations=[gx.expectations.ExpectColumnValuesToBeNull(column=WHERE_COLUMN)],
+        build=build, required_resource_keys=RESOURCES | {"kafka"}, blocking=False,
+    )
+
+
 #: Factories of the checks every SQL pipeline gets.
-GENERIC_CHECKS: tuple[Callable[[SqlPipeline], ExpectationCheck], ...] = (primary_key_check, changelog_check)
+GENERIC_CHECKS: tuple[Callable[[SqlPipeline], ExpectationCheck], ...] = (primary_key_check, changelog_check, batch_query_check)
 
 
 def generic_checks(pipelines: Sequence[SqlPipeline]) -> list[ExpectationCheck]:

@@ -38,7 +38,7 @@ def test_a_corrupted_sink_table_fails_its_blocking_check_and_stops_downstream(sp
     clean = _run(definition, checks, resources)
     assert clean.success
     verdicts = {c.check_name: c for c in clean.get_asset_check_evaluations()}
-    assert set(verdicts) == {"orders_current_primary_key", "orders_current_changelog_well_formed"}
+    assert set(verdicts) == {"orders_current_primary_key", "orders_current_changelog_well_formed", "orders_current_equals_batch_query"}
     assert all(c.passed for c in verdicts.values()), verdicts
     assert AssetKey("orders_report") in {m.asset_key for m in clean.get_asset_materialization_events()}
 
@@ -59,6 +59,11 @@ def test_a_corrupted_sink_table_fails_its_blocking_check_and_stops_downstream(sp
     page = failed.metadata["data_docs"].value
     assert page.startswith(f"file://{tmp_path / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'validations'}")
     assert (tmp_path / "gx" / page.removeprefix(f"file://{tmp_path / 'gx'}/")).is_file()
+    # The table no longer equals the pipeline's SQL run in batch over the topics: the extra row is the sample.
+    batch = verdicts["orders_current_equals_batch_query"]
+    difference = batch.metadata["expect_column_values_to_be_null(column=_where)"].value
+    assert not batch.passed and difference["unexpected_count"] == 1
+    assert [(r["o_orderkey"], r["_where"]) for r in difference["sample"]] == [(key, "only in actual")]
     # Blocking: the downstream asset of the failed check did not run.
     assert AssetKey("orders_report") not in {m.asset_key for m in corrupted.get_asset_materialization_events()}
     assert AssetKey("orders_current") in {m.asset_key for m in corrupted.get_asset_materialization_events()}

@@ -159,11 +159,13 @@ def test_a_new_sql_file_gets_the_generic_checks(tmp_path):
     [definition] = load_sql_pipelines(tmp_path)
     checks = asset_checks([definition.pipeline])
     specs = {s.key.name: s for c in checks for s in c.check_specs}
-    assert set(specs) == {"orders_per_status_count_primary_key", "orders_per_status_count_changelog_well_formed"}
+    assert set(specs) == {"orders_per_status_count_primary_key", "orders_per_status_count_changelog_well_formed",
+                          "orders_per_status_count_equals_batch_query"}
     assert specs["orders_per_status_count_primary_key"].asset_key == AssetKey("orders_per_status_count")
     assert specs["orders_per_status_count_changelog_well_formed"].asset_key == AssetKey("orders_per_status_count_changelog")
-    assert all(s.blocking for s in specs.values())
-    [primary_key, _] = expectation_checks([definition.pipeline])
+    assert [name for name, s in specs.items() if not s.blocking] == ["orders_per_status_count_equals_batch_query"]
+    assert specs["orders_per_status_count_equals_batch_query"].asset_key == AssetKey("orders_per_status_count")
+    [primary_key, *_] = expectation_checks([definition.pipeline])
     assert [e.expectation_type for e in primary_key.spec.expectations] == [
         "expect_column_values_to_not_be_null", "expect_column_values_to_be_unique"]
     # They load with the pipeline's assets.
