@@ -5,6 +5,7 @@
     streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
     streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
+    streamjoin backfill [-i INIT.sql]... sql/PIPELINE.sql --from YYYY-MM-DD --to YYYY-MM-DD [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
 
 ``-i`` names initialization scripts planned before the file (tables and
 settings only, as Flink's ``sql-client.sh -i``); without it, the files of
@@ -14,7 +15,9 @@ changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
 ``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
 ``$STREAMJOIN_LAKEHOUSE``, else ``.local/lakehouse``), until the topics are
 consumed (``--available-now``) or it is stopped. ``replay`` runs test cases in
-the ``flink-cases`` format in one Spark session and writes ``DIR/NAME.json``.
+the ``flink-cases`` format in one Spark session and writes ``DIR/NAME.json``. ``backfill`` recomputes
+the days ``--from``..``--to`` of each ``INSERT INTO`` a day-partitioned table and replaces them in Delta
+(:mod:`streamjoin.backfill`); a plan that needs a full rebuild is refused before anything runs.
 
 An error the user can fix prints one line, ``streamjoin: error: <message>``, to
 stderr and no traceback; ``--debug`` (or ``STREAMJOIN_DEBUG=1``) adds the
@@ -38,6 +41,7 @@ code  meaning
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import sys
 import traceback
@@ -105,6 +109,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _day(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a day YYYY-MM-DD, got {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     debug = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: a subcommand without --debug must not reset a --debug given before it.
@@ -127,6 +138,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
     run.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
+    backfill = commands.add_parser("backfill", help="recompute days of a day-partitioned pipeline and replace them in Delta", **sub)
+    backfill.add_argument("file", type=_input_file)
+    backfill.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
+    backfill.add_argument("--from", dest="first", type=_day, required=True, help="first day (YYYY-MM-DD, UTC)")
+    backfill.add_argument("--to", dest="last", type=_day, required=True, help="last day, inclusive (YYYY-MM-DD, UTC)")
+    backfill.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    backfill.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
+    backfill.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     replay = commands.add_parser("replay", help="replay flink-cases test cases", **sub)
     replay.add_argument("cases", type=_input_file, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
@@ -193,6 +212,29 @@ def _run(args) -> int:
     return 0
 
 
+def _backfill(args) -> int:
+    from streamjoin.backfill import backfill, check_backfillable
+    from streamjoin.config import local_dir
+    from streamjoin.pipeline import Lakehouse
+    from streamjoin.planner import bootstrap_servers, load_script, sql_pipelines
+
+    pipelines = sql_pipelines(load_script(args.file, args.init))
+    if not pipelines:
+        raise ValidationError(f"{args.file}: no INSERT INTO statement to backfill")
+    if args.last < args.first:
+        raise ValidationError(f"--to {args.last} is before --from {args.first}")
+    for pipeline in pipelines:
+        check_backfillable(pipeline)  # every pipeline of the file, before any runs
+    servers = bootstrap_servers(pipelines, args.bootstrap_servers)
+    lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
+    spark = _spark(args.engine)
+    for pipeline in pipelines:
+        result = backfill(pipeline, spark, lakehouse, servers, args.first, args.last)
+        print(f"{pipeline.name}: days {result.first}..{result.last} replaced: {result.rows} rows, {result.changes} changes; "
+              f"records read {result.run.records_read}; rowtime windows {result.windows}", flush=True)
+    return 0
+
+
 def _replay(args) -> int:
     from streamjoin.testing import replay_cases
 
@@ -219,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = getattr(args, "debug", False) or os.environ.get("STREAMJOIN_DEBUG", "") not in ("", "0")
     try:
-        return {"explain": _explain, "run": _run, "replay": _replay}[args.command](args)
+        return {"explain": _explain, "run": _run, "replay": _replay, "backfill": _backfill}[args.command](args)
     except (Exception, KeyboardInterrupt) as e:
         if debug:
             traceback.print_exc()

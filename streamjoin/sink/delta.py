@@ -58,12 +58,14 @@ class DeltaSink:
         path: location of the upsert table.
         primary_key: the upsert key columns (non-empty).
         changelog_path: location of the raw changelog table; ``<path>_changelog`` by default.
+        partition_by: the columns both tables are partitioned by (the sink's ``PARTITIONED BY``), empty for none.
     """
 
     name: str
     path: str
     primary_key: tuple[str, ...]
     changelog_path: str = ""
+    partition_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.primary_key:
@@ -73,21 +75,24 @@ class DeltaSink:
 
 
 def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType) -> None:
-    """Create the upsert table (Change Data Feed on) and the changelog table if they do not exist.
+    """Create the upsert table (Change Data Feed on) and the changelog table if they do not exist,
+    both partitioned by ``sink.partition_by``.
 
     Args:
         schema: the sink's columns (without ``_rowkind``/``_seq``).
 
     Raises:
-        SinkError: when a primary-key column is not in ``schema``.
+        SinkError: when a primary-key or partition column is not in ``schema``.
     """
-    missing = [k for k in sink.primary_key if k not in schema.names]
-    if missing:
-        raise SinkError(f"sink {sink.name}: primary key column(s) {missing} not among the columns {schema.names}")
+    for what, columns in (("primary key", sink.primary_key), ("partition", sink.partition_by)):
+        missing = [k for k in columns if k not in schema.names]
+        if missing:
+            raise SinkError(f"sink {sink.name}: {what} column(s) {missing} not among the columns {schema.names}")
     (
         DeltaTable.createIfNotExists(spark)
         .location(sink.path)
         .addColumns(schema)
+        .partitionedBy(*sink.partition_by)
         .property("delta.enableChangeDataFeed", "true")
         .execute()
     )
@@ -95,6 +100,7 @@ def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType)
         DeltaTable.createIfNotExists(spark)
         .location(sink.changelog_path)
         .addColumns(StructType(list(schema.fields) + list(CHANGELOG_METADATA.fields)))
+        .partitionedBy(*sink.partition_by)
         .execute()
     )
 
