@@ -13,7 +13,8 @@ import os
 
 from dagster import Definitions, in_process_executor
 
-from assets import customer_currencies, load_sql_pipelines, part, pipeline_assets, topic_specs
+from assets import customer_currencies, load_sql_pipelines, part, topic_specs
+from assets.partitioned_pipelines import daily_schedule, sql_pipeline_assets
 from checks import ALL_CHECKS
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 from jobs.sensors import new_records_sensor
@@ -23,10 +24,10 @@ SQL_PIPELINES = load_sql_pipelines()
 PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
 
 defs = Definitions(
-    assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
+    assets=[*topic_specs(SQL_PIPELINES), *(sql_pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
     asset_checks=ALL_CHECKS,
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
-    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
+    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES))],
     sensors=[
         new_records_sensor(p.pipeline.name, [s.topic for s in p.pipeline.sources], PIPELINE_JOBS[f"{p.pipeline.name}_job"])
         for p in SQL_PIPELINES

@@ -6,7 +6,8 @@
 -- output is insert-only, so the sink takes it without a materializer. The sink key uses
 -- l_linenumber 0 for "no line item shipped within 30 days" (a primary key column is NOT NULL).
 -- The table is partitioned by the order's placement day (PARTITIONED BY, a day of the interval join's left
--- rowtime): `streamjoin backfill` recomputes a range of days (docs/backfill.md).
+-- rowtime): `streamjoin backfill` recomputes a range of days, Dagster has a daily partition per day from
+-- 'backfill.start-date' on (docs/backfill.md).
 
 CREATE TABLE orders_shipped_fast (
   o_orderkey   BIGINT,
@@ -18,7 +19,8 @@ CREATE TABLE orders_shipped_fast (
   o_orderday   DATE,
   PRIMARY KEY (o_orderkey, l_linenumber) NOT ENFORCED
 ) PARTITIONED BY (o_orderday) WITH (
-  'connector' = 'delta'
+  'connector' = 'delta',
+  'backfill.start-date' = '2002-01-01'
 );
 
 CREATE TEMPORARY VIEW placed_orders AS
