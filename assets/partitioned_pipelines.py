@@ -72,6 +72,10 @@ def sql_pipeline_assets(definition: SqlPipelineDef):
     def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource,
                 lakehouse: LakehouseResource):
         if not (context.has_partition_key or context.has_partition_key_range):
+            # Dagster gives a partitioned job's config (PartitionedConfig) to partition runs only: the streaming
+            # job's `available_now: false` does not reach a run without a partition, so its name says it.
+            if context.job_name == f"{pipeline.name}_streaming_job":
+                config = StreamingRunConfig(available_now=False)
             yield from unpartitioned(context, config, spark, kafka, lakehouse)
             return
         keys = context.partition_key_range
