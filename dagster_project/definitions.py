@@ -14,7 +14,8 @@ import os
 
 from dagster import Definitions, in_process_executor
 
-from assets import customer_currencies, load_sql_pipelines, part, pipeline_assets, topic_specs
+from assets import customer_currencies, load_sql_pipelines, part, topic_specs
+from assets.partitioned_pipelines import daily_schedule, sql_pipeline_assets
 from checks import asset_checks
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
 from jobs.sensors import freshness_checks, kafka_lag_sensor, pipeline_run_failures
@@ -25,10 +26,10 @@ PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p
 FRESHNESS_CHECKS, FRESHNESS_SENSOR = freshness_checks([p.pipeline.name for p in SQL_PIPELINES])
 
 defs = Definitions(
-    assets=[*topic_specs(SQL_PIPELINES), *(pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
+    assets=[*topic_specs(SQL_PIPELINES), *(sql_pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
     asset_checks=[*asset_checks([p.pipeline for p in SQL_PIPELINES]), *FRESHNESS_CHECKS],
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
-    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"])],
+    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES))],
     sensors=[
         # A pipeline's own threshold: kafka_lag_sensor(..., threshold=N).
         *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"])

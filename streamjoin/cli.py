@@ -6,6 +6,7 @@
     streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
     streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
+    streamjoin backfill [-i INIT.sql]... sql/PIPELINE.sql --from YYYY-MM-DD --to YYYY-MM-DD [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
 
 ``-i`` names initialization scripts planned before the file (tables and
 settings only, as Flink's ``sql-client.sh -i``); without it, the files of
@@ -15,7 +16,9 @@ changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
 of ``streamjoin kafka start``, else the tables' ``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
 ``$STREAMJOIN_LAKEHOUSE``, else ``.local/lakehouse``), until the topics are
 consumed (``--available-now``) or it is stopped. ``replay`` runs test cases in
-the ``flink-cases`` format in one Spark session and writes ``DIR/NAME.json``.
+the ``flink-cases`` format in one Spark session and writes ``DIR/NAME.json``. ``backfill`` recomputes
+the days ``--from``..``--to`` of each ``INSERT INTO`` a day-partitioned table and replaces them in Delta
+(:mod:`streamjoin.backfill`); a plan that needs a full rebuild is refused before anything runs.
 ``kafka`` manages the local broker service (:mod:`streamjoin.connectors.kafka_service`);
 ``kafka status`` exits with the LSB status codes (0 running, 1 dead with a stale state
 file, 3 stopped, 4 alive but not answering), the other commands as below.
@@ -42,6 +45,7 @@ code  meaning
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import sys
 import traceback
@@ -110,6 +114,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _day(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a day YYYY-MM-DD, got {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     debug = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: a subcommand without --debug must not reset a --debug given before it.
@@ -133,6 +144,14 @@ def _parser() -> argparse.ArgumentParser:
                      "`streamjoin kafka start`, else the tables' properties.bootstrap.servers)")
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
     run.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
+    backfill = commands.add_parser("backfill", help="recompute days of a day-partitioned pipeline and replace them in Delta", **sub)
+    backfill.add_argument("file", type=_input_file)
+    backfill.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
+    backfill.add_argument("--from", dest="first", type=_day, required=True, help="first day (YYYY-MM-DD, UTC)")
+    backfill.add_argument("--to", dest="last", type=_day, required=True, help="last day, inclusive (YYYY-MM-DD, UTC)")
+    backfill.add_argument("--bootstrap-servers", help="Kafka, as for run")
+    backfill.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
+    backfill.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     replay = commands.add_parser("replay", help="replay flink-cases test cases", **sub)
     replay.add_argument("cases", type=_input_file, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
@@ -192,9 +211,8 @@ def _explain(args) -> int:
 
 def _run(args) -> int:
     from streamjoin.config import local_dir
-    from streamjoin.connectors.kafka_service import resolve_bootstrap_servers
     from streamjoin.pipeline import Lakehouse, run_pipeline
-    from streamjoin.planner import bootstrap_servers, load_script, sql_pipelines
+    from streamjoin.planner import load_script, sql_pipelines
 
     script = load_script(args.file, args.init)
     lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
@@ -203,11 +221,7 @@ def _run(args) -> int:
         raise ValidationError(f"{args.file}: no INSERT INTO statement to run")
     if args.end_of_input and not args.available_now:
         raise ValidationError("--end-of-input ends a bounded run: use it with --available-now")
-    try:
-        declared = bootstrap_servers(pipelines)
-    except UnsupportedPlanError:  # none declared, or several: the setting, environment or local service decide
-        declared = None
-    servers = resolve_bootstrap_servers(args.bootstrap_servers, declared=declared)
+    servers = _kafka_servers(args, pipelines)
     spark = _spark(args.engine)
     if script.state_ttl_ms is not None and args.available_now:
         # State TTL runs the operators in processing-time mode, where Spark keeps planning empty
@@ -217,6 +231,41 @@ def _run(args) -> int:
         run = run_pipeline(pipeline, spark, lakehouse, servers, available_now=args.available_now,
                            end_of_input=args.end_of_input, on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
         print(f"{pipeline.name}: {run.batches} micro-batches, records read {run.records_read}")
+    return 0
+
+
+def _kafka_servers(args, pipelines) -> str:
+    """``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else what the tables declare, else the local broker."""
+    from streamjoin.connectors.kafka_service import resolve_bootstrap_servers
+    from streamjoin.planner import bootstrap_servers
+
+    try:
+        declared = bootstrap_servers(pipelines)
+    except UnsupportedPlanError:  # none declared, or several: the setting, environment or local service decide
+        declared = None
+    return resolve_bootstrap_servers(args.bootstrap_servers, declared=declared)
+
+
+def _backfill(args) -> int:
+    from streamjoin.backfill import backfill, check_backfillable
+    from streamjoin.config import local_dir
+    from streamjoin.pipeline import Lakehouse
+    from streamjoin.planner import load_script, sql_pipelines
+
+    pipelines = sql_pipelines(load_script(args.file, args.init))
+    if not pipelines:
+        raise ValidationError(f"{args.file}: no INSERT INTO statement to backfill")
+    if args.last < args.first:
+        raise ValidationError(f"--to {args.last} is before --from {args.first}")
+    for pipeline in pipelines:
+        check_backfillable(pipeline)  # every pipeline of the file, before any runs
+    servers = _kafka_servers(args, pipelines)
+    lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
+    spark = _spark(args.engine)
+    for pipeline in pipelines:
+        result = backfill(pipeline, spark, lakehouse, servers, args.first, args.last)
+        print(f"{pipeline.name}: days {result.first}..{result.last} replaced: {result.rows} rows, {result.changes} changes; "
+              f"records read {result.run.records_read}; rowtime windows {result.windows}", flush=True)
     return 0
 
 
@@ -277,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = getattr(args, "debug", False) or os.environ.get("STREAMJOIN_DEBUG", "") not in ("", "0")
     try:
-        return {"explain": _explain, "run": _run, "replay": _replay, "kafka": _kafka}[args.command](args)
+        return {"explain": _explain, "run": _run, "replay": _replay, "backfill": _backfill, "kafka": _kafka}[args.command](args)
     except (Exception, KeyboardInterrupt) as e:
         if debug:
             traceback.print_exc()

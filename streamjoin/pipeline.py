@@ -17,6 +17,7 @@ every row the operators still buffer (:mod:`streamjoin.connectors.end_of_input`)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -29,7 +30,7 @@ from streamjoin.connectors.changelog_files import changelog_schema
 from streamjoin.connectors.end_of_input import check_not_ended, control_stream, end_input, has_ended
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
 from streamjoin.errors import ValidationError
-from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, create_sink_tables
+from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, create_sink_tables
 
 __all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"]
 
@@ -88,10 +89,12 @@ class Pipeline:
 
 @dataclass
 class PipelineRun:
-    """What a run did: micro-batches of the main query and Kafka records it read per topic."""
+    """What a run did: micro-batches of the main query, Kafka records it read per topic, warnings (e.g. a
+    checkpoint reset, :func:`streamjoin.sink.delta.checkpoint_reset`; also logged on logger ``streamjoin``)."""
 
     batches: int = 0
     records_read: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
@@ -161,6 +164,9 @@ def run_pipeline(
     if not end_of_input:
         check_not_ended(spark, pipeline.name, folders)
     run = PipelineRun(records_read={s.topic: 0 for s in pipeline.sources})
+    if reset := checkpoint_reset(spark, pipeline.sink(lakehouse), lakehouse.checkpoint(pipeline.name, "main")):
+        logging.getLogger("streamjoin").warning(reset)
+        run.warnings.append(reset)
     pending = {name: folder for name, folder in folders.items() if not has_ended(spark, folder)} if end_of_input else {}
     if pending:
         # First what the topics hold, then the end-of-input rows: no topic row may come after them.

@@ -64,5 +64,8 @@ def test_every_sql_pipeline_has_a_backfill_and_a_streaming_job():
         backfill, streaming = defs.resolve_job_def(f"{name}_job"), defs.resolve_job_def(f"{name}_streaming_job")
         for job in (backfill, streaming):
             assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {name, f"{name}_changelog"}
-        assert streaming.run_config["ops"] == {name: {"config": {"available_now": False}}}
+        # A day-partitioned pipeline's jobs are partitioned: Dagster keeps their config per partition.
+        config = streaming.run_config or streaming.partitioned_config.get_run_config_for_partition_key(
+            streaming.partitions_def.get_first_partition_key())
+        assert config["ops"] == {name: {"config": {"available_now": False}}}
         assert not backfill.run_config  # the asset's default: available_now=True

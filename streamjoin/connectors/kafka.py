@@ -20,6 +20,7 @@ primary key keeps each key's changes in one partition and therefore in order
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -68,6 +69,9 @@ class KafkaSource:
         value_fields_include: upsert only (Flink's ``value.fields-include``): ``"ALL"`` (the value holds every
             column) or ``"EXCEPT_KEY"`` (the value holds the non-key columns).
         options: extra options for Spark's Kafka source (e.g. ``maxOffsetsPerTrigger``).
+        rowtime_range: ``(start, end)``: keep only the changes whose rowtime is in ``[start, end)`` (naive UTC
+            datetimes; ``start`` None: no lower bound), filtered before the watermark; a backfill's window
+            (:mod:`streamjoin.backfill`). ``None``: every change.
 
     Raises:
         ValidationError: for an unknown format, a column name that is not an identifier,
@@ -90,6 +94,7 @@ class KafkaSource:
     key_fields_prefix: str = ""
     value_fields_include: Literal["ALL", "EXCEPT_KEY"] = "ALL"
     options: dict[str, str] = field(default_factory=dict)
+    rowtime_range: tuple[dt.datetime | None, dt.datetime] | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -170,6 +175,9 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
         )
     )
     if source.rowtime:
+        if source.rowtime_range:
+            start, end = source.rowtime_range
+            rows = rows.where((F.col(source.rowtime) < F.lit(end)) & (F.col(source.rowtime) >= F.lit(start) if start else F.lit(True)))
         if end_of_input is not None:
             rows = rows.withColumn(END_OF_INPUT_COLUMN, F.lit(False)).unionByName(end_of_input)
         rows = with_source_watermark(rows, source.rowtime, source.watermark_delay_ms)

@@ -130,7 +130,7 @@ def delete_topics(bootstrap: str, names: Iterable[str], *, timeout_s: float = 30
 def produce(
     bootstrap: str,
     topic: str,
-    records: Iterable[tuple[bytes | str | None, bytes | str]],
+    records: Iterable[tuple[bytes | str | None, bytes | str] | tuple[bytes | str | None, bytes | str, int]],
     *,
     timeout_s: float = 60.0,
 ) -> int:
@@ -143,7 +143,8 @@ def produce(
     Args:
         bootstrap: bootstrap servers, ``"host:port[,...]"``.
         topic: an existing topic (see :func:`ensure_topics`).
-        records: ``(key, value)`` pairs.
+        records: ``(key, value)`` pairs, or ``(key, value, timestamp)`` with the record's timestamp in ms since
+            the epoch (else the producer stamps the time of sending).
         timeout_s: seconds for the final flush.
 
     Returns:
@@ -176,10 +177,10 @@ def produce(
             errors.append(err)
 
     count = 0
-    for key, value in records:
+    for key, value, *timestamp in records:
         while True:
             try:
-                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery, timestamp=timestamp[0] if timestamp else 0)
                 break
             except BufferError:
                 # The local queue is full: serve delivery reports to make room.

@@ -8,7 +8,9 @@ tables; ``order_events`` (placements, updates, cancellations, each with its own 
 streams, the input of interval joins, temporal joins, OVER aggregations and deduplication, which
 consume insert-only streams; ``rates`` are the ECB reference rates (json, insert-only).
 
-Records are keyed by ``o_orderkey`` (``orders``, ``order_events``), ``l_orderkey`` (``lineitem``,
+The event topics' records carry their event time as Kafka timestamp (``event_time``, ``l_shiptime``,
+``rate_time``), as Flink's Kafka sink stamps a record with its rowtime: a backfill finds a day's records by
+timestamp (:mod:`streamjoin.backfill`). Records are keyed by ``o_orderkey`` (``orders``, ``order_events``), ``l_orderkey`` (``lineitem``,
 ``shipments``) or ``currency`` (``rates``), so every key's changes stay in one partition and in order.
 """
 
@@ -86,6 +88,11 @@ def rate_rows() -> list[dict]:
     return list(ecb_rates(first - dt.timedelta(days=31), dt.date(2009, 1, 31)))
 
 
+def _epoch_ms(time: dt.datetime) -> int:
+    """A naive UTC datetime as a Kafka record timestamp (ms since the epoch)."""
+    return int(time.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+
+
 def load_topics(bootstrap_servers: str, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
     """Create the demo topics and produce the TPC-H changelogs and the ECB rates into them.
 
@@ -105,10 +112,14 @@ def load_topics(bootstrap_servers: str, changelog: TpchChangelog, *, partitions:
         ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
     )
     counts[ORDER_EVENTS.topic] = produce(
-        bootstrap_servers, ORDER_EVENTS.topic, ((str(e["o_orderkey"]), _encode(e)) for e in changelog.order_events),
+        bootstrap_servers, ORDER_EVENTS.topic,
+        ((str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events),
     )
     counts[SHIPMENTS.topic] = produce(
-        bootstrap_servers, SHIPMENTS.topic, ((str(i["l_orderkey"]), _encode(i)) for i in changelog.lineitems),
+        bootstrap_servers, SHIPMENTS.topic,
+        ((str(i["l_orderkey"]), _encode(i), _epoch_ms(i["l_shiptime"])) for i in changelog.lineitems),
     )
-    counts[RATES.topic] = produce(bootstrap_servers, RATES.topic, ((r["currency"], _encode(r)) for r in rate_rows()))
+    counts[RATES.topic] = produce(
+        bootstrap_servers, RATES.topic, ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in rate_rows()),
+    )
     return counts

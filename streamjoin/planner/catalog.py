@@ -70,6 +70,8 @@ class TableDef:
         watermark: the rowtime and its watermark delay, ``None`` if none.
         options: the ``WITH`` options.
         source: the SQL text it was declared in; node: its ``CREATE TABLE``.
+        partition_keys: ``PARTITIONED BY (…)`` columns, empty if none (a Delta sink is written partitioned by
+            them; a DATE one makes the pipeline backfillable per day, :mod:`streamjoin.backfill`).
     """
 
     name: str
@@ -79,6 +81,7 @@ class TableDef:
     options: dict[str, str] = field(default_factory=dict)
     source: SqlSource | None = field(default=None, compare=False, repr=False)
     node: exp.Expr | None = field(default=None, compare=False, repr=False)
+    partition_keys: tuple[str, ...] = ()
 
     @property
     def connector(self) -> str:
@@ -364,14 +367,29 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
                                                  time_attribute="ROWTIME"), column.computed, column.node)
     options = _options(create, name, source, like)
     connectors.check_options(options, primary_key, name, source, create.this.this)
-    return TableDef(name, tuple(columns.values()), primary_key, watermark, options, source, create)
+    partition_keys = _partition_keys(create, columns, name, source)
+    return TableDef(name, tuple(columns.values()), primary_key, watermark, options, source, create, partition_keys)
+
+
+def _partition_keys(create: exp.Create, columns: dict[str, Column], table: str, source: SqlSource) -> tuple[str, ...]:
+    """The ``PARTITIONED BY (…)`` columns: physical columns of the table (Flink's ``SqlCreateTable`` rule)."""
+    properties = create.args.get("properties")
+    clause = next((p for p in properties.expressions if isinstance(p, exp.PartitionedByProperty)), None) if properties else None
+    if clause is None:
+        return ()
+    keys = tuple(k.name for k in clause.this.expressions)
+    for key, node in zip(keys, clause.this.expressions):
+        if key not in columns or columns[key].computed is not None:
+            raise error(ValidationError, source, node, f"PARTITIONED BY column '{key}' is not a physical column of table "
+                        f"'{table}'; columns: {', '.join(columns)}", "partition-columns")
+    return keys
 
 
 def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | None) -> dict[str, str]:
     properties = create.args.get("properties")
     options = dict(like.table.options) if like and like.takes("OPTIONS") else {}
     for prop in properties.expressions if properties else []:
-        if isinstance(prop, exp.LikeProperty):
+        if isinstance(prop, (exp.LikeProperty, exp.PartitionedByProperty)):
             continue
         if not (type(prop) is exp.Property and isinstance(prop.this, exp.Literal)):
             raise error(ValidationError, source, prop, f"table '{table}': {prop.sql(Flink)} is not a 'key' = 'value' option", "table-options")

@@ -4,7 +4,7 @@
 | --- | --- |
 | ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular expression the whole ``database`` / ``table`` must match) |
 | ``upsert-kafka`` | ``topic``, ``key.format`` = ``json``, ``value.format`` = ``json`` (all required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``key.fields-prefix``, ``value.fields-include`` = ``ALL`` (default) / ``EXCEPT_KEY``; a ``PRIMARY KEY`` is required |
-| ``delta`` | ``path`` (default: ``<lakehouse>/<table>``) |
+| ``delta`` | ``path`` (default: ``<lakehouse>/<table>``), ``backfill.start-date`` (``YYYY-MM-DD``: the first day of a day-partitioned sink's Dagster daily partitions) |
 | ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
 
 ``upsert-kafka`` is Flink's ``UpsertKafkaDynamicTableFactory``: the primary key is read from the record key,
@@ -36,7 +36,7 @@ CONNECTORS = {
               "canal-json.database.include", "canal-json.table.include"),
     "upsert-kafka": ("connector", "topic", "key.format", "value.format", "properties.bootstrap.servers", "key.fields-prefix",
                      "value.fields-include"),
-    "delta": ("connector", "path"),
+    "delta": ("connector", "path", "backfill.start-date"),
     "values": ("connector", "changelog-mode"),
 }
 #: Connectors that read a Kafka topic (:meth:`TableDef.kafka_source`).

@@ -15,7 +15,7 @@ rather than methods:
 - ``CREATE TABLE … WITH (…) LIKE source (INCLUDING ALL OVERWRITING OPTIONS …)``: Flink's LIKE
   clause, a ``LikeProperty`` whose ``expressions`` are ``Property(this=strategy, value=feature)``
   (sqlglot reads the options of Postgres' form, without parentheses);
-- the generator writes Flink's spellings back: ``STRING``, ``TIMESTAMP_LTZ``,
+- the generator writes Flink's spellings back: ``STRING``, ``TIMESTAMP_LTZ``, ``PARTITIONED BY (…)``,
   ``FOR SYSTEM_TIME AS OF``, ``'key' = 'value'`` options, ``x NOT IN (…)``.
 
 The pinned sqlglot (30.30.0, pure Python) is required: its internals move
@@ -106,12 +106,14 @@ class FlinkGenerator(Generator):
         exp.DType.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
     }
 
-    # Flink writes LIKE after WITH (…).
-    PROPERTIES_LOCATION = {**Generator.PROPERTIES_LOCATION, exp.LikeProperty: exp.Properties.Location.POST_EXPRESSION}
+    # Flink writes PARTITIONED BY before WITH (…), LIKE after it.
+    PROPERTIES_LOCATION = {**Generator.PROPERTIES_LOCATION, exp.LikeProperty: exp.Properties.Location.POST_EXPRESSION,
+                           exp.PartitionedByProperty: exp.Properties.Location.POST_SCHEMA}
 
     TRANSFORMS = {
         **Generator.TRANSFORMS,
         Explain: lambda self, e: self.explain_sql(e),
+        exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
     }
 
     def version_sql(self, expression: exp.Version) -> str:

@@ -58,9 +58,10 @@ class SqlPipeline(Pipeline):
         return _translate(self.statement, self.source, lakehouse, tables)
 
     def sink(self, lakehouse: Lakehouse) -> DeltaSink:
-        """The Delta sink: the table's ``path`` option, else ``<lakehouse>/<name>``."""
+        """The Delta sink: the table's ``path`` option, else ``<lakehouse>/<name>``; partitioned as the table declares."""
         path = self.sink_table.options.get("path") if self.sink_table else None
-        return DeltaSink(self.name, path or lakehouse.table_path(self.name), self.primary_key)
+        partition_by = self.sink_table.partition_keys if self.sink_table else ()
+        return DeltaSink(self.name, path or lakehouse.table_path(self.name), self.primary_key, partition_by=partition_by)
 
     @property
     def lookup_tables(self) -> list[str]:

@@ -14,7 +14,9 @@ identifiers (``txnAppId`` = the sink's name and the checkpoint's query id,
 commit and the checkpoint commit changes nothing. A new checkpoint (deleted or
 reset) is a new query id: its batch ids start again at 0 and are written, not
 skipped as already committed. With Kafka offsets in the checkpoint this gives exactly-once
-results end to end.
+results end to end. :func:`checkpoint_reset` tells when a query starts on another checkpoint than
+the one that last wrote the sink (a reset or deleted checkpoint: the stream starts over on a table
+that already holds its results).
 
 The upsert table has Change Data Feed on. Paths are any Spark-supported URI
 (local folder, ``s3a://``, ``abfss://``...).
@@ -33,7 +35,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.errors import SinkError
 
-__all__ = ["DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA"]
+__all__ = ["DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset"]
 
 BATCH_ID_COLUMN = "_batch_id"
 SOURCE_OFFSETS_COLUMN = "_source_offsets"
@@ -58,12 +60,14 @@ class DeltaSink:
         path: location of the upsert table.
         primary_key: the upsert key columns (non-empty).
         changelog_path: location of the raw changelog table; ``<path>_changelog`` by default.
+        partition_by: the columns both tables are partitioned by (the sink's ``PARTITIONED BY``), empty for none.
     """
 
     name: str
     path: str
     primary_key: tuple[str, ...]
     changelog_path: str = ""
+    partition_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.primary_key:
@@ -73,21 +77,24 @@ class DeltaSink:
 
 
 def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType) -> None:
-    """Create the upsert table (Change Data Feed on) and the changelog table if they do not exist.
+    """Create the upsert table (Change Data Feed on) and the changelog table if they do not exist,
+    both partitioned by ``sink.partition_by``.
 
     Args:
         schema: the sink's columns (without ``_rowkind``/``_seq``).
 
     Raises:
-        SinkError: when a primary-key column is not in ``schema``.
+        SinkError: when a primary-key or partition column is not in ``schema``.
     """
-    missing = [k for k in sink.primary_key if k not in schema.names]
-    if missing:
-        raise SinkError(f"sink {sink.name}: primary key column(s) {missing} not among the columns {schema.names}")
+    for what, columns in (("primary key", sink.primary_key), ("partition", sink.partition_by)):
+        missing = [k for k in columns if k not in schema.names]
+        if missing:
+            raise SinkError(f"sink {sink.name}: {what} column(s) {missing} not among the columns {schema.names}")
     (
         DeltaTable.createIfNotExists(spark)
         .location(sink.path)
         .addColumns(schema)
+        .partitionedBy(*sink.partition_by)
         .property("delta.enableChangeDataFeed", "true")
         .execute()
     )
@@ -95,6 +102,7 @@ def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType)
         DeltaTable.createIfNotExists(spark)
         .location(sink.changelog_path)
         .addColumns(StructType(list(schema.fields) + list(CHANGELOG_METADATA.fields)))
+        .partitionedBy(*sink.partition_by)
         .execute()
     )
 
@@ -131,6 +139,51 @@ def _checkpoint_query_id(spark: SparkSession, checkpoint: str) -> str | None:
     return json.loads(text.splitlines()[0])["id"] if text else None
 
 
+#: How many of the newest Delta commits :func:`last_writer` reads.
+_WRITER_COMMITS = 100
+
+
+def _app_id_prefix(sink: DeltaSink) -> str:
+    return f"streamjoin-{sink.name}"
+
+
+def last_writer(spark: SparkSession, sink: DeltaSink) -> str | None:
+    """The ``txnAppId`` of the newest commit of the upsert table made by a :class:`DeltaUpsertWriter`
+    (``streamjoin-<sink>-<query id>``), among its newest 100 commits; None when there is none (a new table, or
+    only other writers such as a backfill's ``replaceWhere``). Reads the table's ``_delta_log/*.json`` commits
+    (Delta's ``txn`` actions), any Hadoop file system."""
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.hadoop.fs.Path(f"{sink.path}/_delta_log")
+    fs = log.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(log):
+        return None
+    commits = sorted((s.getPath().getName() for s in fs.listStatus(log) if s.getPath().getName().endswith(".json")), reverse=True)
+    for name in commits[:_WRITER_COMMITS]:
+        for line in (_read_checkpoint_file(spark, f"{sink.path}/_delta_log", name) or "").splitlines():
+            app_id = json.loads(line).get("txn", {}).get("appId", "")
+            if app_id.startswith(_app_id_prefix(sink) + "-"):
+                return app_id
+    return None
+
+
+def checkpoint_reset(spark: SparkSession, sink: DeltaSink, checkpoint: str) -> str | None:
+    """A warning when the query about to start on ``checkpoint`` is not the one that last wrote ``sink``, else None.
+
+    That happens when the checkpoint was deleted or replaced (reset): the query starts from its sources'
+    starting offsets again and re-applies changes the table already holds (the upserts land on the same
+    rows; the changelog table gets them a second time).
+    """
+    writer = last_writer(spark, sink)
+    if writer is None:
+        return None
+    query_id = _checkpoint_query_id(spark, checkpoint)
+    if writer == f"{_app_id_prefix(sink)}-{query_id}":
+        return None
+    now = f"a new checkpoint at {checkpoint}" if query_id is None else f"checkpoint {checkpoint} (query {query_id})"
+    return (f"sink {sink.name}: the checkpoint was reset: the table was last written by {writer}, this run starts on "
+            f"{now}; the sources are read again from their starting offsets and the changelog table gets those changes again")
+
+
 class DeltaUpsertWriter:
     """The ``foreachBatch`` function that lands a changelog stream in a Delta sink: one idempotent MERGE per micro-batch.
 
@@ -165,7 +218,7 @@ class DeltaUpsertWriter:
         """The Delta ``txnAppId`` of this writer's batches (see ``app_id`` above)."""
         if self._app_id is None:
             query_id = _checkpoint_query_id(spark, self.checkpoint)
-            self._app_id = f"streamjoin-{self.sink.name}" + (f"-{query_id}" if query_id else "")
+            self._app_id = _app_id_prefix(self.sink) + (f"-{query_id}" if query_id else "")
         return self._app_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
