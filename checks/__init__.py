@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 from checks.expectations import ExpectationCheck
 from checks.generic import generic_checks
-from checks.lineitem_with_order import lineitem_with_order_checks
-from checks.orders_by_status import orders_by_status_checks
-from checks.orders_current import orders_current_checks
-from checks.orders_in_eur import orders_in_eur_checks
-from checks.orders_shipped_fast import orders_shipped_fast_checks
-from checks.part_price_over import part_price_over_checks
+from checks.lineitem_with_order import expected_lineitem_with_order, lineitem_with_order_checks
+from checks.orders_by_status import expected_orders_by_status, orders_by_status_checks
+from checks.orders_current import expected_orders_current, orders_current_checks
+from checks.orders_in_eur import expected_orders_in_eur, orders_in_eur_checks
+from checks.orders_shipped_fast import expected_orders_shipped_fast, orders_shipped_fast_checks
+from checks.part_price_over import expected_part_price_over, part_price_over_checks
 from streamjoin.planner import SqlPipeline
 
 #: The TPC-H demo's checks, for the tables of ``sql/`` when they are loaded.
@@ -22,6 +22,16 @@ DEMO_CHECKS = [
     *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
     *orders_by_status_checks, *part_price_over_checks,
 ]
+
+#: Each TPC-H demo table's batch recomputation from the generated input (``expected(BatchInputs) -> DataFrame``).
+DEMO_EXPECTED = {
+    "orders_current": expected_orders_current,
+    "lineitem_with_order": expected_lineitem_with_order,
+    "orders_in_eur": expected_orders_in_eur,
+    "orders_shipped_fast": expected_orders_shipped_fast,
+    "orders_by_status": expected_orders_by_status,
+    "part_price_over": expected_part_price_over,
+}
 
 
 def expectation_checks(pipelines: Sequence[SqlPipeline]) -> list[ExpectationCheck]:
@@ -35,4 +45,4 @@ def asset_checks(pipelines: Sequence[SqlPipeline]) -> list:
     return [c.definition() for c in expectation_checks(pipelines)]
 
 
-__all__ = ["DEMO_CHECKS", "asset_checks", "expectation_checks"]
+__all__ = ["DEMO_CHECKS", "DEMO_EXPECTED", "asset_checks", "expectation_checks"]

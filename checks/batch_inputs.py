@@ -30,6 +30,11 @@ class BatchInputs:
         self.spark = spark
         self.changelog = changelog
 
+    def write_lookup_tables(self, root: str) -> None:
+        """Write the Delta tables the pipelines' lookup joins read (``customer_currencies``, ``part``) under ``root``."""
+        self.customer_currencies().write.format("delta").save(f"{root}/customer_currencies")
+        self.part().write.format("delta").save(f"{root}/part")
+
     def final_orders(self) -> DataFrame:
         """The orders table after every change."""
         return rows_frame(self.spark, self.changelog.final_orders().values(), ORDERS.schema)

@@ -11,14 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.batch_inputs import BatchInputs
+from checks import DEMO_EXPECTED as EXPECTED
 from checks.expectations import table_difference
-from checks.lineitem_with_order import expected_lineitem_with_order
-from checks.orders_by_status import expected_orders_by_status
-from checks.orders_current import expected_orders_current
-from checks.orders_in_eur import expected_orders_in_eur
-from checks.orders_shipped_fast import expected_orders_shipped_fast
-from checks.part_price_over import expected_part_price_over
 from streamjoin.batch import batch_query
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.pipeline import Lakehouse, run_pipeline
@@ -26,36 +20,21 @@ from streamjoin.planner import load_script, plan_script, sql_pipelines
 
 SQL_DIR = Path(__file__).parent.parent / "sql"
 
-EXPECTED = {
-    "orders_current": expected_orders_current,
-    "lineitem_with_order": expected_lineitem_with_order,
-    "orders_in_eur": expected_orders_in_eur,
-    "orders_shipped_fast": expected_orders_shipped_fast,
-    "orders_by_status": expected_orders_by_status,
-    "part_price_over": expected_part_price_over,
-}
-
 
 @pytest.fixture(scope="module")
-def inputs(spark, tpch):
-    return BatchInputs(spark, tpch)
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory, inputs):
+def lake(tmp_path_factory, tpch_inputs):
     """A lakehouse holding the dimension tables the lookup joins read."""
     root = tmp_path_factory.mktemp("lake")
-    inputs.customer_currencies().write.format("delta").save(str(root / "customer_currencies"))
-    inputs.part().write.format("delta").save(str(root / "part"))
+    tpch_inputs.write_lookup_tables(str(root))
     return Lakehouse(str(root))
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(p.stem for p in SQL_DIR.glob("*.sql")))
-def test_batch_query_equals_the_batch_expectation(name, spark, kafka_bootstrap, demo_topics, inputs, lake):
+def test_batch_query_equals_the_batch_expectation(name, spark, kafka_bootstrap, demo_topics, tpch_inputs, lake):
     [pipeline] = sql_pipelines(load_script(SQL_DIR / f"{name}.sql"))
     actual = batch_query(pipeline, spark, kafka_bootstrap, lake).cache()
-    expected = EXPECTED[name](inputs)
+    expected = EXPECTED[name](tpch_inputs)
     assert actual.columns == [c.name for c in pipeline.sink_table.physical_columns]
     assert expected.count() > 0
     difference = table_difference(actual, expected)

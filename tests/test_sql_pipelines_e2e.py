@@ -13,26 +13,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from assets.sql_pipelines import SQL_DIR, load_sql_pipelines
-from checks.batch_inputs import BatchInputs
+from checks import DEMO_EXPECTED as EXPECTED
 from checks.expectations import table_difference
-from checks.lineitem_with_order import expected_lineitem_with_order
-from checks.orders_by_status import expected_orders_by_status
-from checks.orders_current import expected_orders_current
-from checks.orders_in_eur import expected_orders_in_eur
-from checks.orders_shipped_fast import expected_orders_shipped_fast
-from checks.part_price_over import expected_part_price_over
 from streamjoin.cli import main
 
 ENGINES = ["jvm", "python"]  # the `engine` fixture's (tests/conftest.py), which restores the session's setting
-
-EXPECTED = {
-    "orders_current": expected_orders_current,
-    "lineitem_with_order": expected_lineitem_with_order,
-    "orders_in_eur": expected_orders_in_eur,
-    "orders_shipped_fast": expected_orders_shipped_fast,
-    "orders_by_status": expected_orders_by_status,
-    "part_price_over": expected_part_price_over,
-}
 
 
 def test_every_sql_pipeline_has_a_batch_query():
@@ -40,34 +25,28 @@ def test_every_sql_pipeline_has_a_batch_query():
 
 
 @pytest.fixture(scope="module")
-def inputs(spark, tpch):
-    return BatchInputs(spark, tpch)
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory, inputs):
+def lake(tmp_path_factory, tpch_inputs):
     """A lakehouse per engine, each holding the dimension tables."""
     root = tmp_path_factory.mktemp("lake")
     for engine in ENGINES:
-        inputs.customer_currencies().write.format("delta").save(str(root / engine / "customer_currencies"))
-        inputs.part().write.format("delta").save(str(root / engine / "part"))
+        tpch_inputs.write_lookup_tables(str(root / engine))
     return root
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_streamjoin_run_equals_the_batch_query(name, engine, spark, kafka_bootstrap, demo_topics, inputs, lake):
+def test_streamjoin_run_equals_the_batch_query(name, engine, spark, kafka_bootstrap, demo_topics, tpch_inputs, lake):
     code = main(["run", str(SQL_DIR / f"{name}.sql"), "--available-now", "--bootstrap-servers", kafka_bootstrap,
                  "--lakehouse", str(lake / engine), "--engine", engine])
     assert code == 0
     actual = spark.read.format("delta").load(str(lake / engine / name))
-    expected = EXPECTED[name](inputs)
+    expected = EXPECTED[name](tpch_inputs)
     assert expected.count() > 0
     assert table_difference(actual, expected).count() == 0
-    _assert_input_exercises(name, actual, inputs)
+    _assert_input_exercises(name, actual, tpch_inputs)
 
 
-def _assert_input_exercises(name, table, inputs):
+def _assert_input_exercises(name, table, tpch_inputs):
     """What makes the comparison meaningful: the rows of the input the operator must get right are there.
     (orders_current and lineitem_with_order: test_e2e_orders.py and test_e2e_lakehouse.py.)"""
     if name == "orders_in_eur":
@@ -80,7 +59,7 @@ def _assert_input_exercises(name, table, inputs):
         assert table.where("l_linenumber > 0").count() > 0
     elif name == "orders_by_status":
         # Updates moved orders between statuses and cancellations removed some: the counts are the final ones.
-        assert table.agg(F.sum("order_count")).first()[0] == inputs.final_orders().count() < len(inputs.changelog.orders)
+        assert table.agg(F.sum("order_count")).first()[0] == tpch_inputs.final_orders().count() < len(tpch_inputs.changelog.orders)
     elif name == "part_price_over":
         # Both frames, one row each per line item, and they differ (2 rows may span more or less than 7 days).
         rows = table.groupBy("l_orderkey", "l_linenumber").pivot("frame").agg(F.first("max_price"))

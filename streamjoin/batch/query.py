@@ -58,12 +58,13 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from streamjoin.batch.sources import DELETED, VALID_TO, final_table, flink_functions, read_changelog, versions, watermark, with_computed
+from streamjoin.batch.sources import DELETED, VALID_TO, final_table, read_changelog, versions, watermark, with_computed
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse
 from streamjoin.planner.catalog import Catalog, TableDef
 from streamjoin.planner.connectors import KAFKA_CONNECTORS
 from streamjoin.planner.dialect import Flink
+from streamjoin.planner.expressions import flink_functions
 from streamjoin.planner.pipelines import SqlPipeline
 from streamjoin.planner.plan import Deduplicate, IntervalJoin, Node, OverAggregate, TableScan, TemporalJoin, walk
 from streamjoin.planner.script import PlannedStatement

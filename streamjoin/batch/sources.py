@@ -21,15 +21,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
-from sqlglot import exp
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.connectors.formats import CHANGES, ERROR, changes_per_record, decode
 from streamjoin.planner.catalog import TableDef
-from streamjoin.planner.dialect import Flink
+from streamjoin.planner.expressions import flink_functions
 
 __all__ = ["PARTITION_COLUMN", "VALID_TO", "DELETED", "read_changelog", "with_computed", "final_table",
-           "versions", "watermark", "flink_functions"]
+           "versions", "watermark"]
 
 #: INT: the Kafka partition a change was read from.
 PARTITION_COLUMN = "_partition"
@@ -75,18 +74,6 @@ def read_changelog(spark: SparkSession, table: TableDef, bootstrap_servers: str)
             (F.col("offset") * changes_per_record(source.format) + F.col("c.i")).alias(SEQ_COLUMN),
         )
     )
-
-
-def flink_functions(node: exp.Expr) -> exp.Expr:
-    """A sqlglot transform giving Flink's functions their Spark spelling: ``PROCTIME()`` is the query's
-    ``CURRENT_TIMESTAMP()``, ``TO_TIMESTAMP_LTZ(epoch, 3|0)`` is ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``."""
-    if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME" and not node.expressions:
-        return exp.CurrentTimestamp()
-    if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP_LTZ" and len(node.expressions) == 2:
-        unit = {"3": "TIMESTAMP_MILLIS", "0": "TIMESTAMP_SECONDS"}.get(node.expressions[1].name)
-        if unit:
-            return exp.Anonymous(this=unit, expressions=[node.expressions[0]])
-    return node
 
 
 def with_computed(changelog: DataFrame, table: TableDef) -> DataFrame:

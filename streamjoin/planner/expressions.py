@@ -27,7 +27,7 @@ from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.types import SqlType, common_type, sql_type
 
-__all__ = ["ScopeColumn", "Scope", "resolve", "Typer", "spark_sql", "conjuncts", "and_all", "columns_of"]
+__all__ = ["ScopeColumn", "Scope", "resolve", "Typer", "spark_sql", "flink_functions", "conjuncts", "and_all", "columns_of"]
 
 #: Aggregate functions (their sqlglot classes), as Flink names them.
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
@@ -362,12 +362,18 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
             if lt is not None and rt is not None and lt.is_integral and rt.is_integral:
                 result = common_type(lt, rt)
                 return exp.cast(exp.IntDiv(this=node.this, expression=node.expression), result.root)
-        if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME" and not node.expressions:
-            return exp.CurrentTimestamp()
-        if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP_LTZ" and len(node.expressions) == 2:
-            unit = {"3": "TIMESTAMP_MILLIS", "0": "TIMESTAMP_SECONDS"}.get(node.expressions[1].name)
-            if unit:
-                return exp.Anonymous(this=unit, expressions=[node.expressions[0]])
-        return node
+        return flink_functions(node)
 
     return expression.copy().transform(rewrite, copy=False).sql(dialect="spark")
+
+
+def flink_functions(node: exp.Expr) -> exp.Expr:
+    """A sqlglot transform giving Flink's functions their Spark spelling: ``PROCTIME()`` is the query's
+    ``CURRENT_TIMESTAMP()``, ``TO_TIMESTAMP_LTZ(epoch, 3|0)`` is ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``."""
+    if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME" and not node.expressions:
+        return exp.CurrentTimestamp()
+    if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP_LTZ" and len(node.expressions) == 2:
+        unit = {"3": "TIMESTAMP_MILLIS", "0": "TIMESTAMP_SECONDS"}.get(node.expressions[1].name)
+        if unit:
+            return exp.Anonymous(this=unit, expressions=[node.expressions[0]])
+    return node

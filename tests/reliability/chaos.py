@@ -378,8 +378,7 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
         root = Path(tmp)
         lake = root / "lake"
         inputs = BatchInputs(spark, changelog)
-        inputs.customer_currencies().write.format("delta").save(str(lake / "customer_currencies"))
-        inputs.part().write.format("delta").save(str(lake / "part"))
+        inputs.write_lookup_tables(str(lake))
         view = CheckpointView(lake / "_checkpoints" / pipeline / "main", lake / pipeline)
         broker = EmbeddedKafka(root / "kafka")
         bootstrap = broker.start()
