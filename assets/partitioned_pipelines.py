@@ -22,7 +22,7 @@ from dagster import (
     multi_asset,
 )
 
-from assets.sql_pipelines import SqlPipelineDef, StreamingRunConfig, pipeline_assets
+from assets.sql_pipelines import SqlPipelineDef, StreamingRunConfig, materialize_pipeline, pipeline_assets
 from resources import KafkaResource, LakehouseResource, SparkResource, concurrency_pool
 from streamjoin.backfill import backfill, check_backfillable
 from streamjoin.errors import StreamJoinError, ValidationError
@@ -64,9 +64,6 @@ def sql_pipeline_assets(definition: SqlPipelineDef):
         return plain
     pipeline = definition.pipeline
     specs = [spec.replace_attributes(partitions_def=partitions) for spec in plain.specs]
-    # The plain asset's body runs the catch-up and continuous runs (a run without a partition).
-    unpartitioned = plain.op.compute_fn.decorated_fn
-
     @multi_asset(name=pipeline.name, specs=specs, pool=concurrency_pool(pipeline.name),
                  backfill_policy=BackfillPolicy.single_run())
     def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource,
@@ -76,7 +73,7 @@ def sql_pipeline_assets(definition: SqlPipelineDef):
             # job's `available_now: false` does not reach a run without a partition, so its name says it.
             if context.job_name == f"{pipeline.name}_streaming_job":
                 config = StreamingRunConfig(available_now=False)
-            yield from unpartitioned(context, config, spark, kafka, lakehouse)
+            yield from materialize_pipeline(pipeline, context, config, spark, kafka, lakehouse)
             return
         keys = context.partition_key_range
         first, last = dt.date.fromisoformat(keys.start), dt.date.fromisoformat(keys.end)

@@ -11,25 +11,33 @@ name. The file's leading ``--`` comment is the asset's description; its
 Materialising a pipeline asset runs its streaming query, by default with
 ``trigger(availableNow=True)``: everything the topics hold now is processed,
 then the query stops (a backfill); with ``available_now: false`` in the run
-config it runs continuously until the Dagster run is terminated. Metadata
-carries the run's progress: micro-batches, Kafka records read, rows in the
-sink, dead letters.
+config it runs continuously until the Dagster run is terminated (which stops the
+query; the next run resumes from its checkpoint). The figures come from Spark's
+progress events (:mod:`streamjoin.progress`): a continuous run reports them every
+``report_every`` micro-batches as an asset observation of the sink; a catch-up run
+ends with them summed over the run, with the Delta operation metrics of its
+commits, as materialization metadata. No table is scanned for them.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import (
-    AssetExecutionContext, AssetKey, AssetSpec, Config, MaterializeResult, MetadataValue, multi_asset,
+    AssetExecutionContext, AssetKey, AssetObservation, AssetSpec, Config, MaterializeResult, MetadataValue, multi_asset,
 )
+from pydantic import Field
 
 from resources import KafkaResource, LakehouseResource, SparkResource, concurrency_pool
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.pipeline import run_pipeline
+from streamjoin.progress import Figures
 from streamjoin.planner import SqlPipeline, load_script, sql_pipelines
 
-__all__ = ["SQL_DIR", "SqlPipelineDef", "StreamingRunConfig", "load_sql_pipelines", "pipeline_assets", "topic_key", "topic_specs"]
+__all__ = [
+    "SQL_DIR", "SqlPipelineDef", "StreamingRunConfig", "load_sql_pipelines", "materialize_pipeline", "pipeline_assets", "topic_key",
+    "topic_specs",
+]
 
 #: Where the pipelines live.
 SQL_DIR = PROJECT_ROOT / "sql"
@@ -43,6 +51,29 @@ class StreamingRunConfig(Config):
     """
 
     available_now: bool = True
+    report_every: int = Field(default=10, ge=1, description="A continuous run reports an asset observation every this many micro-batches.")
+
+
+class _Observations:
+    """``on_figures`` of a continuous run: the figures of every ``every`` micro-batches as an observation of ``asset``.
+
+    Called on the step's thread (``run_pipeline`` hands Spark's listener events over), where
+    ``context.log_event`` may be called.
+    """
+
+    def __init__(self, context: AssetExecutionContext, asset: str, every: int) -> None:
+        self.context, self.asset, self.every = context, asset, every
+        self.window = Figures()
+
+    def __call__(self, figures: Figures) -> None:
+        self.window += figures
+        if self.window.batches >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.window.batches:
+            self.context.log_event(AssetObservation(asset_key=self.asset, metadata=self.window.metadata()))
+        self.window = Figures()
 
 
 @dataclass(frozen=True)
@@ -128,35 +159,56 @@ def pipeline_assets(definition: SqlPipelineDef):
 
     @multi_asset(name=pipeline.name, specs=specs, pool=concurrency_pool(pipeline.name))
     def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource, lakehouse: LakehouseResource):
-        session = spark.session()
-        home = lakehouse.lakehouse()
-
-        def log_progress(progress) -> None:
-            context.log.info(
-                f"batch {progress.batchId}: {progress.numInputRows} records, "
-                f"{progress.processedRowsPerSecond:.0f} rows/s, sources {[(s.description, s.endOffset) for s in progress.sources]}"
-            )
-
-        # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.
-        run = run_pipeline(pipeline, session, home, kafka.servers, available_now=config.available_now, on_progress=log_progress)
-        sink = pipeline.sink(home)
-        rows = session.read.format("delta").load(sink.path).count()
-        changes = session.read.format("delta").load(sink.changelog_path).count()
-        dead = session.read.format("delta").load(pipeline.dead_letter_path(home)).count()
-        yield MaterializeResult(
-            asset_key=pipeline.name,
-            metadata={
-                "path": MetadataValue.path(sink.path),
-                "rows": rows,
-                "micro_batches": run.batches,
-                "records_read": MetadataValue.json(run.records_read),
-                "dead_letters": dead,
-                "dead_letter_table": MetadataValue.path(pipeline.dead_letter_path(home)),
-            },
-        )
-        yield MaterializeResult(
-            asset_key=f"{pipeline.name}_changelog",
-            metadata={"path": MetadataValue.path(sink.changelog_path), "changes": changes},
-        )
+        yield from materialize_pipeline(pipeline, context, config, spark, kafka, lakehouse)
 
     return _assets
+
+
+def materialize_pipeline(pipeline: SqlPipeline, context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource,
+                         kafka: KafkaResource, lakehouse: LakehouseResource):
+    """The body of a pipeline asset's run without a partition: a catch-up or a continuous run of ``pipeline``.
+
+    Yields:
+        The ``MaterializeResult`` of ``<sink>`` (the run's figures, Delta's commit metrics, ``rows`` from the
+        Delta log) and of ``<sink>_changelog`` (``changes``); a continuous run also logs an ``AssetObservation``
+        every ``config.report_every`` micro-batches.
+    """
+    session = spark.session()
+    home = lakehouse.lakehouse()
+
+    def log_progress(progress) -> None:
+        context.log.info(
+            f"batch {progress.batchId}: {progress.numInputRows} records, "
+            f"{progress.processedRowsPerSecond:.0f} rows/s, sources {[(s.description, s.endOffset) for s in progress.sources]}"
+        )
+
+    # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.
+    observations = None if config.available_now else _Observations(context, pipeline.name, config.report_every)
+    try:
+        run = run_pipeline(pipeline, session, home, kafka.servers, available_now=config.available_now,
+                           on_progress=log_progress, on_figures=observations)
+    finally:
+        if observations:  # a terminated run: the batches since the last observation
+            observations.flush()
+    sink = pipeline.sink(home)
+    merged, appended, dead = run.commits["sink"], run.commits["changelog"], run.commits["dead_letters"]
+    yield MaterializeResult(
+        asset_key=pipeline.name,
+        metadata={
+            "path": MetadataValue.path(sink.path),
+            **run.figures.metadata(),
+            # Delta answers a COUNT(*) from the per-file row counts in its log: no data file is read.
+            "rows": session.read.format("delta").load(sink.path).count(),
+            "rows_inserted": merged.get("numTargetRowsInserted", 0),
+            "rows_updated": merged.get("numTargetRowsUpdated", 0),
+            "rows_deleted": merged.get("numTargetRowsDeleted", 0),
+            "records_read": MetadataValue.json(run.records_read),
+            "dead_letters": dead.get("numOutputRows", 0),
+            "dead_letter_table": MetadataValue.path(pipeline.dead_letter_path(home)),
+        },
+    )
+    yield MaterializeResult(
+        asset_key=f"{pipeline.name}_changelog",
+        metadata={"path": MetadataValue.path(sink.changelog_path), "changes": appended.get("numOutputRows", 0)},
+    )
+

@@ -25,7 +25,8 @@ def pipeline_jobs(name: str) -> tuple:
     """The two jobs of the SQL pipeline ``name`` (its assets ``name`` and ``name_changelog``, with checks).
 
     ``<name>_job``: a backfill (``availableNow``): process what the topics hold, then stop.
-    ``<name>_streaming_job``: a continuous streaming run; terminate the Dagster run to stop the query.
+    ``<name>_streaming_job``: a continuous streaming run, reporting asset observations every ``report_every``
+    micro-batches; terminate the Dagster run to stop the query.
 
     Returns:
         ``(backfill job, streaming job)``, as ``define_asset_job`` gives them.
@@ -39,7 +40,8 @@ def pipeline_jobs(name: str) -> tuple:
         f"{name}_streaming_job", selection=selection,
         # The asset's run config (assets.sql_pipelines.StreamingRunConfig), as plain run config.
         config={"ops": {name: {"config": {"available_now": False}}}},
-        description=f"Continuous streaming run of `{name}`; terminate the run to stop the query.",
+        description=f"Continuous streaming run of `{name}`: its figures are asset observations every `report_every` "
+        "micro-batches (run config); terminate the run to stop the query.",
     )
     return backfill, streaming
 

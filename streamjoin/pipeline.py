@@ -13,6 +13,11 @@ with checkpoints under the lakehouse's ``_checkpoints/<sink>/``. With
 otherwise they run until stopped (a continuous streaming run). ``end_of_input=True``
 ends a bounded run as Flink's bounded sources end: with a +∞ watermark that flushes
 every row the operators still buffer (:mod:`streamjoin.connectors.end_of_input`).
+
+A :class:`~streamjoin.progress.ProgressQueue` listener receives both queries' progress events; the
+caller's thread turns them into :class:`~streamjoin.progress.Figures` (``on_figures``) while the run
+lives, and the run's totals, with the Delta operation metrics of the commits it made, come back in
+:class:`PipelineRun`.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from streamjoin.connectors.changelog_files import changelog_schema
 from streamjoin.connectors.end_of_input import check_not_ended, control_stream, end_input, has_ended
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
 from streamjoin.errors import ValidationError
-from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, create_sink_tables
+from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
+from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
 
 __all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"]
 
@@ -89,12 +95,30 @@ class Pipeline:
 
 @dataclass
 class PipelineRun:
-    """What a run did: micro-batches of the main query, Kafka records it read per topic, warnings (e.g. a
-    checkpoint reset, :func:`streamjoin.sink.delta.checkpoint_reset`; also logged on logger ``streamjoin``)."""
+    """What a run did.
 
-    batches: int = 0
-    records_read: dict[str, int] = field(default_factory=dict)
+    Attributes:
+        figures: the run's progress figures, summed over its micro-batches (:class:`~streamjoin.progress.Figures`).
+        commits: ``"sink"`` / ``"changelog"`` / ``"dead_letters"`` → the Delta operation metrics
+            (``operationMetrics`` of ``DESCRIBE HISTORY``, e.g. ``numTargetRowsInserted``, ``numOutputRows``)
+            summed over the commits the run made to that table: read from the Delta log, no table scan.
+        warnings: e.g. a checkpoint reset (:func:`streamjoin.sink.delta.checkpoint_reset`; also logged on
+            logger ``streamjoin``).
+    """
+
+    figures: Figures = field(default_factory=Figures)
+    commits: dict[str, dict[str, int]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def batches(self) -> int:
+        """Micro-batches of the main query."""
+        return self.figures.batches
+
+    @property
+    def records_read(self) -> dict[str, int]:
+        """Kafka records read per topic."""
+        return dict(self.figures.records_read)
 
 
 def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
@@ -104,6 +128,7 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
     changes = pipeline.changelog(
         {s.name: changelog_rows(decoded[s.name], s, end_of_input=controls.get(s.name)) for s in pipeline.sources}, lakehouse
     )
+    changes = observe_changes(changes)
     sink = pipeline.sink(lakehouse)
     sink_schema = changes.drop(ROWKIND_COLUMN, SEQ_COLUMN).schema
     create_sink_tables(spark, sink, sink_schema)
@@ -119,7 +144,7 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
         letters = dead_letters(decoded[source.name])
         bad = letters if bad is None else bad.unionByName(letters)
     dead_writer = (
-        bad.writeStream.queryName(f"{pipeline.name}_dead_letters")
+        observe_dead_letters(bad).writeStream.queryName(f"{pipeline.name}_dead_letters")
         .format("delta")
         .outputMode("append")
         .option("checkpointLocation", lakehouse.checkpoint(pipeline.name, "dead_letters"))
@@ -138,6 +163,7 @@ def run_pipeline(
     available_now: bool = True,
     end_of_input: bool = False,
     on_progress: Callable[[StreamingQueryProgress], None] | None = None,
+    on_figures: Callable[[Figures], None] | None = None,
 ) -> PipelineRun:
     """Run ``pipeline`` until its input is consumed (``available_now``) or it is stopped.
 
@@ -149,6 +175,13 @@ def run_pipeline(
             resumes when run with ``end_of_input`` again.
         on_progress: called with each progress report of the main query
             (Spark's ``StreamingQueryProgress``), e.g. to log it.
+        on_figures: called with the :class:`~streamjoin.progress.Figures` of each progress report of
+            the main query (one micro-batch) and of the dead-letter query (its dead letters only).
+
+    Both callbacks run on the caller's thread, as the events arrive (Spark's listener bus hands them
+    over through a queue). An exception raised on that thread (a callback's, or an interrupt such as
+    Dagster's run termination) stops both queries and removes the listener before it propagates;
+    the checkpoints keep what was committed, and the next run resumes from there.
 
     Returns:
         A :class:`PipelineRun` summary.
@@ -163,49 +196,59 @@ def run_pipeline(
         raise ValidationError(f"pipeline '{pipeline.name}': end of input needs an available-now (bounded) run")
     if not end_of_input:
         check_not_ended(spark, pipeline.name, folders)
-    run = PipelineRun(records_read={s.topic: 0 for s in pipeline.sources})
-    if reset := checkpoint_reset(spark, pipeline.sink(lakehouse), lakehouse.checkpoint(pipeline.name, "main")):
+    run = PipelineRun(Figures(records_read={s.topic: 0 for s in pipeline.sources}))
+    sink = pipeline.sink(lakehouse)
+    if reset := checkpoint_reset(spark, sink, lakehouse.checkpoint(pipeline.name, "main")):
         logging.getLogger("streamjoin").warning(reset)
         run.warnings.append(reset)
+    tables = {"sink": sink.path, "changelog": sink.changelog_path, "dead_letters": pipeline.dead_letter_path(lakehouse)}
+    versions = {name: table_version(spark, path) for name, path in tables.items()}
+    callbacks = (on_progress, on_figures)
     pending = {name: folder for name, folder in folders.items() if not has_ended(spark, folder)} if end_of_input else {}
     if pending:
         # First what the topics hold, then the end-of-input rows: no topic row may come after them.
-        _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, on_progress)
+        _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
         sources = {s.name: s for s in pipeline.sources}
         for name, folder in pending.items():
             end_input(spark, folder, changelog_schema(sources[name].schema), sources[name].rowtime)
-    _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, on_progress)
+    _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
+    run.commits = {name: commit_metrics(spark, path, versions[name], _OPERATIONS[name]) for name, path in tables.items()}
     return run
 
 
+#: The Delta operations the run's writers commit, per table: the writer's MERGE and changelog append,
+#: the dead-letter query's streaming appends (not, e.g., a maintenance job's OPTIMIZE).
+_OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("STREAMING UPDATE",)}
+
+
 def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str,
-                 available_now: bool, run: PipelineRun, on_progress) -> None:
-    main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now)
-    last_batch = -1
+                 available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
+    events = ProgressQueue()
+    spark.streams.addListener(events)
     try:
-        while not main.awaitTermination(2):
-            last_batch = _collect(main, last_batch, run, on_progress)
-        _collect(main, last_batch, run, on_progress)
-        dead.awaitTermination()
+        main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now)
+        ids = {str(main.id), str(dead.id)}
+        try:
+            while main.isActive:
+                _collect(events.take(ids, timeout_s=1), str(main.id), run, callbacks)
+            main.awaitTermination()  # raises the query's failure
+            dead.awaitTermination()
+        finally:
+            for query in (main, dead):
+                if query.isActive:
+                    query.stop()
+            _collect(events.take_until_terminated(ids), str(main.id), run, callbacks)
     finally:
-        for query in (main, dead):
-            if query.isActive:
-                query.stop()
+        spark.streams.removeListener(events)
 
 
-def _collect(query: StreamingQuery, last_batch: int, run: PipelineRun, on_progress) -> int:
-    """Add the progress reports newer than ``last_batch`` to ``run``; return the newest batch id."""
-    for progress in query.recentProgress:
-        if progress.batchId <= last_batch:
-            continue
-        last_batch = progress.batchId
-        run.batches += 1
-        for source in progress.sources:
-            if not source.description.startswith("KafkaV2"):
-                continue  # an end-of-input control stream
-            # Spark describes a Kafka source as "KafkaV2[Subscribe[<topic>]]".
-            topic = source.description.split("[")[-1].rstrip("]")
-            run.records_read[topic] = run.records_read.get(topic, 0) + source.numInputRows
-        if on_progress:
+def _collect(progresses: list[StreamingQueryProgress], main_id: str, run: PipelineRun, callbacks: tuple) -> None:
+    """Add the figures of ``progresses`` to ``run`` and pass them to the callbacks ``(on_progress, on_figures)``."""
+    on_progress, on_figures = callbacks
+    for progress in progresses:
+        figures = batch_figures(progress)
+        run.figures += figures
+        if on_progress and str(progress.id) == main_id:
             on_progress(progress)
-    return last_batch
+        if on_figures:
+            on_figures(figures)

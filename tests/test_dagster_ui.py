@@ -10,6 +10,7 @@ ChromeDriver (``make setup`` installs both); screenshots go to ``.local/test-art
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -56,7 +57,7 @@ def _free_port() -> int:
 class DagsterDev:
     """``dagster dev`` (webserver + daemon) on 127.0.0.1 with its own instance, local state and Kafka service."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, env: dict[str, str] | None = None):
         self.home = root / "dagster_home"
         self.home.mkdir()
         shutil.copy(PROJECT_ROOT / "dagster_project" / "dagster.yaml", self.home / "dagster.yaml")
@@ -75,6 +76,7 @@ class DagsterDev:
         }
         self.env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # the embedded default
         self.env.pop("STREAMJOIN_LAKEHOUSE", None)
+        self.env.update(env or {})
         # Created before the services start: on a new DAGSTER_HOME the webserver, the daemon and the
         # code server would each create the SQLite storage and race on its schema migrations.
         self.instance = DagsterInstance.from_config(str(self.home))
@@ -106,11 +108,12 @@ class DagsterDev:
         with urllib.request.urlopen(request, timeout=10) as response:
             return b'"LOADED"' in response.read()
 
-    def launch(self, job: str) -> str:
-        """``dagster job launch``: the run goes into the queue; its id."""
+    def launch(self, job: str, config: dict | None = None) -> str:
+        """``dagster job launch`` (with ``config`` as its run config): the run goes into the queue; its id."""
         before = {r.run_id for r in self.instance.get_runs()}
         result = subprocess.run(
-            [VENV_BIN / "dagster", "job", "launch", "-w", "workspace.yaml", "-j", job],
+            [VENV_BIN / "dagster", "job", "launch", "-w", "workspace.yaml", "-j", job,
+             *(["--config-json", json.dumps(config)] if config else [])],
             cwd=PROJECT_ROOT, env=self.env, capture_output=True, text=True, timeout=300,
         )
         assert result.returncode == 0, result.stdout + result.stderr

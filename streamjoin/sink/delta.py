@@ -35,7 +35,10 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.errors import SinkError
 
-__all__ = ["DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset"]
+__all__ = [
+    "DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset",
+    "table_version", "commit_metrics",
+]
 
 BATCH_ID_COLUMN = "_batch_id"
 SOURCE_OFFSETS_COLUMN = "_source_offsets"
@@ -105,6 +108,33 @@ def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType)
         .partitionedBy(*sink.partition_by)
         .execute()
     )
+
+
+def table_version(spark: SparkSession, path: str) -> int:
+    """The latest version of the Delta table at ``path``; -1 when there is no Delta table there."""
+    if not DeltaTable.isDeltaTable(spark, path):
+        return -1
+    return DeltaTable.forPath(spark, path).history(1).first()["version"]
+
+
+def commit_metrics(spark: SparkSession, path: str, after_version: int, operations: tuple[str, ...]) -> dict[str, int]:
+    """Delta's operation metrics summed over the table's commits after ``after_version`` whose operation is in ``operations``.
+
+    Reads only the transaction log (``DESCRIBE HISTORY``), never the data. Keys are Delta's
+    ``operationMetrics`` names, e.g. ``numTargetRowsInserted`` / ``numTargetRowsUpdated`` /
+    ``numTargetRowsDeleted`` (``MERGE``) or ``numOutputRows`` (``WRITE``, ``STREAMING UPDATE``); rows, bytes, ms.
+    Empty when no such commit.
+    """
+    latest = table_version(spark, path)
+    if latest <= after_version:
+        return {}
+    totals: dict[str, int] = {}
+    for commit in DeltaTable.forPath(spark, path).history(latest - after_version).collect():
+        if commit["version"] > after_version and commit["operation"] in operations:
+            for key, value in (commit["operationMetrics"] or {}).items():
+                if value.isdigit():
+                    totals[key] = totals.get(key, 0) + int(value)
+    return totals
 
 
 def _read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
