@@ -1,45 +1,18 @@
-"""The batch query of every ``sql/`` pipeline over the test broker's demo topics equals the hand-written
-batch expectation of ``checks/`` (two independent computations of the same table).
+"""``batch_query`` through the real broker: an upsert-kafka topic's final table equals the streaming run's.
 
-``batch_query`` plans the pipeline's SQL as a Spark batch query over the topics' retained records
-(read from the real broker, decoded, dead letters left out) and the lookup tables in Delta;
-``expected_<name>`` computes the same table from the generator's rows with the DataFrame API. Neither
-runs a streaming operator.
+The batch query of every ``sql/`` pipeline over the demo topics is compared with its streaming table by
+the generic check ``<sink>_equals_batch_query`` in ``tests/test_e2e_lakehouse.py``, where the same tables
+also pass the hand-written batch expectations of ``checks/`` (``DEMO_EXPECTED``): the batch query and the
+expectations, two computations independent of the streaming operators, agree through it.
 """
-
-from pathlib import Path
 
 import pytest
 
-from checks import DEMO_EXPECTED as EXPECTED
 from checks.expectations import table_difference
 from streamjoin.batch import batch_query
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.pipeline import Lakehouse, run_pipeline
-from streamjoin.planner import load_script, plan_script, sql_pipelines
-
-SQL_DIR = Path(__file__).parent.parent / "sql"
-
-
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory, tpch_inputs):
-    """A lakehouse holding the dimension tables the lookup joins read."""
-    root = tmp_path_factory.mktemp("lake")
-    tpch_inputs.write_lookup_tables(str(root))
-    return Lakehouse(str(root))
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("name", sorted(p.stem for p in SQL_DIR.glob("*.sql")))
-def test_batch_query_equals_the_batch_expectation(name, spark, kafka_bootstrap, demo_topics, tpch_inputs, lake):
-    [pipeline] = sql_pipelines(load_script(SQL_DIR / f"{name}.sql"))
-    actual = batch_query(pipeline, spark, kafka_bootstrap, lake).cache()
-    expected = EXPECTED[name](tpch_inputs)
-    assert actual.columns == [c.name for c in pipeline.sink_table.physical_columns]
-    assert expected.count() > 0
-    difference = table_difference(actual, expected)
-    assert difference.count() == 0, difference.limit(10).collect()
-    assert actual.count() == expected.count()
+from streamjoin.planner import plan_script, sql_pipelines
 
 
 UPSERTS = """

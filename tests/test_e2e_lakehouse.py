@@ -38,6 +38,9 @@ def test_lakehouse_job_materialises_every_pipeline_and_checks_pass(spark, kafka_
     assert {"orders_current_matches_batch", "lineitem_with_order_equals_batch_join", "orders_in_eur_equals_batch_temporal_join",
             "orders_shipped_fast_equals_batch_interval_join", "orders_by_status_equals_batch_aggregate",
             "part_price_over_equals_batch_window"} <= set(checks)
+    # ... and with its SQL run as a Spark batch query over the topics (streamjoin.batch): with the checks
+    # above, the batch query equals each hand-written expectation of checks/ too.
+    assert {f"{p}_equals_batch_query" for p in pipelines} <= set(checks)
 
     # Independently of GX: the LEFT join table equals the batch LEFT JOIN of the final inputs.
     orders = {k[0]: o for k, o in tpch.final_orders().items()}
