@@ -18,6 +18,7 @@ from assets import customer_currencies, load_sql_pipelines, part, topic_specs
 from assets.partitioned_pipelines import daily_schedule, sql_pipeline_assets
 from checks import asset_checks
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
+from jobs.maintenance import delta_maintenance_job, delta_maintenance_schedule
 from jobs.sensors import freshness_checks, kafka_lag_sensor, pipeline_run_failures
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 
@@ -34,13 +35,15 @@ def _env(name: str, default: str | None) -> EnvVar | str | None:
 
 SQL_PIPELINES = load_sql_pipelines()
 PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
+MAINTENANCE_JOB = delta_maintenance_job([p.pipeline for p in SQL_PIPELINES])
 FRESHNESS_CHECKS, FRESHNESS_SENSOR = freshness_checks([p.pipeline.name for p in SQL_PIPELINES])
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(sql_pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
     asset_checks=[*asset_checks([p.pipeline for p in SQL_PIPELINES]), *FRESHNESS_CHECKS],
-    jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
-    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES))],
+    jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job, MAINTENANCE_JOB],
+    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES)),
+               delta_maintenance_schedule(MAINTENANCE_JOB)],
     sensors=[
         # A pipeline's own threshold: kafka_lag_sensor(..., threshold=N).
         *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"])
