@@ -3,33 +3,47 @@
 Pipeline assets come from the SQL files in ``sql/`` (:mod:`assets.sql_pipelines`);
 their Great Expectations checks are in ``checks/``.
 
-Every resource reads its deployment values from the environment, so the same
-definitions run on a cluster: ``SPARK_MASTER`` (unset under spark-submit
-keeps the cluster's), ``KAFKA_BOOTSTRAP_SERVERS`` (unset: the local broker service
-of ``make kafka``), ``STREAMJOIN_LAKEHOUSE``
-(e.g. ``s3a://bucket/lakehouse``), ``TPCH_SCALE_FACTOR``.
+Every resource reads its deployment values from the environment, as ``dagster.EnvVar`` when
+set, so the same definitions run on a cluster: ``SPARK_MASTER`` (unset: ``local[2]``; an empty
+value keeps the one spark-submit set), ``SPARK_PACKAGES``, ``SPARK_SHUFFLE_PARTITIONS``,
+``KAFKA_BOOTSTRAP_SERVERS`` (unset: the local broker service of ``make kafka``),
+``STREAMJOIN_LAKEHOUSE`` (e.g. ``s3a://bucket/lakehouse``), ``TPCH_SCALE_FACTOR``.
 """
 
 import os
 
-from dagster import Definitions, in_process_executor
+from dagster import Definitions, EnvVar, in_process_executor
 
 from assets import customer_currencies, load_sql_pipelines, part, topic_specs
 from assets.partitioned_pipelines import daily_schedule, sql_pipeline_assets
 from checks import asset_checks
 from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_jobs
+from jobs.maintenance import delta_maintenance_job, delta_maintenance_schedule
 from jobs.sensors import freshness_checks, kafka_lag_sensor, pipeline_run_failures
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 
+
+def _env(name: str, default: str | None) -> EnvVar | str | None:
+    """``EnvVar(name)`` when the variable is set, else ``default``.
+
+    An ``EnvVar`` is read when a run launches and shown in the UI as environment-backed, its value left
+    out of the run config; it has no default (an unset one fails the run), so an optional setting
+    chooses between the two when the code location loads.
+    """
+    return EnvVar(name) if name in os.environ else default
+
+
 SQL_PIPELINES = load_sql_pipelines()
 PIPELINE_JOBS = {job.name: job for p in SQL_PIPELINES for job in pipeline_jobs(p.pipeline.name)}
+MAINTENANCE_JOB = delta_maintenance_job([p.pipeline for p in SQL_PIPELINES])
 FRESHNESS_CHECKS, FRESHNESS_SENSOR = freshness_checks([p.pipeline.name for p in SQL_PIPELINES])
 
 defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(sql_pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
     asset_checks=[*asset_checks([p.pipeline for p in SQL_PIPELINES]), *FRESHNESS_CHECKS],
-    jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job],
-    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES))],
+    jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job, MAINTENANCE_JOB],
+    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES)),
+               delta_maintenance_schedule(MAINTENANCE_JOB)],
     sensors=[
         # A pipeline's own threshold: kafka_lag_sensor(..., threshold=N).
         *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"])
@@ -41,10 +55,11 @@ defs = Definitions(
     # would start a Spark driver per asset, also for the ad-hoc runs the UI's "Materialize" launches.
     executor=in_process_executor,
     resources={
-        "spark": SparkResource(master=os.environ.get("SPARK_MASTER", "local[2]")),
-        # KAFKA_BOOTSTRAP_SERVERS, else the local service (`make kafka`), read when a run or sensor needs it.
-        "kafka": KafkaResource(),
-        "lakehouse": LakehouseResource(root=os.environ.get("STREAMJOIN_LAKEHOUSE", "")),
+        "spark": SparkResource(master=_env("SPARK_MASTER", "local[2]"), packages=_env("SPARK_PACKAGES", ""),
+                               shuffle_partitions=_env("SPARK_SHUFFLE_PARTITIONS", "")),
+        # Unset: the local service (`make kafka`), looked up when a run or sensor needs it.
+        "kafka": KafkaResource(bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS", None)),
+        "lakehouse": LakehouseResource(root=_env("STREAMJOIN_LAKEHOUSE", "")),
         "tpch": TpchResource(scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01"))),
     },
 )

@@ -42,15 +42,23 @@ class SparkResource(ConfigurableResource):
     """The Spark session (``streamjoin.session.spark_session``).
 
     Attributes:
-        master: Spark master; ``None`` keeps the one spark-submit / the cluster set.
+        master: Spark master; ``None`` or ``""`` keeps the one spark-submit / the cluster set.
         conf: extra Spark settings.
+        packages: ``spark.jars.packages``, Maven coordinates ``group:artifact:version``, comma-separated
+            (dependencies of the pipelines beyond the jars of ``.local/jars/spark``); ``""``: none.
+        shuffle_partitions: ``spark.sql.shuffle.partitions`` of new queries (a checkpoint keeps the number it
+            started with); ``""``: the session's (2 in local mode, Spark's 200 otherwise).
     """
 
     master: str | None = "local[2]"
     conf: dict[str, str] = {}
+    packages: str = ""
+    shuffle_partitions: str = ""
 
     def session(self) -> SparkSession:
-        return spark_session("streamjoin-dagster", master=self.master, conf=self.conf)
+        settings = {"spark.jars.packages": self.packages, "spark.sql.shuffle.partitions": self.shuffle_partitions}
+        conf = {**{k: v for k, v in settings.items() if v}, **self.conf}
+        return spark_session("streamjoin-dagster", master=self.master or None, conf=conf)
 
 
 class KafkaResource(ConfigurableResource):

@@ -68,7 +68,9 @@ class KafkaSource:
             their key JSON fields are named without it; needs ``value_fields_include="EXCEPT_KEY"``.
         value_fields_include: upsert only (Flink's ``value.fields-include``): ``"ALL"`` (the value holds every
             column) or ``"EXCEPT_KEY"`` (the value holds the non-key columns).
-        options: extra options for Spark's Kafka source (e.g. ``maxOffsetsPerTrigger``).
+        options: extra options for Spark's Kafka source (e.g. ``maxOffsetsPerTrigger``; ``kafka.<setting>`` for the
+            Kafka consumer: ``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``). They may hold secrets, so
+            they are left out of the source's ``repr`` (and so of logs and error messages).
         rowtime_range: ``(start, end)``: keep only the changes whose rowtime is in ``[start, end)`` (naive UTC
             datetimes; ``start`` None: no lower bound), filtered before the watermark; a backfill's window
             (:mod:`streamjoin.backfill`). ``None``: every change.
@@ -93,7 +95,7 @@ class KafkaSource:
     upsert: bool = False
     key_fields_prefix: str = ""
     value_fields_include: Literal["ALL", "EXCEPT_KEY"] = "ALL"
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict, repr=False)
     rowtime_range: tuple[dt.datetime | None, dt.datetime] | None = None
 
     def __post_init__(self) -> None:

@@ -395,7 +395,7 @@ def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | No
             raise error(ValidationError, source, prop, f"table '{table}': {prop.sql(Flink)} is not a 'key' = 'value' option", "table-options")
         key = prop.this.name
         if like and key in like.table.options and like.strategies["OPTIONS"] == "INCLUDING":
-            message = f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' ('{like.table.options[key]}')"
+            message = f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' ('{connectors.redact(like.table.options)[key]}')"
             raise error(ValidationError, source, prop, like.message(message, "OPTIONS"), "table-options")
         options[key] = _option_value(prop.args["value"], source)
     return options

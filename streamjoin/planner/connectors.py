@@ -11,10 +11,19 @@
 a record is an INSERT and a tombstone (null value) a DELETE of its key; the table declares Flink's upsert
 changelog mode ``[UA, D]`` (its ``DecodingFormatWrapper``; the rows come as INSERTs), which the planner normalizes where a consumer needs full rows (docs/semantics.md §1.8); it
 always reads the topic from the earliest offset, as Flink does.
+
+Deployment values: a ``properties.*`` option may name environment variables, ``${VAR}``
+(``'properties.sasl.jaas.config' = '${KAFKA_JAAS}'``), substituted when the table's Kafka source is
+built (:func:`kafka_source`, i.e. when a pipeline is planned to run; ``explain`` needs none), so a secret
+stays out of the SQL files. The table's ``options`` keep the text as written; only the Spark reader's
+options hold the value. An option whose name is sensitive (:func:`is_sensitive`, Flink's
+``GlobalConfiguration.isSensitive``) is shown as ``******`` (:func:`redact`) wherever options are shown.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, NoReturn
 
 from sqlglot import exp
@@ -28,7 +37,8 @@ from streamjoin.planner.diagnostics import SqlSource, error
 if TYPE_CHECKING:
     from streamjoin.planner.catalog import TableDef
 
-__all__ = ["CONNECTORS", "KAFKA_CONNECTORS", "check_options", "source_kinds", "kafka_source"]
+__all__ = ["CONNECTORS", "KAFKA_CONNECTORS", "SENSITIVE_KEYS", "HIDDEN_CONTENT", "check_options", "source_kinds", "kafka_source",
+           "option_value", "is_sensitive", "redact"]
 
 #: Options each connector accepts (a ``properties.`` prefix passes Kafka client settings through).
 CONNECTORS = {
@@ -45,6 +55,56 @@ _STARTUP_MODES = {"earliest-offset": "earliest", "latest-offset": "latest"}
 _MODE_KINDS = {"I": RowKind.INSERT, "UB": RowKind.UPDATE_BEFORE, "UA": RowKind.UPDATE_AFTER, "D": RowKind.DELETE}
 _UPSERT_FORMATS = ("json",)
 _VALUE_FIELDS = ("ALL", "EXCEPT_KEY")
+#: Parts of an option name that make its value a secret: Flink's ``GlobalConfiguration.SENSITIVE_KEYS``.
+SENSITIVE_KEYS = ("password", "secret", "fs.azure.account.key", "apikey", "api-key", "auth-params", "service-key", "token",
+                  "basic-auth", "jaas.config", "http-headers")
+#: What a sensitive value is shown as (Flink's ``GlobalConfiguration.HIDDEN_CONTENT``).
+HIDDEN_CONTENT = "******"
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def is_sensitive(key: str) -> bool:
+    """Whether option ``key``'s value is a secret: its lower-cased name contains one of :data:`SENSITIVE_KEYS`
+    (Flink's ``GlobalConfiguration.isSensitive``; ``properties.sasl.jaas.config``, ``properties.ssl.key.password``)."""
+    name = key.lower()
+    return any(part in name for part in SENSITIVE_KEYS)
+
+
+def redact(options: dict[str, str]) -> dict[str, str]:
+    """``options`` with every sensitive value (:func:`is_sensitive`) replaced by :data:`HIDDEN_CONTENT`, for display."""
+    return {k: HIDDEN_CONTENT if is_sensitive(k) else v for k, v in options.items()}
+
+
+def option_value(table: TableDef, key: str) -> str | None:
+    """Option ``key`` of ``table`` with every ``${VAR}`` replaced by the environment variable ``VAR``; ``None`` when unset.
+
+    Only ``properties.*`` options are substituted (the Kafka client settings a deployment supplies).
+
+    Raises:
+        ValidationError: ``FILE:LINE:COL: table 't': option 'k' names environment variable 'VAR', which is not set``,
+            pointing at the option (rule ``option-environment``); the message never holds the option's value.
+    """
+    value = table.options.get(key)
+    if value is None or not key.startswith("properties."):
+        return value
+
+    def substitute(match: re.Match) -> str:
+        if match[1] not in os.environ:
+            raise error(ValidationError, table.source, _option_node(table, key),
+                        f"table '{table.name}': option '{key}' names environment variable '{match[1]}', which is not set",
+                        "option-environment")
+        return os.environ[match[1]]
+
+    return _ENV_REFERENCE.sub(substitute, value)
+
+
+def _option_node(table: TableDef, key: str) -> exp.Expr | None:
+    # The option's own 'key' = 'value' where the table declares it; the CREATE TABLE when a LIKE table does.
+    properties = table.node.args.get("properties") if table.node is not None else None
+    for prop in properties.expressions if properties else []:
+        if type(prop) is exp.Property and isinstance(prop.this, exp.Literal) and prop.this.name == key:
+            return prop
+    return table.node
 
 
 def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: str, source: SqlSource, at: exp.Expr) -> None:
@@ -58,7 +118,8 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
         ValidationError: an unknown connector, an option the connector does not take, a missing required
             option, an unsupported format, a format option of another format, an ``upsert-kafka`` table
             without a primary key, with a non-insert-only format or a key prefix that does not fit
-            (messages after Flink's ``UpsertKafkaDynamicTableFactory`` and ``KafkaConnectorOptionsUtil``).
+            (messages after Flink's ``UpsertKafkaDynamicTableFactory`` and ``KafkaConnectorOptionsUtil``), a ``${VAR}``
+            outside ``properties.*``.
         UnsupportedPlanError: a ``scan.startup.mode`` other than ``earliest-offset`` / ``latest-offset``.
     """
     def fail(message: str, rule: str = "table-options", kind: type[Exception] = ValidationError) -> NoReturn:
@@ -71,6 +132,8 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
     for key in options:
         if key not in allowed and not (connector in KAFKA_CONNECTORS and key.startswith("properties.")):
             fail(f"unsupported option '{key}' for connector '{connector}'; supported: {', '.join(allowed)}")
+        if _ENV_REFERENCE.search(options[key]) and not key.startswith("properties."):
+            fail(f"option '{key}' names an environment variable; only 'properties.*' options are substituted", "option-environment")
     if connector == "kafka":
         _check_kafka(options, fail)
     elif connector == "upsert-kafka":
@@ -149,9 +212,13 @@ def kafka_source(table: TableDef) -> KafkaSource:
 
     A rowtime that is a physical column gets its watermark from the source; a computed rowtime gets it
     after the computed columns (the planner's scan). ``upsert-kafka`` reads from the earliest offset.
+    ``properties.<setting>`` (SASL/SSL included) becomes Spark's ``kafka.<setting>``, its ``${VAR}`` substituted.
+
+    Raises:
+        ValidationError: a ``${VAR}`` that is not set (:func:`option_value`).
     """
     options = table.options
-    spark_options = {f"kafka.{k[len('properties.'):]}": v for k, v in options.items()
+    spark_options = {f"kafka.{k[len('properties.'):]}": option_value(table, k) for k in options
                      if k.startswith("properties.") and k != "properties.bootstrap.servers"}
     mode = options.get("scan.startup.mode", "earliest-offset")
     if mode != "earliest-offset":

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse, Pipeline
 from streamjoin.planner.catalog import Catalog, TableDef
-from streamjoin.planner.connectors import KAFKA_CONNECTORS
+from streamjoin.planner.connectors import KAFKA_CONNECTORS, option_value
 from streamjoin.planner.diagnostics import SqlSource
 from streamjoin.planner.plan import LookupJoin, TableScan, walk
 from streamjoin.planner.script import PlannedStatement, Script
@@ -150,7 +150,7 @@ def bootstrap_servers(pipelines: list[SqlPipeline], override: str | None = None)
     for pipeline in pipelines:
         for scan in walk(pipeline.statement.sink):
             if isinstance(scan, TableScan) and scan.table.connector in KAFKA_CONNECTORS:
-                value = scan.table.options.get("properties.bootstrap.servers")
+                value = option_value(scan.table, "properties.bootstrap.servers")
                 if value:
                     declared.add(value)
     if len(declared) != 1:
