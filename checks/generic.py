@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checks.expectations import ExpectationCheck, expectation_check, table_difference
+from streamjoin.backfill import BACKFILL_BATCH_ID
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.planner import SqlPipeline
 from streamjoin.sink.delta import BATCH_ID_COLUMN, PROCESSING_TIME_COLUMN
@@ -56,11 +57,16 @@ def changelog_violations(changelog: DataFrame, key: Sequence[str]) -> DataFrame:
     - ``+I`` of a key already present ("+I of a key already present"),
     - ``+U`` as the key's first change ("+U of a key never inserted").
 
+    Only the streaming run's changes are checked: a backfill's (``_batch_id`` =
+    :data:`~streamjoin.backfill.BACKFILL_BATCH_ID`, docs/backfill.md) restate whole days as ``+I`` rows
+    beside them, a replacement of those days rather than a continuation of the stream.
+
     Args:
         changelog: a ``<sink>_changelog`` table (sink columns + ``_rowkind``, ``_seq``, ``_batch_id``,
             ``_processing_time``, …; ``streamjoin/sink/delta.py``).
         key: the sink's primary-key columns.
     """
+    changelog = changelog.where(F.col(BATCH_ID_COLUMN) != BACKFILL_BATCH_ID)
     order = Window.partitionBy(*key).orderBy(PROCESSING_TIME_COLUMN, BATCH_ID_COLUMN, SEQ_COLUMN)
     kind = F.col(ROWKIND_COLUMN)
     previous, following = F.lag(kind).over(order), F.lead(kind).over(order)

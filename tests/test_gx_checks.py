@@ -188,3 +188,14 @@ def test_the_committed_gx_folder_holds_every_check_of_the_code_location(tmp_path
         "checks.expectation_checks of dagster_project.definitions.SQL_PIPELINES"
     )
     assert json.loads((root / "checkpoints" / "orders_current_primary_key.json").read_text())["actions"][0]["type"] == "update_data_docs"
+
+
+def test_a_backfills_restated_days_are_not_changes_of_the_stream(spark):
+    import datetime as dt
+
+    t0, t1 = dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)
+    # The stream inserted key 1; a later backfill restated its day as +I (tagged _batch_id -1, docs/backfill.md).
+    rows = [(1, "a", "+I", 0, 0, t0), (1, "a", "+I", 0, -1, t1), (2, "b", "+I", 0, 1, t1), (2, "b", "+I", 1, 1, t1)]
+    df = changelog_violations(spark.createDataFrame(rows, CHANGELOG), ["k"])
+    assert sorted((r.k, r._batch_id, r[VIOLATION_COLUMN] or "") for r in df.collect()) == [
+        (1, 0, ""), (2, 1, ""), (2, 1, "+I of a key already present")]
