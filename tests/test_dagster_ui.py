@@ -398,10 +398,13 @@ def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, brow
     while (status := dagster_dev.instance.get_backfill(backfill.backfill_id).status) in {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING}:
         assert time.monotonic() < deadline, f"backfill {backfill.backfill_id} still {status} after 600 s"
         time.sleep(2)
+    driver.get(f"{dagster_dev.url}/runs/b/{backfill.backfill_id}")
+    WebDriverWait(driver, 60).until(lambda d: f"{days[0]}...{days[1]}" in d.find_element("tag name", "body").text)
+    _shot(driver, "9-backfill-completed")
     runs = dagster_dev.instance.get_runs(filters=RunsFilter(tags={BACKFILL_ID_TAG: backfill.backfill_id}))
     assert len(runs) == 1, runs
     assert runs[0].status == DagsterRunStatus.SUCCESS, dagster_dev.failure(runs[0].run_id)
-    assert status == BulkActionStatus.COMPLETED_SUCCESS, status
+    assert status == BulkActionStatus.COMPLETED_SUCCESS and "Succeeded" in driver.find_element("tag name", "body").text, status
     checks = dagster_dev.check_results(runs[0].run_id)
     assert checks and all(c.passed for c in checks.values()), checks
     for key in (asset, f"{asset}_changelog"):
@@ -409,8 +412,3 @@ def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, brow
     [materialization] = [r.event_log_entry.asset_materialization for r in dagster_dev.instance.fetch_materializations(AssetKey(asset), limit=10).records
                          if r.run_id == runs[0].run_id and r.event_log_entry.asset_materialization.partition == days[0]]
     assert materialization.metadata["days"].value == f"{days[0]}..{days[1]}" and materialization.metadata["rows"].value > 0
-
-    driver.get(f"{dagster_dev.url}/runs/b/{backfill.backfill_id}")
-    WebDriverWait(driver, 60).until(lambda d: f"{days[0]}...{days[1]}" in d.find_element("tag name", "body").text)
-    assert "Succeeded" in driver.find_element("tag name", "body").text
-    _shot(driver, "9-backfill-completed")
