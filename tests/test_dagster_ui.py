@@ -4,14 +4,18 @@
 through ``dagster dev`` (webserver, daemon, code server) on a temporary ``DAGSTER_HOME`` with the
 project's ``dagster.yaml``, so runs are queued by the run coordinator and executed by Dagster's run
 worker in a fresh process, as in production. Kafka is the local broker service (``streamjoin kafka
-start``), started by the test on its temporary local folder and stopped after it. The UI is driven by Debian's Chromium through its
-ChromeDriver (``make setup`` installs both); screenshots go to ``.local/test-artifacts/dagster-ui/``.
+start``), started by the test on its temporary local folder and stopped after it; Great Expectations is a copy
+of the project's ``gx/`` context (``GX_HOME``), so the checks' Data Docs are built there and the project folder is
+not written. The UI is driven by Debian's Chromium through its ChromeDriver (``make setup`` installs both);
+screenshots go to ``.local/test-artifacts/dagster-ui/``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from dagster import AssetCheckSeverity, DagsterInstance, DagsterRunStatus
+from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from streamjoin.config import PROJECT_ROOT, local_dir
 from streamjoin.connectors.kafka_service import start_service, stop_service
@@ -69,10 +73,14 @@ class DagsterDev:
         self.state = state
         # The local service of `make kafka`, on this local state: the runs and sensors find it there.
         self.kafka, _ = start_service(state / "kafka")
+        # The project's GX context without its results: the checks add theirs and build Data Docs here.
+        self.gx = root / "gx"
+        shutil.copytree(PROJECT_ROOT / "gx", self.gx, ignore=shutil.ignore_patterns("uncommitted"))
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ, "DAGSTER_HOME": str(self.home), "STREAMJOIN_LOCAL_DIR": str(state), "TPCH_SCALE_FACTOR": "0.001",
+            "GX_HOME": str(self.gx),
         }
         self.env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # the embedded default
         self.env.pop("STREAMJOIN_LAKEHOUSE", None)
@@ -243,19 +251,30 @@ def _materialize_selected(driver) -> None:
     _click(driver, "//button[normalize-space()='Confirm']")
 
 
-def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue(dagster_dev, browser):
-    """Two launches of one pipeline run one after the other (its pool); another pipeline's run overlaps with them."""
+def _jump_to(driver, url: str, asset: str) -> None:
+    """The global asset lineage graph with ``asset`` selected and in view."""
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver = browser
-    driver.get(f"{dagster_dev.url}/asset-groups")  # the global asset lineage graph
+    driver.get(f"{url}/asset-groups")
     jump = WebDriverWait(driver, 120).until(lambda d: d.find_elements("xpath", "//input[@placeholder='Jump to…']"))[0]
     time.sleep(2)  # the welcome dialog opens once the page has settled
     _dismiss_welcome(driver)
     # The graph draws only the nodes in view: "Jump to" selects the asset and brings it there.
-    jump.send_keys("orders_current", Keys.ENTER)
-    WebDriverWait(driver, 60).until(lambda d: d.find_elements("xpath", "//h3[normalize-space()='orders_current']"))
+    jump.send_keys(asset, Keys.ENTER)
+    WebDriverWait(driver, 60).until(lambda d: d.find_elements("xpath", f"//h3[normalize-space()='{asset}']"))
+
+
+def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev, browser):
+    """Two launches of one pipeline run one after the other (its pool); another pipeline's run overlaps with them.
+
+    Then the UI shows the run's asset checks passed, and the Data Docs page linked from a check's
+    metadata shows that validation (the check's suite, the run, its expectations).
+    """
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser
+    _jump_to(driver, dagster_dev.url, "orders_current")
     _shot(driver, "1-asset-graph-orders_current-selected")
 
     before = {r.run_id for r in dagster_dev.runs()}
@@ -305,3 +324,91 @@ def test_materialize_from_the_asset_graph_and_a_second_launch_waits_in_the_queue
     driver.get(f"{dagster_dev.url}/assets/orders_current?view=checks")
     WebDriverWait(driver, 60).until(lambda d: "Passed" in d.find_element("tag name", "body").text)
     _shot(driver, "4-checks-passed")
+
+    # The asset's lineage graph: its node shows the checks' outcome beside the materialisation.
+    driver.get(f"{dagster_dev.url}/assets/orders_current?view=lineage")
+    passed = WebDriverWait(driver, 60).until(lambda d: re.search(r"(\d+) / (\d+) Passed", d.find_element("tag name", "body").text))
+    _shot(driver, "5-asset-graph-with-checks")
+    own = [name for name in dagster_dev.check_results(second) if name.startswith("orders_current:")]  # not the changelog's
+    assert passed[1] == passed[2] == str(len(own)), passed[0]
+
+    # The primary-key check of the second run, as its detail in the Checks tab shows it.
+    check = "orders_current_primary_key"
+    evaluation = dagster_dev.check_results(second)[f"orders_current:{check}"]
+    assert evaluation.passed
+    docs_url = evaluation.metadata["data_docs"].value
+    assert docs_url.startswith(f"file://{dagster_dev.gx}/uncommitted/data_docs/local_site/validations/{check}/")
+    # Its latest execution (the second run's) shows the metadata, the data_docs link among it.
+    driver.get(f"{dagster_dev.url}/assets/orders_current?view=checks&checkDetail={check}")
+    link = WebDriverWait(driver, 60).until(lambda d: d.find_elements("xpath", "//a[starts-with(@href, 'file://')]"))[0]
+    _shot(driver, "6-check-metadata-data-docs-link")
+    assert link.get_attribute("href") == docs_url
+    # Chromium does not follow a file:// link from an http:// page ("Not allowed to load local resource"):
+    # the browser opens the link's address itself.
+    driver.get(link.get_attribute("href"))
+    WebDriverWait(driver, 30).until(lambda d: check in d.find_element("tag name", "body").text)
+    page = driver.find_element("tag name", "body").text
+    _shot(driver, "7-data-docs-validation")
+    (ARTIFACTS / "7-data-docs-validation.txt").write_text(page)
+    assert "Succeeded" in page and second in page, page[:2000]
+    for expectation in ("values must never be null", "values must be unique"):
+        assert expectation in page, page[:2000]
+
+
+def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, browser, tpch):
+    """Materialize on the day-partitioned ``orders_shipped_fast`` opens the partition dialog; a 2-day range
+    launched from it is one backfill (one run: ``BackfillPolicy.single_run``) that materialises both days."""
+    from dagster._core.execution.backfill import BulkActionStatus
+    from dagster._core.storage.tags import BACKFILL_ID_TAG
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # Two consecutive days on which orders were placed (the sink's day is the placement's).
+    placed = {e["event_time"].date() for e in tpch.order_events if e["op"] == "c"}
+    pairs = sorted(day for day in placed if day + dt.timedelta(days=1) in placed)
+    first = pairs[len(pairs) // 2]
+    days = [first.isoformat(), (first + dt.timedelta(days=1)).isoformat()]
+
+    asset = "orders_shipped_fast"
+    # Its demo checks compare the whole table with the batch query over all the topics: the days are
+    # backfilled into a table that a catch-up run filled, as when a changed pipeline is re-applied to history.
+    full = dagster_dev.wait(dagster_dev.launch(f"{asset}_job"))
+    assert full.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(full.run_id)
+
+    driver = browser
+    _jump_to(driver, dagster_dev.url, asset)
+    _materialize_selected(driver)
+    # The dialog opens on the recent days; the pipeline's partitions start in 2002.
+    _click(driver, "//*[normalize-space()='Show all partitions']")
+    field = WebDriverWait(driver, 60).until(lambda d: [i for i in d.find_elements("xpath", "//input[starts-with(@placeholder, 'ex: ')]") if i.is_displayed()])[0]
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.DELETE, f"[{days[0]}...{days[1]}]", Keys.ENTER)
+    _shot(driver, "8-backfill-dialog-two-days")
+
+    before = {b.backfill_id for b in dagster_dev.instance.get_backfills()}
+    _click(driver, "//button[normalize-space()='Launch backfill']")
+    deadline = time.monotonic() + 60
+    while not (new := [b for b in dagster_dev.instance.get_backfills() if b.backfill_id not in before]):
+        if time.monotonic() > deadline:
+            _shot(driver, "8b-backfill-not-launched")
+            raise AssertionError("clicking Launch backfill launched no backfill")
+        time.sleep(1)
+    [backfill] = new
+    deadline = time.monotonic() + 600
+    while (status := dagster_dev.instance.get_backfill(backfill.backfill_id).status) in {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING}:
+        assert time.monotonic() < deadline, f"backfill {backfill.backfill_id} still {status} after 600 s"
+        time.sleep(2)
+    driver.get(f"{dagster_dev.url}/runs/b/{backfill.backfill_id}")
+    WebDriverWait(driver, 60).until(lambda d: f"{days[0]}...{days[1]}" in d.find_element("tag name", "body").text)
+    _shot(driver, "9-backfill-completed")
+    runs = dagster_dev.instance.get_runs(filters=RunsFilter(tags={BACKFILL_ID_TAG: backfill.backfill_id}))
+    assert len(runs) == 1, runs
+    assert runs[0].status == DagsterRunStatus.SUCCESS, dagster_dev.failure(runs[0].run_id)
+    assert status == BulkActionStatus.COMPLETED_SUCCESS and "Succeeded" in driver.find_element("tag name", "body").text, status
+    checks = dagster_dev.check_results(runs[0].run_id)
+    assert checks and all(c.passed for c in checks.values()), checks
+    for key in (asset, f"{asset}_changelog"):
+        assert set(days) <= dagster_dev.instance.get_materialized_partitions(AssetKey(key)), key
+    [materialization] = [r.event_log_entry.asset_materialization for r in dagster_dev.instance.fetch_materializations(AssetKey(asset), limit=10).records
+                         if r.run_id == runs[0].run_id and r.event_log_entry.asset_materialization.partition == days[0]]
+    assert materialization.metadata["days"].value == f"{days[0]}..{days[1]}" and materialization.metadata["rows"].value > 0
