@@ -19,7 +19,7 @@ from dagster_graphql import DagsterGraphQLClient
 from checks.batch_inputs import BatchInputs
 from checks.expectations import table_difference
 from checks.orders_current import expected_orders_current
-from streamjoin.connectors.embedded_kafka import kafka_cluster
+from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
 from test_dagster_ui import FINISHED, DagsterDev
@@ -55,7 +55,8 @@ def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(t
     root = tmp_path_factory.mktemp("dagster-streaming")
     records = [(str(c.row["o_orderkey"]), debezium_record(c)) for c in tpch.orders_changes()]
     parts = [records[: len(records) // 3], records[len(records) // 3: 2 * len(records) // 3], records[2 * len(records) // 3:]]
-    with kafka_cluster(root / "kafka") as bootstrap:
+    with EmbeddedKafka(root / "kafka") as broker:
+        bootstrap = broker.bootstrap_servers
         ensure_topics(bootstrap, {ORDERS.topic: 2})
         produce(bootstrap, ORDERS.topic, parts[0])
         dev = DagsterDev(root, env={"KAFKA_BOOTSTRAP_SERVERS": bootstrap})
