@@ -36,6 +36,7 @@ from streamjoin.runtime.timers import MIN_TIME
 from streamjoin.testing.engines import Watermark, capture, run_engines, visits
 from test_deduplicate import streams as dedup_streams
 from test_group_aggregate import ALL, KV, changelogs, group_function
+from test_interval_join import STREAM_PARAMETERS as INTERVAL_PARAMETERS
 from test_interval_join import generate as interval_rows
 from test_over_aggregate import AGGREGATES as OVER_AGGREGATES
 from test_over_aggregate import KVI, event_time_streams, over_function
@@ -195,13 +196,7 @@ def back_to_ints(changes, rowtimes):
 
 
 @EXAMPLES
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    how=st.sampled_from(["inner", "left", "right", "full"]),
-    lower=st.integers(-15, 10),
-    width=st.integers(0, 20),
-    delay=st.integers(0, 6),
-)
+@given(**INTERVAL_PARAMETERS)
 def test_interval_join(spark, seed, how, lower, width, delay):
     bounds = IntervalBounds(lower, lower + width)
     driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))

@@ -443,15 +443,18 @@ def check_against_batch(rows, how, bounds, delay, residual=None):
     return late, not_stored
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+#: The drawn parameters of a random interval-join stream (:func:`generate`): join type, bounds, watermark delay.
+STREAM_PARAMETERS = dict(
     seed=st.integers(0, 2**32 - 1),
     how=st.sampled_from(["inner", "left", "right", "full"]),
     lower=st.integers(-15, 10),
     width=st.integers(0, 20),
     delay=st.integers(0, 6),
-    residual=st.sampled_from([None, id_residual]),
 )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**STREAM_PARAMETERS, residual=st.sampled_from([None, id_residual]))
 def test_random_streams_equal_batch_join_over_rows_that_were_not_late(seed, how, lower, width, delay, residual):
     rows = generate(random.Random(seed), 60, 4, delay, late_share=0.1)
     check_against_batch(rows, how, IntervalBounds(lower, lower + width), delay, residual)
