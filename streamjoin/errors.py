@@ -11,6 +11,7 @@
     ├── EngineError                          the jvm engine cannot run: its jar is missing or built for another Spark
     └── ConnectorError                       an external system a connector talks to failed
         ├── EmbeddedKafkaError               the embedded broker cannot be set up, did not start, or died
+        ├── TopicRecreatedError              a topic was deleted and created again under a checkpoint
         └── ConnectorTimeoutError (also TimeoutError)  a wait on a Kafka cluster ran out
 
 The classes that replace a builtin (``ValueError``, ``TimeoutError``) also subclass it, so
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "SinkError",
-    "ConnectorError", "EmbeddedKafkaError", "ConnectorTimeoutError", "EngineError",
+    "ConnectorError", "EmbeddedKafkaError", "TopicRecreatedError", "ConnectorTimeoutError", "EngineError",
 ]
 
 
@@ -63,6 +64,11 @@ class ConnectorError(StreamJoinError):
 
 class EmbeddedKafkaError(ConnectorError):
     """The embedded broker cannot be set up, did not start, or died."""
+
+
+class TopicRecreatedError(ConnectorError):
+    """A Kafka topic a checkpoint reads was deleted and created again: its offsets no longer apply
+    (``streamjoin.connectors.topic_identity``)."""
 
 
 class ConnectorTimeoutError(ConnectorError, TimeoutError):

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
@@ -34,6 +35,7 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.changelog_files import changelog_schema
 from streamjoin.connectors.end_of_input import check_not_ended, control_stream, end_input, has_ended
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
+from streamjoin.connectors.topic_identity import TopicIdentity
 from streamjoin.errors import ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
 from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
@@ -121,7 +123,8 @@ class PipelineRun:
         return dict(self.figures.records_read)
 
 
-def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
+def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool,
+           identity: TopicIdentity) -> tuple[StreamingQuery, StreamingQuery]:
     decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
     folders = pipeline.end_of_input_folders(lakehouse)
     controls = {s.name: control_stream(spark, folders[s.name], changelog_schema(s.schema)) for s in pipeline.sources if s.name in folders}
@@ -134,9 +137,16 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
     create_sink_tables(spark, sink, sink_schema)
 
     main_checkpoint = lakehouse.checkpoint(pipeline.name, "main")
+    identity.check()  # before anything is read: a topic recreated while the pipeline was down
+    upsert = DeltaUpsertWriter(sink, main_checkpoint)
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        identity.check()  # a topic recreated while the query runs: nothing of this batch reaches Delta
+        upsert(batch, batch_id)
+
     writer = (
         changes.writeStream.queryName(pipeline.name)
-        .foreachBatch(DeltaUpsertWriter(sink, main_checkpoint))
+        .foreachBatch(write)
         .option("checkpointLocation", main_checkpoint)
     )
     bad = None
@@ -189,6 +199,9 @@ def run_pipeline(
     Raises:
         ValidationError: ``end_of_input`` without ``available_now``; a run without ``end_of_input`` on a
             pipeline whose input has ended.
+        TopicRecreatedError: a topic the checkpoint has read was deleted and created again
+            (:mod:`streamjoin.connectors.topic_identity`), found before the run starts or before a
+            micro-batch is written.
         pyspark.errors.StreamingQueryException: when a query fails.
     """
     folders = pipeline.end_of_input_folders(lakehouse)
@@ -224,14 +237,21 @@ _OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("ST
 def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str,
                  available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
     events = ProgressQueue()
+    identity = TopicIdentity(spark, lakehouse.checkpoint(pipeline.name, "main"), bootstrap_servers,
+                             [s.topic for s in pipeline.sources])
     spark.streams.addListener(events)
     try:
-        main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now)
+        main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now, identity)
         ids = {str(main.id), str(dead.id)}
         try:
             while main.isActive:
                 _collect(events.take(ids, timeout_s=1), str(main.id), run, callbacks)
-            main.awaitTermination()  # raises the query's failure
+            try:
+                main.awaitTermination()  # raises the query's failure
+            except StreamingQueryException:
+                # Spark's own "offsets went back" failure (failOnDataLoss) is a recreated topic: say so.
+                identity.check()
+                raise
             dead.awaitTermination()
         finally:
             for query in (main, dead):

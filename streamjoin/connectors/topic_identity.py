@@ -1,0 +1,119 @@
+"""Which Kafka topics a checkpoint's offsets belong to: a topic deleted and recreated under a pipeline is refused.
+
+Spark's Kafka source keeps offsets per topic *name*. When a topic is deleted and created again, the
+new topic's offsets start at 0 again:
+
+- if the new topic holds fewer records than the checkpoint's offset, Spark notices that offsets went
+  back (``failOnDataLoss``, on by default) and fails the query;
+- if it already holds more, Spark reads on from the old offset and silently skips the new topic's
+  first records — rows lost, without an error.
+
+Kafka gives every topic a unique id when it is created (KIP-516, Kafka 2.8+). A pipeline records the
+ids of its topics beside its checkpoint (``<checkpoint>/streamjoin/topic_ids.json``) and compares them
+before it starts and before each micro-batch is written: a changed id is a
+:class:`~streamjoin.errors.TopicRecreatedError` naming the topic, both ids and how to go on, and no
+row of that micro-batch reaches Delta. (Flink's Kafka source has the same blind spot: its offsets are
+per topic name too.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import SparkSession
+
+from streamjoin.errors import ConnectorError, TopicRecreatedError
+
+__all__ = ["TOPIC_IDS_FILE", "topic_ids", "TopicIdentity"]
+
+#: Where, under a query's checkpoint folder, the topic ids are kept (Spark owns the rest of the folder).
+TOPIC_IDS_FILE = "streamjoin/topic_ids.json"
+
+
+def topic_ids(bootstrap_servers: str, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
+    """Each topic's id (Kafka's ``Uuid`` as text), e.g. ``{"orders": "lT0S3s…"}``; a topic that does not exist is left out.
+
+    Raises:
+        ConnectorError: when the cluster cannot be asked (other than for a missing topic).
+    """
+    names = sorted(set(topics))
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    ids = {}
+    for name, future in futures.items():
+        try:
+            ids[name] = str(future.result().topic_id)
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue  # not created yet: Spark's source reports a missing topic itself
+            raise ConnectorError(f"cannot describe Kafka topic '{name}' at {bootstrap_servers}: {e.args[0].str()}") from e
+    return ids
+
+
+class TopicIdentity:
+    """The topic ids recorded for one streaming query's checkpoint, and the check against the cluster's.
+
+    Args:
+        spark: reads and writes the record through Hadoop's file system API (checkpoints may be remote).
+        checkpoint: the query's checkpoint folder.
+        bootstrap_servers: the cluster the query reads.
+        topics: the topics the query reads.
+    """
+
+    def __init__(self, spark: SparkSession, checkpoint: str, bootstrap_servers: str, topics: Iterable[str]) -> None:
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.bootstrap_servers = bootstrap_servers
+        self.topics = sorted(set(topics))
+        self._recorded: dict[str, str] | None = None
+
+    def check(self) -> None:
+        """Compare the cluster's topic ids with the recorded ones; record the ids of topics seen for the first time.
+
+        Raises:
+            TopicRecreatedError: a topic's id differs from the one recorded (it was deleted and created again).
+            ConnectorError: the cluster cannot be asked.
+        """
+        current = topic_ids(self.bootstrap_servers, self.topics)
+        recorded = self._read() if self._recorded is None else self._recorded
+        for topic, old in sorted(recorded.items()):
+            new = current.get(topic)
+            if new is not None and new != old:
+                raise TopicRecreatedError(
+                    f"Kafka topic '{topic}' was deleted and created again (topic id {old} -> {new}): the offsets in "
+                    f"the checkpoint {self.checkpoint} belong to the deleted topic, so reading on would skip or "
+                    "re-read records. To read the new topic from its earliest offset, remove the pipeline's "
+                    "checkpoints (the folder holding this one); the sink table keeps its rows and the new "
+                    "topic's changes are applied over them."
+                )
+        if any(topic not in recorded for topic in current):
+            self._write({**current, **recorded})
+        self._recorded = {**current, **recorded}
+
+    def _path(self):
+        return self.spark.sparkContext._jvm.org.apache.hadoop.fs.Path(f"{self.checkpoint}/{TOPIC_IDS_FILE}")
+
+    def _fs(self, path):
+        return path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+
+    def _read(self) -> dict[str, str]:
+        path = self._path()
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return {}
+        stream = fs.open(path)
+        try:
+            return json.loads(self.spark.sparkContext._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def _write(self, ids: dict[str, str]) -> None:
+        path = self._path()
+        stream = self._fs(path).create(path, True)  # overwrite: one small file, rewritten whole
+        try:
+            stream.write(bytearray(json.dumps(ids, sort_keys=True).encode()))
+        finally:
+            stream.close()
