@@ -33,14 +33,16 @@ from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJo
 from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalRowTimeJoin, temporal_join
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.runtime.timers import MIN_TIME
-from streamjoin.testing.engines import Watermark, capture, run_engines, visits
+from streamjoin.testing.engines import ProcessingTime, Visit, Watermark, capture, run_engines, run_two_steps, visits
 from test_deduplicate import streams as dedup_streams
 from test_group_aggregate import ALL, KV, changelogs, group_function
 from test_interval_join import STREAM_PARAMETERS as INTERVAL_PARAMETERS
+from test_interval_join import ResidualPipeline, id_residual
 from test_interval_join import generate as interval_rows
 from test_over_aggregate import AGGREGATES as OVER_AGGREGATES
-from test_over_aggregate import KVI, event_time_streams, over_function
-from test_regular_join_property import LEFT_SCHEMA, RIGHT_SCHEMA, interleave, random_changelog
+from test_over_aggregate import KV as OVER_KV
+from test_over_aggregate import KVI, event_time_streams, instants, over_function, replay_instants
+from test_regular_join_property import LEFT_SCHEMA, RIGHT_SCHEMA, greater, interleave, random_changelog
 from test_temporal_join import generate as temporal_events
 
 #: Rowtimes are drawn as small ints; on Spark they are ms after this (Spark's watermark starts at 0).
@@ -211,6 +213,30 @@ def test_interval_join(spark, seed, how, lower, width, delay):
     assert Counter(back_to_ints(run.changes(), {2, 5})) == Counter(driver.changelog)
 
 
+#: :func:`test_interval_join.id_residual` as the Spark SQL predicate: over ids ``L<n>`` / ``R<m>``,
+#: NULL when ``n + m`` is a multiple of 5, else whether it is not a multiple of 3.
+ID_RESIDUAL = ("CASE WHEN (int(substring(lid, 2)) + int(substring(rid, 2))) % 5 = 0 THEN NULL "
+               "ELSE (int(substring(lid, 2)) + int(substring(rid, 2))) % 3 <> 0 END")
+
+
+@EXAMPLES
+@given(**{**INTERVAL_PARAMETERS, "how": st.sampled_from(["left", "right", "full"])})
+def test_interval_join_with_a_residual(spark, seed, how, lower, width, delay):
+    """Outer interval join with a residual: the candidate step and ResidualPadding chained on each engine."""
+    pipeline = ResidualPipeline(how, IntervalBounds(lower, lower + width), (3, 3), id_residual, (delay, delay))
+    schemas = [StructType([StructField(f"{p}{c}", t) for c, t in ID_KEY_TIME]) for p in "lr"]
+    arrivals = [(side, RowKind.INSERT, (ident, key, t)) for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)]
+    (left, right), marks = two_inputs(spark, schemas, ("lt", "rt"), (1, 1), arrivals, pipeline.driver, delay)
+    run = run_two_steps(
+        lambda: interval_join(left, right, on=[("lk", "rk")], left_time="lt", right_time="rt", lower_bound_ms=lower,
+                              upper_bound_ms=lower + width, how=how, row_watermark_column="_wm", condition=ID_RESIDUAL),
+        lambda first: visits(first.rows(), marks) + [Watermark(END_MS)],
+    )
+    run.assert_equal()
+    pipeline.finish()
+    assert Counter(back_to_ints(run.changes(), {2, 5})) == Counter(pipeline.changelog)
+
+
 @EXAMPLES
 @given(seed=st.integers(0, 2**32 - 1), how=st.sampled_from(["inner", "left"]), delay=st.integers(0, 8))
 def test_temporal_join(spark, seed, how, delay):
@@ -230,19 +256,23 @@ def test_temporal_join(spark, seed, how, delay):
     assert Counter(back_to_ints(run.changes(), {2, 4})) == Counter(driver.changelog)
 
 
-# --------------------------------------------------------------------------- regular join (one step: no residual)
+# --------------------------------------------------------------------------- regular join
 
-
-@EXAMPLES
-@given(
+#: The drawn parameters of a regular join but its type: inputs (``random_changelog``), keys, TTL.
+JOIN_PARAMETERS = dict(
     seed=st.integers(0, 2**32 - 1),
-    how=st.sampled_from(list(JoinType)),
     equi=st.booleans(),
     unique_keys=st.booleans(),
     ttl=st.booleans(),
     sizes=st.tuples(st.integers(0, 15), st.integers(0, 15)),
 )
-def test_regular_join(spark, seed, how, equi, unique_keys, ttl, sizes):
+
+
+def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condition=None):
+    """Both random changelogs of :mod:`test_regular_join_property` joined by ``regular_join`` on both
+    engines (``run(build, steps)``: the engines' run of the operator function ``build`` with ``steps``
+    from its first shell); the python engine's changes equal ``LocalRegularJoin``'s (with the Python
+    ``condition``) per arrival, as multisets (one arrival's matches come in state order)."""
     rng = random.Random(seed)
     left, _ = random_changelog(rng, sizes[0], unique=0 if unique_keys else None)
     right, _ = random_changelog(rng, sizes[1], unique=1 if unique_keys else None)
@@ -257,18 +287,37 @@ def test_regular_join(spark, seed, how, equi, unique_keys, ttl, sizes):
         df.withColumn("_seq", F.element_at(F.array(*[F.lit(p) for p in [-1, *pos]]), F.col("_seq").cast("int") + 2))
         for df, pos in zip(sides, positions)
     )
-    [op] = capture(lambda: regular_join(
+    result = run(lambda: regular_join(
         left_df, right_df, on=[("lk", "rk")] if equi else [], how=how.value,
+        condition=None if condition is None else "lv > rv",
         left_unique_key=["lk"] if unique_keys else None, right_unique_key=["rv"] if unique_keys else None,
         state_ttl_ms=60_000 if ttl else None,
-    ))
-    run = run_engines(op, visits(op.rows()))
-    run.assert_equal(ordered=False)
+    ), lambda first: visits(first.rows()))
+    result.assert_equal(ordered=False)
     keys = [0] if equi else []
-    join = LocalRegularJoin(JoinSpec(how, keys, keys, 2, 2, [0] if unique_keys else None, [1] if unique_keys else None))
-    # One arrival's matches come in state order: compared per arrival as multisets.
+    join = LocalRegularJoin(JoinSpec(how, keys, keys, 2, 2, [0] if unique_keys else None, [1] if unique_keys else None), condition)
     expected = [Counter(join.process(side, kind, row)) for side, _, kind, row in arrivals]
-    assert [Counter(kinds(step)) for step in run.python] == expected
+    assert [Counter(kinds(step)) for step in result.python] == expected
+
+
+def one_step(build, steps):
+    [op] = capture(build)
+    return run_engines(op, steps(op))
+
+
+@EXAMPLES
+@given(how=st.sampled_from(list(JoinType)), **JOIN_PARAMETERS)
+def test_regular_join(spark, seed, how, equi, unique_keys, ttl, sizes):
+    regular_join_run(spark, one_step, seed, how, equi, unique_keys, ttl, sizes)
+
+
+@EXAMPLES
+@given(how=st.sampled_from([t for t in JoinType if t is not JoinType.INNER]), **JOIN_PARAMETERS)
+def test_regular_join_with_a_residual(spark, seed, how, equi, unique_keys, ttl, sizes):
+    """``lv > rv`` (``test_regular_join_property.greater``): the candidate and associate steps chained on each engine."""
+    # Candidate pairs come in each engine's state order: the first steps compared as multisets.
+    chained = lambda build, steps: run_two_steps(build, steps, ordered=False)  # noqa: E731
+    regular_join_run(spark, chained, seed, how, equi, unique_keys, ttl, sizes, condition=greater)
 
 
 # --------------------------------------------------------------------------- OVER (event time)
@@ -299,3 +348,29 @@ def test_over_aggregate(spark, stream):
     ours = [values[:3] + values[4:] for _, values in kinds(run.changes())]
     assert all(kind == RowKind.INSERT for kind, _ in kinds(run.changes()))
     assert Counter(ours) == Counter(expected)
+
+
+# --------------------------------------------------------------------------- OVER (processing time)
+
+
+@EXAMPLES
+@given(instants())
+def test_over_aggregate_processing_time(spark, stream):
+    """Each instant a micro-batch at that wall-clock time: one visit per key of its rows."""
+    frame, preceding, batches = stream
+    schema = StructType([StructField(c, t) for c, t in OVER_KV.items()])
+    source = changelog(spark, schema, [(RowKind.INSERT, row) for _, batch in batches for row in batch])
+    bound = {"preceding": preceding} if frame == "rows" else {"preceding_ms": preceding}
+    [op] = capture(lambda: over_aggregate(source, partition_by=["k"], order_by=None, frame=frame, **bound,
+                                          aggregates=OVER_AGGREGATES))
+    rows, steps = iter(op.rows()), []
+    for now, batch in batches:
+        steps.append(ProcessingTime(BASE_MS + now))
+        taken = [next(rows) for _ in batch]
+        for key in dict.fromkeys(tuple(r[c] for c in op.key) for r in taken):
+            steps.append(Visit(tuple(r for r in taken if tuple(r[c] for c in op.key) == key)))
+    run = run_engines(op, steps)
+    run.assert_equal()
+    fn = over_function(frame, preceding, OVER_AGGREGATES, OVER_KV, ["k", "v"], order_by=None)
+    assert all(kind == RowKind.INSERT for kind, _ in kinds(run.changes()))
+    assert Counter(values for _, values in kinds(run.changes())) == Counter(replay_instants(fn, batches))

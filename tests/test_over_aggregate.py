@@ -313,14 +313,11 @@ def instants(draw):
     return frame, preceding, out
 
 
-@settings(max_examples=200, deadline=None)
-@given(instants())
-def test_processing_time_output_is_the_batch_window_over_arrival_instants(stream):
-    frame, preceding, batches = stream
-    fn = over_function(frame, preceding, AGGREGATES, KV, ["k", "v"], order_by=None)
-    states, emitted, rows = {}, [], []
+def replay_instants(fn, batches) -> list:
+    """The output of processing-time ``fn`` over :func:`instants`' batches, as the Spark operator
+    runs it per key and micro-batch: advance to the instant, take the key's rows, end the instant."""
+    states, emitted = {}, []
     for now, batch in batches:
-        # As the Spark operator does per key and micro-batch: advance, take the rows, end the instant.
         for key in dict.fromkeys(k for k, _ in batch):
             state = states.setdefault(key, fn.create_state())
             fire = lambda t, s=state: fn.on_timer(s, t)  # noqa: E731
@@ -329,6 +326,16 @@ def test_processing_time_output_is_the_batch_window_over_arrival_instants(stream
                 if k == key:
                     emitted += fn.process_element(state, (k, v), now)
             emitted += state.timers.advance(now + 1, fire)
+    return emitted
+
+
+@settings(max_examples=200, deadline=None)
+@given(instants())
+def test_processing_time_output_is_the_batch_window_over_arrival_instants(stream):
+    frame, preceding, batches = stream
+    fn = over_function(frame, preceding, AGGREGATES, KV, ["k", "v"], order_by=None)
+    emitted, rows = replay_instants(fn, batches), []
+    for now, batch in batches:
         rows += [(k, now, len(rows) + i, (k, v)) for i, (k, v) in enumerate(batch)]
     # Flink runs processing-time UNBOUNDED RANGE like ROWS (ProcTimeUnboundedPrecedingFunction).
     oracle_frame = "rows" if preceding is None else frame

@@ -14,7 +14,18 @@ watermark / processing-time steps of a schedule, to
 
 and returns both changelogs, step by step. Values are compared in Spark's internal form (a
 TIMESTAMP as microseconds, a DECIMAL at its type's scale, a FLOAT at single precision), as a
-query would store them. Neither tester implements state TTL's expiry (PySpark's ignores TTL).
+query would store them. :func:`run_two_steps` chains an operator function's two shells (the
+outer joins with a residual predicate): each engine's first-step output passes through the
+operator's own Spark filter into that engine's second step.
+
+The ``instant`` clock (processing-time OVER) reads the wall clock, and both testers run it in
+``timeMode="None"``: a :class:`ProcessingTime` step sets the wall clock both shells read instead.
+
+Neither tester expires state TTL: PySpark's ignores TTL (its docstring: "States persist
+indefinitely, even if TTLConfig is set"), and Spark 4.2.0's Scala in-memory states
+(``InMemoryValueState`` / ``InMemoryListState`` / ``InMemoryMapState`` of
+``...transformwithstate.testing``) take a clock and a ``TTLConfig`` and use neither. TTL expiry
+is compared on real queries (``tests/test_state_ttl_engines.py``).
 """
 
 from __future__ import annotations
@@ -22,14 +33,16 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 from unittest import mock
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, Row
+from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import (
     ArrayType,
@@ -43,7 +56,9 @@ from pyspark.sql.types import (
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.runtime.processor import KeyedProcessor
 
-__all__ = ["Captured", "Visit", "Watermark", "ProcessingTime", "Step", "capture", "visits", "run_engines", "EngineRun"]
+__all__ = [
+    "Captured", "Visit", "Watermark", "ProcessingTime", "Step", "capture", "visits", "run_engines", "run_two_steps", "EngineRun",
+]
 
 #: One output change as compared: ``(RowKind short string, output values in internal form, _seq)``.
 Change = tuple[str, tuple, int]
@@ -70,14 +85,16 @@ class Captured:
         return sorted(self.prepared.collect(), key=lambda r: r[SEQ_COLUMN])
 
 
-def capture(build: Callable[[], Any]) -> list[Captured]:
+def capture(build: Callable[[], Any], outputs: Sequence[DataFrame] = ()) -> list[Captured]:
     """Call ``build()`` (an operator function over static DataFrames), recording its shells' ``apply``
-    calls instead of building queries; each recorded call returns an empty DataFrame of its output
-    schema, so the operator function completes."""
+    calls instead of building queries; the i-th recorded call returns ``outputs[i]`` (a DataFrame of
+    its output schema) if given, else an empty one, so the operator function completes."""
     calls: list[Captured] = []
 
     def record(processor: KeyedProcessor, df: DataFrame, key: Sequence[str], output: StructType) -> DataFrame:
         calls.append(Captured(processor, df, list(key), output))
+        if len(calls) <= len(outputs):
+            return outputs[len(calls) - 1]
         return df.sparkSession.createDataFrame([], output)
 
     with mock.patch.object(KeyedProcessor, "apply", record):
@@ -101,7 +118,8 @@ class Watermark:
 
 @dataclass(frozen=True)
 class ProcessingTime:
-    """Spark's processing time rises to ``ms``; the expired Spark timers fire."""
+    """Spark's processing time rises to ``ms``; the expired Spark timers fire (with the ``instant``
+    clock: the wall clock both shells read is ``ms`` from now on)."""
 
     ms: int
 
@@ -134,12 +152,16 @@ class EngineRun:
     Attributes:
         python / jvm: per step, the changes emitted (``(RowKind short, values, _seq)``), in order.
         python_error / jvm_error: the message of the error that ended the run, or None.
+        python_rows / jvm_rows: per step, the output rows as a query would hand them on (external
+            values), in the order of ``python`` / ``jvm``.
     """
 
     python: list[list[Change]]
     jvm: list[list[Change]]
     python_error: str | None = None
     jvm_error: str | None = None
+    python_rows: list[list[Row]] = field(default_factory=list)
+    jvm_rows: list[list[Row]] = field(default_factory=list)
 
     def changes(self, engine: str = "python") -> list[Change]:
         """The engine's changes over all steps, in emission order."""
@@ -162,8 +184,9 @@ class EngineRun:
             assert ours == theirs, f"step {i}: python {ours} != jvm {theirs}"
 
 
-def run_engines(captured: Captured, steps: Sequence[Step]) -> EngineRun:
-    """Feed ``steps`` to the captured operator on both engines (see the module docstring)."""
+def run_engines(captured: Captured, steps: Sequence[Step], jvm_steps: Sequence[Step] | None = None) -> EngineRun:
+    """Feed ``steps`` to the captured operator on both engines (see the module docstring); the jvm
+    engine gets ``jvm_steps`` instead when given (the same kinds of step, in the same order)."""
     processor = captured.processor
     twin = processor.logic.jvm_logic()
     if twin is None:
@@ -172,8 +195,9 @@ def run_engines(captured: Captured, steps: Sequence[Step]) -> EngineRun:
     output = captured.output
     spark = captured.prepared.sparkSession
     event_time = processor.time_mode == "EventTime"
+    wall_clock = processor.clock == "instant"
     python = TwsTester(
-        processor,
+        _TupleKey(processor),
         timeMode=processor.time_mode,
         eventTimeExtractor=(lambda row: 2**62) if event_time else None,
     )
@@ -187,28 +211,124 @@ def run_engines(captured: Captured, steps: Sequence[Step]) -> EngineRun:
         int(processor.state_ttl_ms or 0),
     )
     key_types = [schema[c].dataType for c in captured.key]
+    now_ms = [0]
     run = EngineRun([], [])
-    for step in steps:
-        if isinstance(step, Visit):
-            first = step.rows[0]
-            key = tuple(first[c] for c in captured.key)
-            key_json = json.dumps([_to_json(t.toInternal(v), t) for t, v in zip(key_types, key)])
-            rows_json = json.dumps([_to_json(schema.toInternal(r), schema) for r in step.rows])
-            ours = _attempt(lambda: python.test(key, list(step.rows)))
-            theirs = _attempt(lambda: jvm.test(key_json, rows_json))
-        elif isinstance(step, Watermark):
-            ours = _attempt(lambda: python.setWatermark(step.ms))
-            theirs = _attempt(lambda: jvm.setWatermark(step.ms))
-        else:
-            ours = _attempt(lambda: python.setProcessingTime(step.ms))
-            theirs = _attempt(lambda: jvm.setProcessingTime(step.ms))
-        if isinstance(ours, Exception) or isinstance(theirs, Exception):
-            run.python_error = _message(ours)
-            run.jvm_error = _message(theirs)
-            break
-        run.python.append(_order([_change(output, output.toInternal(r)) for r in ours], step))
-        run.jvm.append(_order([_change(output, _from_json(r, output)) for r in json.loads(theirs)], step))
+    with mock.patch("streamjoin.runtime.processor.wall_clock_seconds", lambda: (now_ms[0] + 0.5) / 1000):
+        for step, jvm_step in zip(steps, steps if jvm_steps is None else jvm_steps, strict=True):
+            assert type(step) is type(jvm_step), (step, jvm_step)
+            if isinstance(step, Visit):
+                key = tuple(step.rows[0][c] for c in captured.key)
+                ours = _attempt(lambda: python.test(key, list(step.rows)))
+                jvm_key = tuple(jvm_step.rows[0][c] for c in captured.key)
+                key_json = json.dumps([_to_json(t.toInternal(v), t) for t, v in zip(key_types, jvm_key)])
+                rows_json = json.dumps([_to_json(schema.toInternal(r), schema) for r in jvm_step.rows])
+                theirs = _attempt(lambda: jvm.test(key_json, rows_json))
+            elif isinstance(step, Watermark):
+                ours = _attempt(lambda: python.setWatermark(step.ms))
+                theirs = _attempt(lambda: jvm.setWatermark(jvm_step.ms))
+            elif wall_clock:
+                now_ms[0] = step.ms
+                jvm.setWallClock(jvm_step.ms)
+                ours, theirs = [], "[]"
+            else:
+                ours = _attempt(lambda: python.setProcessingTime(step.ms))
+                theirs = _attempt(lambda: jvm.setProcessingTime(jvm_step.ms))
+            if isinstance(ours, Exception) or isinstance(theirs, Exception):
+                run.python_error = _message(ours)
+                run.jvm_error = _message(theirs)
+                break
+            internal = [_from_json(r, output) for r in json.loads(theirs)]
+            for changes, rows, out in (
+                (run.python, run.python_rows, [(_change(output, output.toInternal(r)), r) for r in ours]),
+                (run.jvm, run.jvm_rows, [(_change(output, v), output.fromInternal(v)) for v in internal]),
+            ):
+                if not isinstance(step, Visit):  # the testers visit keys in their own order
+                    out.sort(key=lambda pair: (pair[0][2], repr(pair[0][1])))
+                changes.append([change for change, _ in out])
+                rows.append([row for _, row in out])
     return run
+
+
+#: ``_seq`` of a first step's output as fed to the operator's filter: ``step × _STEP_SEQ + _seq``,
+#: so each row's step survives the filter (``_seq`` passes it unchanged).
+_STEP_SEQ = 2**32
+
+
+def run_two_steps(
+    build: Callable[[], Any], steps: Callable[[Captured], Sequence[Step]], *, ordered: bool = True
+) -> EngineRun:
+    """Run an operator function with two chained shells (an outer join with a residual predicate:
+    the regular join's candidate and associate steps, the interval join's candidate step and
+    :class:`~streamjoin.runtime.interval_residual.ResidualPadding`) on both engines.
+
+    ``steps(first shell)`` drive the first shell (:func:`run_engines`); its output must be equal on
+    both engines, or with ``ordered=False`` (when it numbers rows in state order, as the regular
+    join's candidate pairs) end at the same step with the same error. Each engine's first-step output then goes
+    through what the operator function puts between the shells (the Spark filter by the predicate,
+    the grouping columns), captured with that output in place of the first shell's, and reaches the
+    same engine's second shell as a query would hand it on: per first-step step, one visit per key
+    in ``_seq`` order (with that step's watermark or processing time where the second shell's time
+    mode has it). Returns the second shell's run.
+
+    Raises:
+        AssertionError: when ``build`` does not apply exactly two shells, or the first steps differ
+            (as told above).
+    """
+    shells = capture(build)
+    if len(shells) != 2:
+        raise AssertionError(f"{len(shells)} shells applied, not two")
+    first = shells[0]
+    steps = steps(first)
+    head = run_engines(first, steps)
+    if ordered:
+        head.assert_equal()
+    else:  # its rows may number what they carry in state order (the regular join's candidate pairs)
+        assert (head.python_error, len(head.python)) == (head.jvm_error, len(head.jvm)), (head.python_error, head.jvm_error)
+    time_mode = shells[1].processor.time_mode
+    spark = first.prepared.sparkSession
+
+    def second_steps(outputs: list[list[Row]]) -> tuple[Captured, list[Step]]:
+        seq = first.output.names.index(SEQ_COLUMN)
+        rows = [(*r[:seq], i * _STEP_SEQ + r[seq], *r[seq + 1 :]) for i, step in enumerate(outputs) for r in step]
+        _, second = capture(build, [spark.createDataFrame(rows, first.output)])
+        per_step: dict[int, dict[tuple, list[Row]]] = defaultdict(lambda: defaultdict(list))
+        for r in second.rows():
+            step, number = divmod(r[SEQ_COLUMN], _STEP_SEQ)
+            per_step[step][tuple(r[c] for c in second.key)].append(Row(**{**r.asDict(), SEQ_COLUMN: number}))
+        fed: list[Step] = []
+        for i, step in enumerate(steps[: len(outputs)]):
+            if isinstance(step, Watermark) and time_mode == "EventTime" or (
+                isinstance(step, ProcessingTime) and time_mode == "ProcessingTime"
+            ):
+                fed.append(step)
+            fed += [Visit(tuple(rows)) for _, rows in sorted(per_step[i].items(), key=lambda item: repr(item[0]))]
+        return second, fed
+
+    second, python_steps = second_steps(head.python_rows)
+    _, jvm_steps = second_steps(head.jvm_rows)
+    run = run_engines(second, python_steps, jvm_steps)
+    run.python_error, run.jvm_error = run.python_error or head.python_error, run.jvm_error or head.jvm_error
+    return run
+
+
+class _TupleKey(StatefulProcessor):
+    """The shell with the grouping key as a query hands it over: PySpark's ``TwsTester`` passes a
+    visit's key ``k`` as ``(k,)`` (one key column), so it gets the key's tuple of values as ``k``."""
+
+    def __init__(self, processor: KeyedProcessor) -> None:
+        self.processor = processor
+
+    def init(self, handle) -> None:
+        self.processor.init(handle)
+
+    def handleInputRows(self, key, rows, timerValues):
+        return self.processor.handleInputRows(key[0], rows, timerValues)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        return self.processor.handleExpiredTimer(key[0], timerValues, expiredTimerInfo)
+
+    def close(self) -> None:
+        self.processor.close()
 
 
 def _attempt(call: Callable[[], Any]) -> Any:
@@ -229,10 +349,6 @@ def _message(result: Any) -> str | None:
             cause = cause.getCause()
         return str(cause.getMessage())
     return str(result)
-
-
-def _order(changes: list[Change], step: Step) -> list[Change]:
-    return changes if isinstance(step, Visit) else sorted(changes, key=lambda c: (c[2], repr(c[1])))
 
 
 def _change(output: StructType, internal: tuple) -> Change:

@@ -33,6 +33,9 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
   @transient private var timerState: ValueState[Row] = _
   @transient private var lateState: ValueState[Row] = _
 
+  /** The wall clock of the `instant` clock, epoch ms ([[LocalRun]] drives it in the differential tests). */
+  private[operators] var wallClock: () => Long = () => System.currentTimeMillis()
+
   private def hasTimers: Boolean = clock != Clock.None
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
@@ -46,7 +49,7 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
   private def now(ctx: KeyContext, timerValues: TimerValues): java.lang.Long = clock match {
     case Clock.Event => timerValues.getCurrentWatermarkInMs
     case Clock.Processing => timerValues.getCurrentProcessingTimeInMs
-    case Clock.Instant => math.max(System.currentTimeMillis(), ctx.timers.time)
+    case Clock.Instant => math.max(wallClock(), ctx.timers.time)
     case _ => null
   }
 

@@ -22,7 +22,8 @@ import org.apache.spark.unsafe.types.UTF8String
  * The operator is built as [[Operators.apply]] builds it ([[Operators.operator]]). Rows travel as
  * JSON in Spark's internal form ([[InternalJson]]) and pass through Spark's own row encoders, so
  * the logic sees the external values a query hands it, and an output value of the wrong type fails
- * as it would in a query. Spark's late-row filter is off (the operators apply Flink's rules).
+ * as it would in a query. Spark's late-row filter is off (the operators apply Flink's rules). The
+ * `instant` clock reads a wall clock set by [[setWallClock]], not the system's.
  *
  * @param inputJson  the prepared input's schema (Spark's JSON form)
  * @param keys       the grouping key columns
@@ -40,8 +41,11 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
   private val readInput = ExpressionEncoder(input).resolveAndBind().createDeserializer()
   private val readKey = ExpressionEncoder(keySchema).resolveAndBind().createDeserializer()
   private val writeOutput = ExpressionEncoder(output).resolveAndBind().createSerializer()
+  private val operator = Operators.operator(input, logicClass, spec, clock, stateTtlMs)
+  private var wallClockMs = 0L
+  operator.wallClock = () => wallClockMs
   private val tester = new TwsTester[Row, Row, Row](
-    Operators.operator(input, logicClass, spec, clock, stateTtlMs),
+    operator,
     List(),
     KeyedOperator.timeMode(clock, stateTtlMs),
     OutputMode.Append(),
@@ -59,6 +63,9 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
 
   /** Spark's processing time moves to `ms` (it must rise); the rows the expired timers emit, as JSON. */
   def setProcessingTime(ms: Long): String = changes(tester.setProcessingTime(ms))
+
+  /** The wall clock the `instant` clock reads is `ms` from now on (it runs in `timeMode` None, without the tester's time). */
+  def setWallClock(ms: Long): Unit = wallClockMs = ms
 
   private def changes(rows: List[Row]): String = {
     val out = LocalRun.mapper.createArrayNode()
