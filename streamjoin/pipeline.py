@@ -34,6 +34,7 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.changelog_files import changelog_schema
 from streamjoin.connectors.end_of_input import check_not_ended, control_stream, end_input, has_ended
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
+from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
 from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
@@ -121,7 +122,7 @@ class PipelineRun:
         return dict(self.figures.records_read)
 
 
-def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
+def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster, available_now: bool) -> tuple[StreamingQuery, StreamingQuery]:
     decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
     folders = pipeline.end_of_input_folders(lakehouse)
     controls = {s.name: control_stream(spark, folders[s.name], changelog_schema(s.schema)) for s in pipeline.sources if s.name in folders}
@@ -158,7 +159,7 @@ def run_pipeline(
     pipeline: Pipeline,
     spark: SparkSession,
     lakehouse: Lakehouse,
-    bootstrap_servers: str,
+    bootstrap_servers: Cluster,
     *,
     available_now: bool = True,
     end_of_input: bool = False,
@@ -221,7 +222,7 @@ def run_pipeline(
 _OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("STREAMING UPDATE",)}
 
 
-def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str,
+def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
                  available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
     events = ProgressQueue()
     spark.streams.addListener(events)
