@@ -78,7 +78,7 @@ def sql_pipeline_assets(definition: SqlPipelineDef):
         keys = context.partition_key_range
         first, last = dt.date.fromisoformat(keys.start), dt.date.fromisoformat(keys.end)
         home = lakehouse.lakehouse()
-        result = backfill(pipeline, spark.session(), home, kafka.servers, first, last)
+        result = backfill(pipeline, spark.session(), home, kafka.connection(), first, last)
         context.log.info(f"days {first}..{last} replaced: {result.rows} rows, {result.changes} changes, "
                          f"records read {result.run.records_read}, rowtime windows {result.windows}")
         sink = pipeline.sink(home)

@@ -185,7 +185,7 @@ def materialize_pipeline(pipeline: SqlPipeline, context: AssetExecutionContext, 
     # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.
     observations = None if config.available_now else _Observations(context, pipeline.name, config.report_every)
     try:
-        run = run_pipeline(pipeline, session, home, kafka.servers, available_now=config.available_now,
+        run = run_pipeline(pipeline, session, home, kafka.connection(), available_now=config.available_now,
                            on_progress=log_progress, on_figures=observations)
     finally:
         if observations:  # a terminated run: the batches since the last observation

@@ -133,7 +133,7 @@ def batch_query_check(pipeline: SqlPipeline) -> ExpectationCheck:
     def build(context) -> DataFrame:
         home = context.resources.lakehouse.lakehouse()
         spark = context.resources.spark.session()
-        expected = batch_query(pipeline, spark, context.resources.kafka.servers, home)
+        expected = batch_query(pipeline, spark, context.resources.kafka.connection(), home)
         return table_difference(_read(context, pipeline.sink(home).path), expected)
 
     return expectation_check(

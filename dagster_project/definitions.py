@@ -6,7 +6,9 @@ their Great Expectations checks are in ``checks/``.
 Every resource reads its deployment values from the environment, as ``dagster.EnvVar`` when
 set, so the same definitions run on a cluster: ``SPARK_MASTER`` (unset: ``local[2]``; an empty
 value keeps the one spark-submit set), ``SPARK_PACKAGES``, ``SPARK_SHUFFLE_PARTITIONS``,
-``KAFKA_BOOTSTRAP_SERVERS`` (unset: the local broker service of ``make kafka``),
+``KAFKA_BOOTSTRAP_SERVERS`` (unset: the local broker service of ``make kafka``), ``KAFKA_SECURITY_PROTOCOL``,
+``KAFKA_SASL_MECHANISM``, ``KAFKA_SASL_USERNAME``, ``KAFKA_SASL_PASSWORD``, ``KAFKA_SSL_TRUSTSTORE_LOCATION``
+(the ``KafkaResource``'s login, for its own clients and Spark's),
 ``STREAMJOIN_LAKEHOUSE`` (e.g. ``s3a://bucket/lakehouse``), ``TPCH_SCALE_FACTOR``.
 """
 
@@ -21,6 +23,10 @@ from jobs import hourly_schedule, lakehouse_job, load_tpch_topics_job, pipeline_
 from jobs.maintenance import delta_maintenance_job, delta_maintenance_schedule
 from jobs.sensors import freshness_checks, kafka_lag_sensor, pipeline_run_failures
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
+from streamjoin.connectors.kafka_client import declared_properties
+
+#: The ``KafkaResource`` fields set from ``KAFKA_<FIELD>`` variables.
+KAFKA_SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_truststore_location")
 
 
 def _env(name: str, default: str | None) -> EnvVar | str | None:
@@ -46,7 +52,8 @@ defs = Definitions(
                delta_maintenance_schedule(MAINTENANCE_JOB)],
     sensors=[
         # A pipeline's own threshold: kafka_lag_sensor(..., threshold=N).
-        *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"])
+        *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"],
+                           properties=declared_properties(s.options for s in p.pipeline.sources))
           for p in SQL_PIPELINES),
         pipeline_run_failures,
         FRESHNESS_SENSOR,
@@ -58,7 +65,8 @@ defs = Definitions(
         "spark": SparkResource(master=_env("SPARK_MASTER", "local[2]"), packages=_env("SPARK_PACKAGES", ""),
                                shuffle_partitions=_env("SPARK_SHUFFLE_PARTITIONS", "")),
         # Unset: the local service (`make kafka`), looked up when a run or sensor needs it.
-        "kafka": KafkaResource(bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS", None)),
+        "kafka": KafkaResource(bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS", None),
+                               **{field: _env(f"KAFKA_{field.upper()}", "") for field in KAFKA_SECURITY_FIELDS}),
         "lakehouse": LakehouseResource(root=_env("STREAMJOIN_LAKEHOUSE", "")),
         "tpch": TpchResource(scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01"))),
     },

@@ -56,7 +56,7 @@ def hourly_schedule(job) -> ScheduleDefinition:
 
 @op(pool=concurrency_pool("load_tpch_topics"), description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.")
 def load_tpch_topics(context: OpExecutionContext, kafka: KafkaResource, tpch: TpchResource) -> dict:
-    counts = load_topics(kafka.servers, tpch.changelog())
+    counts = load_topics(kafka.connection(), tpch.changelog())
     for topic, count in counts.items():
         context.log.info(f"kafka/{topic}: {count} records produced")
     return counts

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dagster import (
     AssetChecksDefinition, DefaultSensorStatus, RunFailureSensorContext, RunRequest, SensorDefinition,
@@ -41,11 +41,11 @@ DEFAULT_FRESHNESS = datetime.timedelta(days=1)
 
 
 def kafka_lag_sensor(name: str, topics: Sequence[str], job, *, threshold: int = DEFAULT_LAG_THRESHOLD,
-                     minimum_interval_seconds: int = 60) -> SensorDefinition:
+                     minimum_interval_seconds: int = 60, properties: Mapping[str, str] | None = None) -> SensorDefinition:
     """The sensor ``<name>_kafka_lag``: a run of ``job`` when pipeline ``name`` is ``threshold`` records behind its topics.
 
     Each tick reads the topics' end offsets from the cluster of the ``kafka`` resource (the local
-    service by default) and the processed offsets from the pipeline's checkpoint under the
+    service by default; logged in with the resource's security settings and ``properties`` over them) and the processed offsets from the pipeline's checkpoint under the
     ``lakehouse`` resource (``_checkpoints/<name>/main``). The lag is their difference summed over
     every partition of ``topics``. A run is requested when the lag is at least ``threshold`` and
     the topics have grown since the last requested run: the cursor holds the end offsets at that
@@ -59,6 +59,8 @@ def kafka_lag_sensor(name: str, topics: Sequence[str], job, *, threshold: int = 
         job: its catch-up job (:func:`jobs.pipeline_jobs`).
         threshold: records behind (>= 1) from which a run is requested.
         minimum_interval_seconds: how often Dagster evaluates it.
+        properties: the Kafka client properties the pipeline's tables declare
+            (:func:`streamjoin.connectors.kafka_client.declared_properties`).
 
     Raises:
         ValueError: ``threshold`` below 1.
@@ -70,9 +72,9 @@ def kafka_lag_sensor(name: str, topics: Sequence[str], job, *, threshold: int = 
             default_status=DefaultSensorStatus.STOPPED, metadata={"lag_threshold": threshold},
             description=f"Run `{job.name}` when `{name}` is {threshold:,} or more records behind {', '.join(topics)}.")
     def _sensor(context: SensorEvaluationContext, kafka: KafkaResource, lakehouse: LakehouseResource):
-        servers = kafka.servers
-        ends = end_offsets(servers, topics)
-        lag = kafka_lag(servers, topics, lakehouse.lakehouse().checkpoint(name, "main"), ends)
+        cluster = kafka.connection(properties)
+        ends = end_offsets(cluster, topics)
+        lag = kafka_lag(cluster, topics, lakehouse.lakehouse().checkpoint(name, "main"), ends)
         behind = sum(sum(partitions.values()) for partitions in lag.values())
         if behind < threshold:
             return SkipReason(f"{name} is {behind:,} records behind {', '.join(topics)}: under the threshold {threshold:,}")

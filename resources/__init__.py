@@ -12,12 +12,14 @@ spark-submit, ``bootstrap_servers`` of a real Kafka, an object-store ``root``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 
 from dagster import ConfigurableResource, InitResourceContext
 from pyspark.sql import SparkSession
 
 from streamjoin.config import local_dir
+from streamjoin.connectors.kafka_client import KafkaConnection, jaas_config
 from streamjoin.connectors.kafka_service import resolve_bootstrap_servers
 from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 from streamjoin.pipeline import Lakehouse
@@ -62,13 +64,32 @@ class SparkResource(ConfigurableResource):
 
 
 class KafkaResource(ConfigurableResource):
-    """The Kafka cluster: ``bootstrap_servers`` if set, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the local service.
+    """The Kafka cluster: ``bootstrap_servers`` if set, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the local service;
+    and how to log in to it.
 
     A run never starts a broker: the local service is started by ``make kafka`` (``streamjoin kafka
     start``); see :func:`streamjoin.connectors.kafka_service.resolve_bootstrap_servers`.
+
+    The security settings are Kafka's Java client properties (:mod:`streamjoin.connectors.kafka_client`),
+    for the project's own clients (the topic loader, the lag sensors) and Spark's reader alike. Set secrets
+    from the environment, ``sasl_password=dg.EnvVar("KAFKA_PASSWORD")``: Dagster then shows and stores the
+    variable's name, never its value.
+
+    Attributes:
+        security_protocol: ``PLAINTEXT`` / ``SSL`` / ``SASL_PLAINTEXT`` / ``SASL_SSL``; ``""``: Kafka's default (``PLAINTEXT``).
+        sasl_mechanism: ``PLAIN`` / ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``; ``""`` with a username: ``PLAIN``.
+        sasl_username, sasl_password: the login (``sasl.jaas.config`` of the mechanism's login module).
+        ssl_truststore_location: a PEM file of the CA certificates the brokers' certificates are checked against.
+        properties: further Java client properties (``ssl.keystore.location``, ``ssl.endpoint.identification.algorithm``, ...).
     """
 
     bootstrap_servers: str | None = None
+    security_protocol: str = ""
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = ""
+    ssl_truststore_location: str = ""
+    properties: dict[str, str] = {}
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # Fails the run at its start, with what to do, when there is no cluster.
@@ -84,6 +105,23 @@ class KafkaResource(ConfigurableResource):
             EmbeddedKafkaError: no setting, no ``KAFKA_BOOTSTRAP_SERVERS`` and no running local service.
         """
         return resolve_bootstrap_servers(self.bootstrap_servers)
+
+    def connection(self, declared: Mapping[str, str] | None = None) -> KafkaConnection:
+        """The cluster with this resource's security settings, then ``declared`` over them: the Kafka client
+        properties a pipeline's tables declare (:func:`streamjoin.connectors.kafka_client.declared_properties`).
+
+        Raises:
+            EmbeddedKafkaError: no cluster (as :attr:`servers`).
+            ValidationError: a username without a mechanism that takes one (:func:`~streamjoin.connectors.kafka_client.jaas_config`).
+        """
+        mechanism = self.sasl_mechanism or ("PLAIN" if self.sasl_username else "")
+        settings = {"security.protocol": self.security_protocol, "sasl.mechanism": mechanism}
+        if self.ssl_truststore_location:
+            settings |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ssl_truststore_location}
+        if self.sasl_username:
+            settings["sasl.jaas.config"] = jaas_config(mechanism, self.sasl_username, self.sasl_password)
+        own = {**{k: v for k, v in settings.items() if v}, **self.properties}
+        return KafkaConnection(self.servers, own).with_properties(declared or {})
 
 
 class LakehouseResource(ConfigurableResource):

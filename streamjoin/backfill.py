@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import ValidationError
 from streamjoin.pipeline import Lakehouse, Pipeline, PipelineRun, run_pipeline
 from streamjoin.planner.backfill_margins import BackfillPlan, backfill_plan
@@ -97,7 +98,7 @@ class _Recompute(Pipeline):
         return replace(self.inner.sink(self.lookups), path=lakehouse.table_path(self.name), changelog_path="")
 
 
-def backfill(pipeline: SqlPipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str,
+def backfill(pipeline: SqlPipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
              first: dt.date, last: dt.date) -> BackfillResult:
     """Recompute days ``first``..``last`` (inclusive, UTC) of ``pipeline`` and replace them in its Delta tables.
 

@@ -35,6 +35,7 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.changelog_files import changelog_schema
 from streamjoin.connectors.end_of_input import check_not_ended, control_stream, end_input, has_ended
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
+from streamjoin.connectors.kafka_client import Cluster, as_connection, declared_properties
 from streamjoin.connectors.topic_identity import TopicIdentity
 from streamjoin.errors import ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
@@ -123,7 +124,7 @@ class PipelineRun:
         return dict(self.figures.records_read)
 
 
-def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str, available_now: bool,
+def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster, available_now: bool,
            identity: TopicIdentity) -> tuple[StreamingQuery, StreamingQuery]:
     decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
     folders = pipeline.end_of_input_folders(lakehouse)
@@ -168,7 +169,7 @@ def run_pipeline(
     pipeline: Pipeline,
     spark: SparkSession,
     lakehouse: Lakehouse,
-    bootstrap_servers: str,
+    bootstrap_servers: Cluster,
     *,
     available_now: bool = True,
     end_of_input: bool = False,
@@ -234,11 +235,12 @@ def run_pipeline(
 _OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("STREAMING UPDATE",)}
 
 
-def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: str,
+def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
                  available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
     events = ProgressQueue()
-    identity = TopicIdentity(spark, lakehouse.checkpoint(pipeline.name, "main"), bootstrap_servers,
-                             [s.topic for s in pipeline.sources])
+    # The login the tables declare (their `properties.*`) over the cluster's own, as read_kafka applies them.
+    cluster = as_connection(bootstrap_servers).with_properties(declared_properties(s.options for s in pipeline.sources))
+    identity = TopicIdentity(spark, lakehouse.checkpoint(pipeline.name, "main"), cluster, [s.topic for s in pipeline.sources])
     spark.streams.addListener(events)
     try:
         main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now, identity)

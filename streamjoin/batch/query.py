@@ -59,6 +59,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from streamjoin.batch.sources import DELETED, VALID_TO, final_table, read_changelog, versions, watermark, with_computed
+from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse
 from streamjoin.planner.catalog import Catalog, TableDef
@@ -339,14 +340,15 @@ def run_batch(spark: SparkSession, plan: BatchPlan, changelogs: Mapping[str, Dat
     return renamed.select(*[F.col(n).cast(t) if t is not None else F.col(n) for n, t in plan.columns])
 
 
-def batch_query(pipeline: SqlPipeline, spark: SparkSession, bootstrap_servers: str, lakehouse: Lakehouse,
+def batch_query(pipeline: SqlPipeline, spark: SparkSession, bootstrap_servers: Cluster, lakehouse: Lakehouse,
                 *, ended: bool = False) -> DataFrame:
     """What ``pipeline``'s sink table should hold after it has processed everything its topics hold now,
     computed as a Spark batch query (module docstring), independently of the streaming operators.
 
     Args:
         pipeline: a compiled SQL pipeline (:func:`streamjoin.planner.sql_pipelines`).
-        bootstrap_servers: the Kafka cluster its topics are read from (every retained record).
+        bootstrap_servers: the Kafka cluster its topics are read from (every retained record): a
+            :class:`~streamjoin.connectors.kafka_client.KafkaConnection` or servers.
         lakehouse: where its lookup joins' Delta tables live (a table's ``path`` option wins).
         ended: the streaming run ended its input (``run_pipeline(..., end_of_input=True)``); default: a
             catch-up run, whose event-time operators still hold what the final watermark has not reached.

@@ -24,6 +24,7 @@ from pyspark.sql.window import Window
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.connectors.formats import CHANGES, ERROR, changes_per_record, decode
+from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.expressions import flink_functions
 
@@ -41,12 +42,13 @@ _ACCUMULATE = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
 _ORDER = (PARTITION_COLUMN, SEQ_COLUMN)
 
 
-def read_changelog(spark: SparkSession, table: TableDef, bootstrap_servers: str) -> DataFrame:
+def read_changelog(spark: SparkSession, table: TableDef, cluster: Cluster) -> DataFrame:
     """Every retained record of a ``kafka`` / ``upsert-kafka`` table's topic, decoded into changes.
 
     Args:
         table: the declared table (its topic, format and ``properties.*`` options).
-        bootstrap_servers: the Kafka cluster.
+        cluster: the Kafka cluster (:class:`~streamjoin.connectors.kafka_client.KafkaConnection` or servers); the
+            table's own ``properties.*`` win over its security settings.
 
     Returns:
         A changelog (module docstring): the physical columns, ``_rowkind``, ``_partition``, ``_seq``;
@@ -55,7 +57,7 @@ def read_changelog(spark: SparkSession, table: TableDef, bootstrap_servers: str)
     source = table.kafka_source()
     reader = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .options(**as_connection(cluster).spark_options())
         .option("subscribe", source.topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")

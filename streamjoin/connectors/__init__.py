@@ -6,6 +6,8 @@ Public API (each name is imported from its module on first use):
 
 - :class:`KafkaSource`, :func:`read_kafka`, :func:`decode`, :func:`changelog_rows`, :func:`dead_letters`,
   :data:`DEAD_LETTER_COLUMNS` (:mod:`~streamjoin.connectors.kafka`);
+- :class:`KafkaConnection`, :func:`declared_properties`, :func:`jaas_config` (:mod:`~streamjoin.connectors.kafka_client`:
+  a cluster's servers and security settings, for Spark's reader and the project's own clients);
 - :func:`ensure_topics`, :func:`delete_topics`, :func:`produce`, :func:`topic_offsets`
   (:mod:`~streamjoin.connectors.kafka_admin`);
 - :class:`EmbeddedKafka`, :data:`BOOTSTRAP_ENV` (:mod:`~streamjoin.connectors.embedded_kafka`);
@@ -22,6 +24,7 @@ from streamjoin._lazy import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"],
                     "streamjoin.connectors.kafka"),
+    **dict.fromkeys(["KafkaConnection", "declared_properties", "jaas_config"], "streamjoin.connectors.kafka_client"),
     **dict.fromkeys(["ensure_topics", "delete_topics", "produce", "topic_offsets"], "streamjoin.connectors.kafka_admin"),
     **dict.fromkeys(["EmbeddedKafka", "BOOTSTRAP_ENV"], "streamjoin.connectors.embedded_kafka"),
     **dict.fromkeys(["start_service", "service_status", "stop_service", "resolve_bootstrap_servers"],

@@ -32,9 +32,11 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from streamjoin.config import local_dir
+from streamjoin.connectors.kafka_client import KafkaConnection, jaas_config
 from streamjoin.errors import EmbeddedKafkaError, ValidationError
 
 __all__ = ["EmbeddedKafka", "EmbeddedKafkaError", "BOOTSTRAP_ENV"]
@@ -51,6 +53,8 @@ _LOG_TAIL_LINES = 15
 _LOG_ERROR_PATTERN = re.compile(r"^\[[^\]]+\] (ERROR|FATAL) ")
 
 _HEAP_PATTERN = re.compile(r"^[1-9][0-9]*[kKmMgG]?$")
+# User names and passwords go unquoted into server.properties and a JAAS line.
+_SASL_WORD = re.compile(r"[A-Za-z0-9_.@+-]+")
 
 # As Kafka's own kafka-run-class.sh starts the broker.
 _JVM_OPTIONS = [
@@ -178,9 +182,13 @@ class EmbeddedKafka:
             controller port is always a free one.
         heap: JVM maximum heap, as for ``-Xmx`` (``"512m"``, ``"1g"``).
         detached: let the broker outlive this process (the local service).
+        sasl_users: user → password: the client listener is then ``SASL_PLAINTEXT`` with mechanism
+            ``PLAIN`` and accepts these users only (Kafka's ``PlainLoginModule`` ``user_<name>``
+            options); the broker logs in to itself as the first. ``None``: ``PLAINTEXT``, no login.
 
     Raises:
-        ValidationError: ``port`` outside 1..65535 or ``heap`` not like ``512m``.
+        ValidationError: ``port`` outside 1..65535, ``heap`` not like ``512m``, or ``sasl_users`` empty or with
+            other characters than letters, digits and ``_.@+-``.
 
     Example:
         >>> with EmbeddedKafka(Path("/tmp/kafka")) as broker:   # doctest: +SKIP
@@ -188,15 +196,20 @@ class EmbeddedKafka:
         '127.0.0.1:39117'
     """
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, heap: str = "512m", detached: bool = False) -> None:
+    def __init__(self, data_dir: Path, *, port: int | None = None, heap: str = "512m", detached: bool = False,
+                 sasl_users: Mapping[str, str] | None = None) -> None:
         if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
             raise ValidationError(f"EmbeddedKafka port must be None (a free port) or an int in 1..65535, got {port!r}")
         if not isinstance(heap, str) or not _HEAP_PATTERN.match(heap):
             raise ValidationError(f"EmbeddedKafka heap must be a JVM size like '512m' or '1g', got {heap!r}")
+        if sasl_users is not None and not (sasl_users and all(_SASL_WORD.fullmatch(f"{u}{p}") for u, p in sasl_users.items())):
+            raise ValidationError("EmbeddedKafka sasl_users must map at least one user to a password, both of letters, "
+                                  "digits and _.@+- (or be None: no SASL)")
         self._data_dir = Path(data_dir)
         self._requested_port = port
         self._heap = heap
         self._detached = detached
+        self._sasl_users = dict(sasl_users) if sasl_users is not None else None
         self._process: subprocess.Popen | None = None
         self._log_file = None
         self._bootstrap: str | None = None
@@ -226,6 +239,19 @@ class EmbeddedKafka:
         if self._bootstrap is None or not self.is_running():
             raise EmbeddedKafkaError(f"the embedded Kafka broker on {self._data_dir} is not running: call start()")
         return self._bootstrap
+
+    @property
+    def connection(self) -> KafkaConnection:
+        """The running broker as its clients reach it: with ``sasl_users``, logged in as the first user.
+
+        Raises:
+            EmbeddedKafkaError: the broker is not running.
+        """
+        if self._sasl_users is None:
+            return KafkaConnection(self.bootstrap_servers)
+        user, password = next(iter(self._sasl_users.items()))
+        return KafkaConnection(self.bootstrap_servers, {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                                        "sasl.jaas.config": jaas_config("PLAIN", user, password)})
 
     @property
     def pid(self) -> int | None:
@@ -285,7 +311,7 @@ class EmbeddedKafka:
                 with _LIVE_LOCK:
                     _LIVE.add(self._process)
             self._bootstrap = f"{_HOST}:{port}"
-            self._wait_ready(self._bootstrap)
+            self._wait_ready()
         except BaseException:
             self.stop()
             raise
@@ -334,15 +360,17 @@ class EmbeddedKafka:
         return str(jars_dir / "*")
 
     def _write_config(self, port: int, controller_port: int) -> Path:
+        protocol = "PLAINTEXT" if self._sasl_users is None else "SASL_PLAINTEXT"
         settings = {
             "process.roles": "broker,controller",
             "node.id": _NODE_ID,
             "controller.quorum.voters": f"{_NODE_ID}@{_HOST}:{controller_port}",
-            "listeners": f"PLAINTEXT://{_HOST}:{port},CONTROLLER://{_HOST}:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{_HOST}:{port}",
+            "listeners": f"{protocol}://{_HOST}:{port},CONTROLLER://{_HOST}:{controller_port}",
+            "advertised.listeners": f"{protocol}://{_HOST}:{port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": protocol,
+            "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:PLAINTEXT",
+            **self._sasl_settings(),
             "log.dirs": self._log_dir,
             # Topics come from ensure_topics with the partition count a pipeline asks
             # for; a misspelt topic name must fail, not appear with 1 partition.
@@ -366,8 +394,24 @@ class EmbeddedKafka:
             "num.recovery.threads.per.data.dir": 1,
         }
         path = self.config_path
+        # The file may hold the users' passwords: readable by its owner only.
+        path.touch(mode=0o600)
+        path.chmod(0o600)
         path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return path
+
+    def _sasl_settings(self) -> dict[str, str]:
+        """The SASL/PLAIN settings of the client listener (Kafka's ``listener.name.<listener>.plain.sasl.jaas.config``)."""
+        if self._sasl_users is None:
+            return {}
+        user, password = next(iter(self._sasl_users.items()))
+        users = " ".join(f'user_{name}="{secret}"' for name, secret in self._sasl_users.items())
+        return {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                jaas_config("PLAIN", user, password).removesuffix(";") + f" {users};",
+        }
 
     def _format(self, jvm: list[str], config: Path) -> None:
         command = [*jvm, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(), "-c", str(config)]
@@ -378,18 +422,18 @@ class EmbeddedKafka:
                 f"{self._log_excerpt()}"
             )
 
-    def _wait_ready(self, bootstrap: str) -> None:
+    def _wait_ready(self) -> None:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + _READY_TIMEOUT_S
-        host, port = bootstrap.rsplit(":", 1)
+        host, port = self._bootstrap.rsplit(":", 1)
         # Wait for the listener first: librdkafka would print a connection error per retry.
         while not self._accepts_connections(host, int(port)):
             self._check_alive()
             if time.monotonic() > deadline:
                 self._raise_not_ready()
             time.sleep(0.2)
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient(self.connection.client_config())
         while True:
             self._check_alive()
             try:

@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.end_of_input import END_OF_INPUT_COLUMN, drop_control_rows
 from streamjoin.connectors.formats import CHANGES, ERROR, FORMATS, changes_per_record, decode, pattern_error
+from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
 
@@ -138,15 +139,18 @@ class KafkaSource:
         return None
 
 
-def read_kafka(spark: SparkSession, source: KafkaSource, bootstrap_servers: str, *, starting_offsets: str = "earliest") -> DataFrame:
+def read_kafka(spark: SparkSession, source: KafkaSource, cluster: Cluster, *, starting_offsets: str = "earliest") -> DataFrame:
     """The raw streaming DataFrame of Spark's Kafka source for ``source.topic``.
+
+    ``cluster``'s security settings (:meth:`~streamjoin.connectors.kafka_client.KafkaConnection.spark_options`)
+    come first, the table's ``source.options`` over them.
 
     Returns:
         Spark's Kafka columns: key, value (BINARY), topic, partition, offset, timestamp, timestampType.
     """
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .options(**as_connection(cluster).spark_options())
         .option("subscribe", source.topic)
         .option("startingOffsets", starting_offsets)
     )

@@ -1,8 +1,10 @@
 """Small Kafka chores over confluent_kafka, for any cluster: topics, bulk produce, offsets.
 
-Used by set-up code, demos and tests (the streaming queries themselves read
-through Spark's Kafka source). Errors the cluster reports come through as
-``confluent_kafka.KafkaException``; waits that run out raise
+Used by set-up code, demos, the lag sensor and tests (the streaming queries themselves read
+through Spark's Kafka source). A cluster is a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`
+(bootstrap servers and security settings) or its bootstrap servers alone. Errors the cluster reports come
+through as ``confluent_kafka.KafkaException``; a failed login as one with code ``KafkaError._AUTHENTICATION``
+as soon as the broker refuses it; waits that run out raise
 :class:`~streamjoin.errors.ConnectorTimeoutError` (a ``TimeoutError``).
 """
 
@@ -14,18 +16,43 @@ from collections.abc import Iterable
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.errors import ConnectorTimeoutError, ValidationError
 
 __all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets"]
 
 _POLL_INTERVAL_S = 0.1
+#: Seconds of each metadata request while a client waits to reach its cluster (a refused login shows between two).
+_LOGIN_CHECK_S = 1.0
 _LEADERSHIP_ERRORS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    # librdkafka's admin handle asks brokers to auto-create topics it looks up by
-    # default: a lookup must never create what it looks for.
-    return AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+def _admin(cluster: Cluster, timeout_s: float) -> AdminClient:
+    """An admin client of ``cluster`` once the cluster has answered it, so that a refused login fails at once.
+
+    librdkafka retries a refused login until the request's timeout and then reports only a transport
+    failure; the refusal itself goes to the client's ``error_cb``, served by ``poll``.
+    """
+    refusals: list[KafkaError] = []
+    admin = AdminClient({
+        **as_connection(cluster).client_config(),
+        # librdkafka's admin handle asks brokers to auto-create topics it looks up by
+        # default: a lookup must never create what it looks for.
+        "allow.auto.create.topics": False,
+        "error_cb": lambda error: refusals.append(error) if error.code() == KafkaError._AUTHENTICATION else None,
+    })
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.list_topics(timeout=min(_LOGIN_CHECK_S, max(deadline - time.monotonic(), 0.001)))
+            return admin
+        except KafkaException:
+            admin.poll(0)
+            if refusals:
+                raise KafkaException(KafkaError(KafkaError._AUTHENTICATION, f"Kafka authentication failed: {refusals[0].str()}",
+                                                fatal=True)) from None
+            if time.monotonic() > deadline:
+                raise
 
 
 def _topic_metadata(admin: AdminClient, topic: str, timeout_s: float):
@@ -50,20 +77,20 @@ def _wait_until(predicate, *, timeout_s: float, what: str) -> None:
         time.sleep(_POLL_INTERVAL_S)
 
 
-def ensure_topics(bootstrap: str, topics: dict[str, int], *, timeout_s: float = 30.0) -> None:
+def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float = 30.0) -> None:
     """Create the topics that do not exist yet and wait until every partition has a leader.
 
     Existing topics are left as they are, whatever their partition count. New topics
     get the cluster's default replication factor (``default.replication.factor``).
 
     Args:
-        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
         topics: topic name → number of partitions (≥ 1) for topics created here.
         timeout_s: seconds to wait for creation and leaders.
 
     Raises:
         ValidationError: a partition count below 1.
-        KafkaException: the cluster refused a creation (other than "already exists").
+        KafkaException: the cluster refused the login or a creation (other than "already exists").
         ConnectorTimeoutError: the topics had no leaders within ``timeout_s``.
 
     Example:
@@ -72,7 +99,7 @@ def ensure_topics(bootstrap: str, topics: dict[str, int], *, timeout_s: float = 
     for name, partitions in topics.items():
         if not isinstance(partitions, int) or partitions < 1:
             raise ValidationError(f"topic {name!r}: partition count must be an int >= 1, got {partitions!r}")
-    admin = _admin(bootstrap)
+    admin = _admin(cluster, timeout_s)
     existing = admin.list_topics(timeout=timeout_s).topics
     missing = [NewTopic(name, num_partitions=n) for name, n in topics.items() if name not in existing]
     if missing:
@@ -97,20 +124,20 @@ def ensure_topics(bootstrap: str, topics: dict[str, int], *, timeout_s: float = 
     _wait_until(all_led, timeout_s=timeout_s, what=f"topics {sorted(topics)} did not get partition leaders")
 
 
-def delete_topics(bootstrap: str, names: Iterable[str], *, timeout_s: float = 30.0) -> None:
+def delete_topics(cluster: Cluster, names: Iterable[str], *, timeout_s: float = 30.0) -> None:
     """Delete the named topics that exist and wait until the cluster no longer lists them.
 
     Args:
-        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
         names: topic names; absent ones are ignored.
         timeout_s: seconds to wait for the deletion to show in metadata.
 
     Raises:
-        KafkaException: the cluster refused a deletion.
+        KafkaException: the cluster refused the login or a deletion.
         ConnectorTimeoutError: a topic was still listed after ``timeout_s``.
     """
     names = set(names)
-    admin = _admin(bootstrap)
+    admin = _admin(cluster, timeout_s)
     present = names & set(admin.list_topics(timeout=timeout_s).topics)
     if not present:
         return
@@ -128,7 +155,7 @@ def delete_topics(bootstrap: str, names: Iterable[str], *, timeout_s: float = 30
 
 
 def produce(
-    bootstrap: str,
+    cluster: Cluster,
     topic: str,
     records: Iterable[tuple[bytes | str | None, bytes | str] | tuple[bytes | str | None, bytes | str, int]],
     *,
@@ -141,7 +168,7 @@ def produce(
     UTF-8; a ``None`` key lets the producer's partitioner spread records.
 
     Args:
-        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
         topic: an existing topic (see :func:`ensure_topics`).
         records: ``(key, value)`` pairs, or ``(key, value, timestamp)`` with the record's timestamp in ms since
             the epoch (else the producer stamps the time of sending).
@@ -151,18 +178,18 @@ def produce(
         The number of records written.
 
     Raises:
-        KafkaException: the topic does not exist, or a record was not delivered
-            (the first delivery error).
+        KafkaException: the topic does not exist, the cluster refused the login, or a record was not
+            delivered (the first delivery error).
         ConnectorTimeoutError: records were still unacknowledged after ``timeout_s``.
 
     Example:
         >>> produce("127.0.0.1:9092", "orders", [("1", '{"id": 1}'), ("2", '{"id": 2}')])   # doctest: +SKIP
         2
     """
-    _topic_metadata(_admin(bootstrap), topic, timeout_s)
+    _topic_metadata(_admin(cluster, timeout_s), topic, timeout_s)
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
+            **as_connection(cluster).client_config(),
             "allow.auto.create.topics": False,
             "acks": "all",
             "enable.idempotence": True,
@@ -197,7 +224,7 @@ def produce(
     return count
 
 
-def topic_offsets(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+def topic_offsets(cluster: Cluster, topic: str, *, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
     """The low and high watermark offsets of every partition of a topic.
 
     The high watermark is the offset the next record will get, so ``high - low`` is
@@ -205,7 +232,7 @@ def topic_offsets(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> dic
     compaction).
 
     Args:
-        bootstrap: bootstrap servers, ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
         topic: the topic.
         timeout_s: seconds for the metadata and offset requests.
 
@@ -213,9 +240,9 @@ def topic_offsets(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> dic
         partition → ``(low, high)``.
 
     Raises:
-        KafkaException: the topic does not exist, or the cluster refused the request.
+        KafkaException: the topic does not exist, or the cluster refused the login or the request.
     """
-    admin = _admin(bootstrap)
+    admin = _admin(cluster, timeout_s)
     partitions = sorted(_topic_metadata(admin, topic, timeout_s).partitions)
     deadline = time.monotonic() + timeout_s
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from streamjoin.connectors.kafka_admin import topic_offsets
+from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import ValidationError
 
 __all__ = ["checkpoint_offsets", "kafka_lag", "end_offsets"]
@@ -61,12 +62,12 @@ def checkpoint_offsets(checkpoint: str | Path) -> dict[str, dict[int, int]]:
     return offsets
 
 
-def end_offsets(bootstrap_servers: str, topics: Iterable[str]) -> dict[str, dict[int, tuple[int, int]]]:
+def end_offsets(cluster: Cluster, topics: Iterable[str]) -> dict[str, dict[int, tuple[int, int]]]:
     """``{topic: {partition: (earliest, end offset)}}`` of ``topics`` (see :func:`~streamjoin.connectors.kafka_admin.topic_offsets`)."""
-    return {topic: topic_offsets(bootstrap_servers, topic) for topic in topics}
+    return {topic: topic_offsets(cluster, topic) for topic in topics}
 
 
-def kafka_lag(bootstrap_servers: str, topics: Sequence[str], checkpoint: str | Path,
+def kafka_lag(cluster: Cluster, topics: Sequence[str], checkpoint: str | Path,
               ends: dict[str, dict[int, tuple[int, int]]] | None = None) -> dict[str, dict[int, int]]:
     """Records per topic partition that the query of ``checkpoint`` has not processed yet.
 
@@ -76,7 +77,7 @@ def kafka_lag(bootstrap_servers: str, topics: Sequence[str], checkpoint: str | P
     recreated below the checkpoint's offsets counts 0.
 
     Args:
-        bootstrap_servers: the Kafka cluster.
+        cluster: the Kafka cluster (a :class:`~streamjoin.connectors.kafka_client.KafkaConnection` or bootstrap servers).
         topics: the topics the query reads.
         checkpoint: its checkpoint folder (:func:`checkpoint_offsets`).
         ends: the topics' offsets if already read (:func:`end_offsets`), else read here.
@@ -87,7 +88,7 @@ def kafka_lag(bootstrap_servers: str, topics: Sequence[str], checkpoint: str | P
     Raises:
         KafkaException: a topic does not exist (as ``topic_offsets``).
     """
-    ends = ends if ends is not None else end_offsets(bootstrap_servers, topics)
+    ends = ends if ends is not None else end_offsets(cluster, topics)
     processed = checkpoint_offsets(checkpoint)
     return {
         topic: {p: max(0, high - max(low, processed.get(topic, {}).get(p, low))) for p, (low, high) in ends[topic].items()}

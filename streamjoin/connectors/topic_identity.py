@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
+from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.errors import ConnectorError, TopicRecreatedError
 
 __all__ = ["TOPIC_IDS_FILE", "topic_ids", "TopicIdentity"]
@@ -33,14 +34,18 @@ __all__ = ["TOPIC_IDS_FILE", "topic_ids", "TopicIdentity"]
 TOPIC_IDS_FILE = "streamjoin/topic_ids.json"
 
 
-def topic_ids(bootstrap_servers: str, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
+def topic_ids(cluster: Cluster, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
     """Each topic's id (Kafka's ``Uuid`` as text), e.g. ``{"orders": "lT0S3s…"}``; a topic that does not exist is left out.
+
+    Args:
+        cluster: bootstrap servers, or a :class:`~streamjoin.connectors.kafka_client.KafkaConnection` with its login.
 
     Raises:
         ConnectorError: when the cluster cannot be asked (other than for a missing topic).
     """
     names = sorted(set(topics))
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    connection = as_connection(cluster)
+    admin = AdminClient(connection.client_config())
     futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
     ids = {}
     for name, future in futures.items():
@@ -49,7 +54,7 @@ def topic_ids(bootstrap_servers: str, topics: Iterable[str], *, timeout_s: float
         except KafkaException as e:
             if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue  # not created yet: Spark's source reports a missing topic itself
-            raise ConnectorError(f"cannot describe Kafka topic '{name}' at {bootstrap_servers}: {e.args[0].str()}") from e
+            raise ConnectorError(f"cannot describe Kafka topic '{name}' at {connection.bootstrap_servers}: {e.args[0].str()}") from e
     return ids
 
 
@@ -59,14 +64,14 @@ class TopicIdentity:
     Args:
         spark: reads and writes the record through Hadoop's file system API (checkpoints may be remote).
         checkpoint: the query's checkpoint folder.
-        bootstrap_servers: the cluster the query reads.
+        cluster: the cluster the query reads (:func:`topic_ids`).
         topics: the topics the query reads.
     """
 
-    def __init__(self, spark: SparkSession, checkpoint: str, bootstrap_servers: str, topics: Iterable[str]) -> None:
+    def __init__(self, spark: SparkSession, checkpoint: str, cluster: Cluster, topics: Iterable[str]) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
-        self.bootstrap_servers = bootstrap_servers
+        self.cluster = cluster
         self.topics = sorted(set(topics))
         self._recorded: dict[str, str] | None = None
 
@@ -77,7 +82,7 @@ class TopicIdentity:
             TopicRecreatedError: a topic's id differs from the one recorded (it was deleted and created again).
             ConnectorError: the cluster cannot be asked.
         """
-        current = topic_ids(self.bootstrap_servers, self.topics)
+        current = topic_ids(self.cluster, self.topics)
         recorded = self._read() if self._recorded is None else self._recorded
         for topic, old in sorted(recorded.items()):
             new = current.get(topic)

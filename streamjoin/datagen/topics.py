@@ -25,6 +25,7 @@ from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
+from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.datagen.ecb_rates import ecb_rates
 from streamjoin.datagen.tpch import DATE_SHIFT_DAYS, Change, TpchChangelog
 from streamjoin.planner.script import plan_script
@@ -93,33 +94,34 @@ def _epoch_ms(time: dt.datetime) -> int:
     return int(time.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
 
 
-def load_topics(bootstrap_servers: str, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
+def load_topics(cluster: Cluster, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
     """Create the demo topics and produce the TPC-H changelogs and the ECB rates into them.
 
-    Rates are :func:`rate_rows`.
+    Rates are :func:`rate_rows`. ``cluster`` is a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`
+    (servers and security settings) or bootstrap servers.
 
     Returns:
         Records produced per topic.
     """
-    ensure_topics(bootstrap_servers, {t.topic: 1 if t is RATES else partitions for t in TOPICS})
+    ensure_topics(cluster, {t.topic: 1 if t is RATES else partitions for t in TOPICS})
     counts = {}
     counts[ORDERS.topic] = produce(
-        bootstrap_servers, ORDERS.topic,
+        cluster, ORDERS.topic,
         ((str(c.row["o_orderkey"]), debezium_record(c)) for c in changelog.orders_changes()),
     )
     counts[LINEITEM.topic] = produce(
-        bootstrap_servers, LINEITEM.topic,
+        cluster, LINEITEM.topic,
         ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
     )
     counts[ORDER_EVENTS.topic] = produce(
-        bootstrap_servers, ORDER_EVENTS.topic,
+        cluster, ORDER_EVENTS.topic,
         ((str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events),
     )
     counts[SHIPMENTS.topic] = produce(
-        bootstrap_servers, SHIPMENTS.topic,
+        cluster, SHIPMENTS.topic,
         ((str(i["l_orderkey"]), _encode(i), _epoch_ms(i["l_shiptime"])) for i in changelog.lineitems),
     )
     counts[RATES.topic] = produce(
-        bootstrap_servers, RATES.topic, ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in rate_rows()),
+        cluster, RATES.topic, ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in rate_rows()),
     )
     return counts
