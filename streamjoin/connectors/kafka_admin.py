@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.errors import ConnectorTimeoutError, ValidationError
 
-__all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets"]
+__all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets", "topic_ids"]
 
 _POLL_INTERVAL_S = 0.1
 #: Seconds of each metadata request while a client waits to reach its cluster (a refused login shows between two).
@@ -263,3 +263,22 @@ def topic_offsets(cluster: Cluster, topic: str, *, timeout_s: float = 30.0) -> d
 
     low, high = offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest())
     return {p: (low[p], high[p]) for p in partitions}
+
+
+def topic_ids(cluster: Cluster, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
+    """Each topic's id (Kafka's ``Uuid`` as text, KIP-516), e.g. ``{"orders": "lT0S3s…"}``; a topic that does
+    not exist is left out.
+
+    Raises:
+        KafkaException: the cluster refused the request or the login.
+    """
+    admin = _admin(cluster, timeout_s)
+    futures = admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=timeout_s)
+    ids = {}
+    for name, future in futures.items():
+        try:
+            ids[name] = str(future.result().topic_id)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    return ids

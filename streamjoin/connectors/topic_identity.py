@@ -21,41 +21,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from streamjoin.connectors.kafka_client import Cluster, as_connection
-from streamjoin.errors import ConnectorError, TopicRecreatedError
+from streamjoin.connectors.kafka_admin import topic_ids
+from streamjoin.connectors.kafka_client import Cluster
+from streamjoin.errors import TopicRecreatedError
 
-__all__ = ["TOPIC_IDS_FILE", "topic_ids", "TopicIdentity"]
+__all__ = ["TOPIC_IDS_FILE", "TopicIdentity"]
 
 #: Where, under a query's checkpoint folder, the topic ids are kept (Spark owns the rest of the folder).
 TOPIC_IDS_FILE = "streamjoin/topic_ids.json"
-
-
-def topic_ids(cluster: Cluster, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
-    """Each topic's id (Kafka's ``Uuid`` as text), e.g. ``{"orders": "lT0S3s…"}``; a topic that does not exist is left out.
-
-    Args:
-        cluster: bootstrap servers, or a :class:`~streamjoin.connectors.kafka_client.KafkaConnection` with its login.
-
-    Raises:
-        ConnectorError: when the cluster cannot be asked (other than for a missing topic).
-    """
-    names = sorted(set(topics))
-    connection = as_connection(cluster)
-    admin = AdminClient(connection.client_config())
-    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
-    ids = {}
-    for name, future in futures.items():
-        try:
-            ids[name] = str(future.result().topic_id)
-        except KafkaException as e:
-            if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue  # not created yet: Spark's source reports a missing topic itself
-            raise ConnectorError(f"cannot describe Kafka topic '{name}' at {connection.bootstrap_servers}: {e.args[0].str()}") from e
-    return ids
 
 
 class TopicIdentity:
@@ -64,7 +39,7 @@ class TopicIdentity:
     Args:
         spark: reads and writes the record through Hadoop's file system API (checkpoints may be remote).
         checkpoint: the query's checkpoint folder.
-        cluster: the cluster the query reads (:func:`topic_ids`).
+        cluster: the cluster the query reads (:func:`~streamjoin.connectors.kafka_admin.topic_ids`).
         topics: the topics the query reads.
     """
 
@@ -80,7 +55,7 @@ class TopicIdentity:
 
         Raises:
             TopicRecreatedError: a topic's id differs from the one recorded (it was deleted and created again).
-            ConnectorError: the cluster cannot be asked.
+            KafkaException: the cluster cannot be asked (``KafkaError._AUTHENTICATION`` for a refused login).
         """
         current = topic_ids(self.cluster, self.topics)
         recorded = self._read() if self._recorded is None else self._recorded

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from streamjoin.connectors.kafka_admin import delete_topics, ensure_topics, produce
-from streamjoin.connectors.topic_identity import TOPIC_IDS_FILE, topic_ids
+from streamjoin.connectors.kafka_admin import delete_topics, ensure_topics, produce, topic_ids
+from streamjoin.connectors.topic_identity import TOPIC_IDS_FILE
 from streamjoin.errors import TopicRecreatedError
 from streamjoin.pipeline import Lakehouse, run_pipeline
 from streamjoin.planner import plan_script, sql_pipelines
