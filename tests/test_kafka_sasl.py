@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from dagster import DagsterInstance, EnvVar, RunRequest, SkipReason, build_sensor_context
 
-from assets.sql_pipelines import SQL_DIR, load_sql_pipelines
+from assets.sql_pipelines import load_sql_pipelines
 from jobs import load_tpch_topics_job
 from jobs.sensors import kafka_lag_sensor
 from resources import KafkaResource, LakehouseResource, TpchResource
@@ -21,6 +21,7 @@ from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce, topic_offsets
 from streamjoin.connectors.kafka_client import KafkaConnection, declared_properties, jaas_config
 from tests.conftest import SCALE_FACTOR
+from tests.sql_folders import orders_current_with_orders_options
 
 USER, PASSWORD = "streamjoin", "sasl-pw-5b1e07"
 WRONG = "not-the-password"
@@ -39,16 +40,9 @@ def _resource(broker) -> KafkaResource:
 
 def _sql(tmp_path):
     """``sql/orders_current.sql`` over a catalog whose ``orders`` table logs in with ``${SJ_TEST_KAFKA_JAAS}``."""
-    folder = tmp_path / "sql"
-    (folder / "catalog").mkdir(parents=True)
-    catalog = (SQL_DIR / "catalog" / "tpch.sql").read_text()
-    declared = "'topic' = 'orders',\n"
-    assert declared in catalog
-    (folder / "catalog" / "tpch.sql").write_text(catalog.replace(declared, declared + (
+    return orders_current_with_orders_options(tmp_path, (
         "  'properties.security.protocol' = 'SASL_PLAINTEXT',\n  'properties.sasl.mechanism' = 'PLAIN',\n"
-        "  'properties.sasl.jaas.config' = '${SJ_TEST_KAFKA_JAAS}',\n"), 1))
-    (folder / "orders_current.sql").write_text((SQL_DIR / "orders_current.sql").read_text())
-    return folder
+        "  'properties.sasl.jaas.config' = '${SJ_TEST_KAFKA_JAAS}',\n"))
 
 
 def _lag_sensor(properties=None):

@@ -8,9 +8,10 @@ The broker does not use SASL/SSL: the secret options are ones a PLAINTEXT consum
 import pytest
 from dagster import DagsterInstance, materialize
 
-from assets.sql_pipelines import SQL_DIR, load_sql_pipelines, pipeline_assets, topic_specs
+from assets.sql_pipelines import load_sql_pipelines, pipeline_assets, topic_specs
 from resources import KafkaResource, LakehouseResource, SparkResource
 from streamjoin.cli import main
+from tests.sql_folders import orders_current_with_orders_options
 
 SECRET = "jaas-secret-7f3a91"
 
@@ -24,15 +25,8 @@ def secret_sql(tmp_path, monkeypatch):
     """``sql/orders_current.sql`` over a catalog whose ``orders`` table names two secrets from the environment."""
     monkeypatch.setenv("SJ_TEST_JAAS", f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";')
     monkeypatch.setenv("SJ_TEST_KEY_PASSWORD", SECRET)
-    folder = tmp_path / "sql"
-    (folder / "catalog").mkdir(parents=True)
-    catalog = (SQL_DIR / "catalog" / "tpch.sql").read_text()
-    declared = "'topic' = 'orders',\n"
-    assert declared in catalog
-    (folder / "catalog" / "tpch.sql").write_text(catalog.replace(declared, declared + (
-        "  'properties.sasl.jaas.config' = '${SJ_TEST_JAAS}',\n  'properties.ssl.key.password' = '${SJ_TEST_KEY_PASSWORD}',\n"), 1))
-    (folder / "orders_current.sql").write_text((SQL_DIR / "orders_current.sql").read_text())
-    return folder
+    return orders_current_with_orders_options(tmp_path, (
+        "  'properties.sasl.jaas.config' = '${SJ_TEST_JAAS}',\n  'properties.ssl.key.password' = '${SJ_TEST_KEY_PASSWORD}',\n"))
 
 
 def test_a_secret_from_the_environment_stays_out_of_output_metadata_and_tables(spark, kafka_bootstrap, demo_topics, secret_sql,

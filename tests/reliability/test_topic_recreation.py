@@ -5,6 +5,7 @@ checkpoint's offset, the case Spark's Kafka source reads on from the old offset 
 """
 
 import json
+import shutil
 import threading
 import time
 
@@ -17,13 +18,16 @@ from streamjoin.pipeline import Lakehouse, run_pipeline
 from streamjoin.planner import plan_script, sql_pipelines
 
 
-def _pipeline(topic: str):
+def _pipeline(bootstrap, topic: str, tmp_path):
+    """A pipeline copying ``topic`` (three records ``old0``..``old2``) into the Delta table ``copied``, and its lakehouse."""
+    ensure_topics(bootstrap, {topic: 1})
+    produce(bootstrap, topic, _records(range(3), "old"))
     [pipeline] = sql_pipelines(plan_script(f"""
         CREATE TABLE src (id INT, v STRING) WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'json');
         CREATE TABLE copied (id INT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');
         INSERT INTO copied SELECT id, v FROM src;
     """))
-    return pipeline
+    return pipeline, Lakehouse(str(tmp_path / "lake"))
 
 
 def _records(ids, tag):
@@ -43,9 +47,7 @@ def _rows(spark, lakehouse):
 @pytest.mark.e2e
 def test_a_topic_recreated_between_runs_is_refused_before_anything_is_read(spark, kafka_bootstrap, tmp_path):
     topic = "recreated_between_runs"
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    produce(kafka_bootstrap, topic, _records(range(3), "old"))
-    pipeline, lakehouse = _pipeline(topic), Lakehouse(str(tmp_path / "lake"))
+    pipeline, lakehouse = _pipeline(kafka_bootstrap, topic, tmp_path)
     run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     assert _rows(spark, lakehouse) == {(i, f"old{i}") for i in range(3)}
     checkpoint = lakehouse.checkpoint(pipeline.name, "main")
@@ -62,8 +64,6 @@ def test_a_topic_recreated_between_runs_is_refused_before_anything_is_read(spark
     assert _rows(spark, lakehouse) == {(i, f"old{i}") for i in range(3)}  # nothing of the new topic was read
 
     # What the error says to do: without the checkpoints, the new topic is read from its earliest offset.
-    import shutil
-
     shutil.rmtree(tmp_path / "lake" / "_checkpoints" / "copied")
     run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     assert _rows(spark, lakehouse) == {(i, f"old{i}") for i in range(3)} | {(i, f"new{i}") for i in range(10, 15)}
@@ -72,9 +72,7 @@ def test_a_topic_recreated_between_runs_is_refused_before_anything_is_read(spark
 @pytest.mark.e2e
 def test_a_topic_recreated_under_a_running_pipeline_stops_it_before_the_batch_is_written(spark, kafka_bootstrap, tmp_path):
     topic = "recreated_while_running"
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    produce(kafka_bootstrap, topic, _records(range(3), "old"))
-    pipeline, lakehouse = _pipeline(topic), Lakehouse(str(tmp_path / "lake"))
+    pipeline, lakehouse = _pipeline(kafka_bootstrap, topic, tmp_path)
     batches = []
     outcome = {}
 
