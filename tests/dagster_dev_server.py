@@ -91,10 +91,21 @@ class DagsterDev:
         raise AssertionError(f"dagster dev not ready after {timeout_s} s; see {self.log.name}")
 
     def _location_loaded(self) -> bool:
-        query = b'{"query": "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus } } } }"}'
-        request = urllib.request.Request(f"{self.url}/graphql", data=query, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return b'"LOADED"' in response.read()
+        """Whether every code location has loaded; a location that failed to load fails at once, with its error."""
+        entries = self.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+                               "locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+        entries = entries["workspaceOrError"]["locationEntries"]
+        errors = [f"{e['name']}: {e['locationOrLoadError']['message']}" for e in entries
+                  if (e["locationOrLoadError"] or {}).get("__typename") == "PythonError"]
+        assert not errors, "\n".join(errors)
+        return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
+
+    def graphql(self, query: str, variables: dict | None = None) -> dict:
+        """The ``data`` of a query or mutation of the webserver's GraphQL API (what the UI sends)."""
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())["data"]
 
     def launch(self, job: str, config: dict | None = None) -> str:
         """``dagster job launch`` (with ``config`` as its run config): the run goes into the queue; its id."""
