@@ -60,9 +60,10 @@ def test_a_stateful_pipeline_on_separate_executor_jvms(spark, kafka_bootstrap, d
     assert run.returncode == 0, output[-5000:]
 
     # Two executor JVMs, each a child of the driver's JVM (the standalone workers live in it).
-    [driver] = [pid for pid, (_, args) in seen.items() if "org.apache.spark.deploy.SparkSubmit" in args]
-    executors = {_executor_id(args): parent for _, (parent, args) in seen.items() if EXECUTOR_MAIN in args}
-    assert executors == {"0": driver, "1": driver}, seen
+    executors = {_executor_id(args): (pid, parent) for pid, (parent, args) in seen.items() if EXECUTOR_MAIN in args}
+    assert set(executors) == {"0", "1"}, seen
+    [driver] = {parent for _, parent in executors.values()}
+    assert "org.apache.spark.deploy.SparkSubmit" in seen[driver][1] and driver not in {pid for pid, _ in executors.values()}
     # Each executor fetched the operators jar from the driver and ran tasks of the query.
     [app] = (spark_home / "work").iterdir()
     for executor in ("0", "1"):
