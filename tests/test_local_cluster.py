@@ -50,9 +50,11 @@ def test_a_stateful_pipeline_on_separate_executor_jvms(spark, kafka_bootstrap, d
     run = subprocess.Popen([str(STREAMJOIN), "run", str(SQL_DIR / f"{PIPELINE}.sql"), "--available-now",
                             "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(lake)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen: dict[int, tuple[int, str]] = {}  # the CLI's process tree while it runs: pid -> (parent pid, command line)
+    # The CLI's process tree while it runs: pid -> (parent pid, command line) as first seen (when the driver
+    # exits, its executors outlive it for a moment, adopted by another parent).
+    seen: dict[int, tuple[int, str]] = {}
     while run.poll() is None and time.monotonic() - started < 600:
-        seen |= _descendants(run.pid)
+        seen = _descendants(run.pid) | seen
         time.sleep(0.5)
     if run.poll() is None:
         run.kill()
