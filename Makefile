@@ -12,7 +12,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos
 
-setup: $(SETUP_STAMP)
+# A Spark home for `SPARK_MASTER=local-cluster[...]` (README, "Running on a real cluster"): its workers start
+# executors from pyspark's bin/ and jars/, and keep the executors' logs in its work/ folder, not in the venv.
+SPARK_HOME_DIR := $(LOCAL)/spark-home
+
+setup: $(SETUP_STAMP) $(SPARK_HOME_DIR)
+
+$(SPARK_HOME_DIR): | $(SETUP_STAMP)
+	pyspark="$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" && \
+	    mkdir -p $@ && ln -sfn "$$pyspark/bin" $@/bin && ln -sfn "$$pyspark/jars" $@/jars
 
 # The jvm engine's operators, built from source (Spark and Scala are `provided`).
 OPERATORS_JAR := $(LOCAL)/jars/operators/streamjoin-operators.jar

@@ -92,9 +92,10 @@ def sql_pipeline_assets(definition: SqlPipelineDef):
     return _assets
 
 
-def daily_schedule(definition: SqlPipelineDef) -> ScheduleDefinition | None:
+def daily_schedule(definition: SqlPipelineDef, *, hour_of_day: int = 0, minute_of_hour: int = 0) -> ScheduleDefinition | None:
     """``<sink>_daily``: materialise the previous day's partition of a partitioned pipeline (its job
-    ``<sink>_daily_job``), stopped by default; ``None`` for a pipeline without daily partitions."""
+    ``<sink>_daily_job``) at ``hour_of_day:minute_of_hour`` UTC (00:00 by default), stopped by default;
+    ``None`` for a pipeline without daily partitions."""
     partitions = daily_partitions(definition)
     if partitions is None:
         return None
@@ -102,4 +103,5 @@ def daily_schedule(definition: SqlPipelineDef) -> ScheduleDefinition | None:
     job = define_asset_job(f"{name}_daily_job", selection=[name, f"{name}_changelog"], partitions_def=partitions,
                            description=f"Recompute one day (a partition) of `{name}` and replace it in Delta.")
     return build_schedule_from_partitioned_job(job, name=f"{name}_daily", default_status=DefaultScheduleStatus.STOPPED,
-                                               description=f"Every day after midnight UTC, backfill the previous day of `{name}`.")
+                                               hour_of_day=hour_of_day, minute_of_hour=minute_of_hour,
+                                               description=f"Every day at {hour_of_day:02d}:{minute_of_hour:02d} UTC, backfill the previous day of `{name}`.")

@@ -45,9 +45,11 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     Args:
         app_name: Spark application name.
         master: Spark master; ``local[2]`` by default (``SPARK_MASTER`` overrides),
-            ``None`` to keep what spark-submit set. Only a ``local`` master gets the
-            small-machine settings (loopback driver, 2 shuffle partitions, no UI);
-            ``SPARK_SHUFFLE_PARTITIONS`` sets the shuffle partitions on any master.
+            ``None`` to keep what spark-submit set. Only a ``local``/``local[N]`` master gets the
+            small-machine settings (loopback driver, 2 shuffle partitions, no UI); any other,
+            ``local-cluster[N,C,M]`` (executors in their own JVMs) included, is treated as a cluster.
+            ``SPARK_SHUFFLE_PARTITIONS`` sets the shuffle partitions on any master. The jars go
+            to ``spark.jars`` on every master, so executors fetch them from the driver.
         conf: extra Spark settings, applied last.
 
     Returns:
@@ -63,7 +65,7 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     master = os.environ.get("SPARK_MASTER", master)
     if master:
         builder = builder.master(master)
-    if master and master.startswith("local"):
+    if master and _is_local(master):
         # Local mode on a small machine: the default 200 shuffle partitions make every stateful
         # micro-batch schedule 200 tasks. A checkpoint keeps the number it started with.
         builder = builder.config("spark.sql.shuffle.partitions", os.environ.get("SPARK_SHUFFLE_PARTITIONS", "2"))
@@ -94,6 +96,14 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     spark.sparkContext.setLogLevel("WARN")
     _quiet_state_server(spark)
     return spark
+
+
+def _is_local(master: str) -> bool:
+    """Whether ``master`` runs every task in the driver's JVM (``local``, ``local[N]``, ``local[N,F]``, ``local[*]``).
+
+    ``local-cluster[N,C,M]`` is not: it starts N executor JVMs, as a cluster does (Spark's ``SparkMasterRegex``).
+    """
+    return master == "local" or master.startswith("local[")
 
 
 #: Logs a WARN for every ValueState get() of a key without a value, i.e. for every new key of

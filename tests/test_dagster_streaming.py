@@ -22,7 +22,7 @@ from checks.orders_current import expected_orders_current
 from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
-from test_dagster_ui import FINISHED, DagsterDev
+from dagster_dev_server import FINISHED, DagsterDev
 
 pytestmark = pytest.mark.e2e
 

@@ -13,29 +13,21 @@ screenshots go to ``.local/test-artifacts/dagster-ui/``.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetCheckSeverity, AssetKey, DagsterRunStatus, RunsFilter
 
+from dagster_dev_server import FINISHED, DagsterDev
 from streamjoin.config import PROJECT_ROOT, local_dir
-from streamjoin.connectors.kafka_service import start_service, stop_service
 
 pytestmark = pytest.mark.e2e
 
-VENV_BIN = Path(sys.executable).parent
 ARTIFACTS = local_dir("test-artifacts", "dagster-ui")
-FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
 def test_definitions_load_in_a_bare_interpreter():
@@ -50,122 +42,6 @@ def test_definitions_load_in_a_bare_interpreter():
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("loaded "), f"the interpreter exited before the definitions loaded:\n{result.stdout}\n{result.stderr}"
     assert int(result.stdout.split()[1]) > 10
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class DagsterDev:
-    """``dagster dev`` (webserver + daemon) on 127.0.0.1 with its own instance, local state and Kafka service."""
-
-    def __init__(self, root: Path, env: dict[str, str] | None = None):
-        self.home = root / "dagster_home"
-        self.home.mkdir()
-        shutil.copy(PROJECT_ROOT / "dagster_project" / "dagster.yaml", self.home / "dagster.yaml")
-        # Local state (broker data, lakehouse) of its own; the jars and generated TPC-H are shared.
-        state = root / "local"
-        state.mkdir()
-        for shared in ("jars", "tpch"):
-            (state / shared).symlink_to(local_dir(shared))
-        self.state = state
-        # The local service of `make kafka`, on this local state: the runs and sensors find it there.
-        self.kafka, _ = start_service(state / "kafka")
-        # The project's GX context without its results: the checks add theirs and build Data Docs here.
-        self.gx = root / "gx"
-        shutil.copytree(PROJECT_ROOT / "gx", self.gx, ignore=shutil.ignore_patterns("uncommitted"))
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ, "DAGSTER_HOME": str(self.home), "STREAMJOIN_LOCAL_DIR": str(state), "TPCH_SCALE_FACTOR": "0.001",
-            "GX_HOME": str(self.gx),
-        }
-        self.env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # the embedded default
-        self.env.pop("STREAMJOIN_LAKEHOUSE", None)
-        self.env.update(env or {})
-        # Created before the services start: on a new DAGSTER_HOME the webserver, the daemon and the
-        # code server would each create the SQLite storage and race on its schema migrations.
-        self.instance = DagsterInstance.from_config(str(self.home))
-        self.instance.get_runs()
-        self.log = open(root / "dagster-dev.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [VENV_BIN / "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(self.port)],
-            cwd=PROJECT_ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def wait_ready(self, timeout_s: float = 240) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"dagster dev exited with {self.process.returncode}; see {self.log.name}"
-            try:
-                # The code location is loaded once the GraphQL API lists its jobs.
-                with urllib.request.urlopen(f"{self.url}/server_info", timeout=5):
-                    pass
-                if self._location_loaded():
-                    return
-            except OSError:
-                pass
-            time.sleep(2)
-        raise AssertionError(f"dagster dev not ready after {timeout_s} s; see {self.log.name}")
-
-    def _location_loaded(self) -> bool:
-        query = b'{"query": "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus } } } }"}'
-        request = urllib.request.Request(f"{self.url}/graphql", data=query, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return b'"LOADED"' in response.read()
-
-    def launch(self, job: str, config: dict | None = None) -> str:
-        """``dagster job launch`` (with ``config`` as its run config): the run goes into the queue; its id."""
-        before = {r.run_id for r in self.instance.get_runs()}
-        result = subprocess.run(
-            [VENV_BIN / "dagster", "job", "launch", "-w", "workspace.yaml", "-j", job,
-             *(["--config-json", json.dumps(config)] if config else [])],
-            cwd=PROJECT_ROOT, env=self.env, capture_output=True, text=True, timeout=300,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        [run_id] = [r.run_id for r in self.instance.get_runs() if r.run_id not in before]
-        return run_id
-
-    def runs(self, job: str | None = None) -> list:
-        return [r for r in self.instance.get_runs() if job is None or r.job_name == job]
-
-    def wait(self, run_id: str, statuses=FINISHED, timeout_s: float = 600):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            run = self.instance.get_run_by_id(run_id)
-            if run.status in statuses:
-                return run
-            time.sleep(2)
-        raise AssertionError(f"run {run_id} still {self.instance.get_run_by_id(run_id).status} after {timeout_s} s")
-
-    def failure(self, run_id: str) -> str:
-        """The run's error events, for an assertion message."""
-        events = [e for e in self.instance.all_logs(run_id) if e.dagster_event and e.dagster_event.is_failure]
-        return "\n".join(str(e.user_message) for e in events)
-
-    def check_results(self, run_id: str) -> dict:
-        """``{"<asset>:<check>": AssetCheckEvaluation}`` of a run's asset check evaluations."""
-        from dagster import DagsterEventType
-
-        records = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
-        results = {}
-        for record in records:
-            evaluation = record.event_log_entry.dagster_event.event_specific_data
-            results[f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"] = evaluation
-        return results
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        self.log.close()
-        stop_service(self.state / "kafka")
 
 
 @pytest.fixture(scope="module")
