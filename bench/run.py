@@ -16,6 +16,9 @@ on the same TPC-H rows, then each ``sql/`` pipeline end to end beside a Kafka �
    operator without a Scala twin runs on python even on ``jvm``, and the table says so.
 4. Pipelines (:mod:`bench.pipelines`) at ``--pipeline-scale-factor``.
 
+``--only QUERY...`` runs only the matching operator queries (steps 1 and 3), ``--engines`` picks the engines
+they run on: e.g. ``--only 'group' --engines native,jvm`` measures one operator before and after a change.
+
 It prints the figures and the ratios and appends them, with the command, the machine and the load
 averages at start and end, to ``--record`` (``bench/RESULTS.md`` by default).
 """
@@ -57,7 +60,16 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--pipeline-scale-factor", type=float, default=None, help="default: scale factor / 10")
     parser.add_argument("--record", type=Path, default=PROJECT_ROOT / "bench" / "RESULTS.md",
                         help="the Markdown file the results are appended to")
+    parser.add_argument("--only", nargs="+", metavar="QUERY", default=None,
+                        help="run only the operator queries whose name contains one of these (e.g. 'interval inner' "
+                             "'group'), without Flink and the pipelines")
+    parser.add_argument("--engines", default="native,jvm,python",
+                        help="comma-separated engines the operator queries run on (default: native,jvm,python)")
     args = parser.parse_args()
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = set(args.engines) - {"native", "jvm", "python"}
+    if unknown:
+        parser.error(f"unknown engine(s) {', '.join(sorted(unknown))}: native, jvm, python")
     if args.pipeline_scale_factor is None:
         args.pipeline_scale_factor = args.scale_factor / 10
     return args
@@ -108,10 +120,13 @@ def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> 
         "all": spark_streams(spark, tables, workdir / "input-all"),
         "prefix": spark_streams(spark, {n: t.prefix(args.python_batches) for n, t in tables.items()}, workdir / "input-prefix"),
     }
-    runs = [("native", "all"), ("jvm", "all"), ("python", "prefix")]
+    runs = [(engine, input_name) for engine, input_name in (("native", "all"), ("jvm", "all"), ("python", "prefix"))
+            if engine in args.engines]
     results = []
     print(HEADER, flush=True)
     for index, case in enumerate(CASES):
+        if args.only and not any(q.lower() in case.name.lower() for q in args.only):
+            continue
         figures = {}
         for engine, input_name in runs:
             if engine == "native" and case.native is None:
@@ -153,6 +168,8 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         "reported; Flink ends its bounded input with a +∞ watermark, Spark's queries do not):", "",
         HEADER,
     ]
+    if args.only:
+        lines[lines.index(HEADER) - 2] += f" Only the queries matching {', '.join(map(repr, args.only))}, no Flink, no pipelines."
     for case, figures in operators:
         for engine, (m, note) in figures.items():
             lines.append(_row(m, engine + (f" ({note})" if note else "")))
@@ -164,15 +181,19 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
     lines += ["", "Ratios of rows/s (jvm as a multiple of the other):", "",
               "| query | jvm / native | jvm / python | jvm / Flink | note |", "| --- | ---: | ---: | ---: | --- |"]
     for case, figures in operators:
+        if "jvm" not in figures:
+            continue
         jvm, jvm_note = figures["jvm"]
-        native = figures.get("native")
+        native, python = figures.get("native"), figures.get("python")
         outcome = flink.get(case.name, {})
         flink_rate = sum(tables[t].rows for t in case.tables) / (outcome["ms"] / 1000) if "ms" in outcome else None
         note = "; ".join(n for n in (case.no_native and f"no native: {case.no_native}", jvm_note,
                                      outcome.get("error", "") and f"Flink: {outcome['error']}") if n)
         lines.append(f"| {case.name} | {_ratio(jvm.rows_per_second, native[0].rows_per_second if native else None)} | "
-                     f"{_ratio(jvm.rows_per_second, figures['python'][0].rows_per_second)} | "
+                     f"{_ratio(jvm.rows_per_second, python[0].rows_per_second if python else None)} | "
                      f"{_ratio(jvm.rows_per_second, flink_rate)} | {note} |")
+    if not pipelines:
+        return "\n".join(lines) + "\n"
     lines += ["", f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
               "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
               "whole run_pipeline call, its dead-letter query included):", "", HEADER]
@@ -191,12 +212,12 @@ def main() -> None:
     shutil.rmtree(workdir)
     tables = bench_tables(tpch_changelog(args.scale_factor), args.batches)
     print(f"TPC-H sf {args.scale_factor:g}: " + ", ".join(f"{t.name} {t.rows:,}" for t in tables.values()), flush=True)
-    flink = run_flink(tables, workdir / "flink")
+    flink = {} if args.only else run_flink(tables, workdir / "flink")
     print("Flink: " + ", ".join(f"{name} {outcome}" for name, outcome in flink.items()), flush=True)
     spark = spark_session("bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
     operators = run_operators(spark, tables, args, workdir)
     spark.conf.set(ENGINE_CONF, "jvm")
-    pipelines = run_pipelines(spark, args.pipeline_scale_factor, workdir / "pipelines")
+    pipelines = [] if args.only else run_pipelines(spark, args.pipeline_scale_factor, workdir / "pipelines")
     section = report(args, operators, flink, pipelines, tables, started, load_start)
     section += f"\nWhole run: {(time.perf_counter() - clock) / 60:.1f} min.\n"
     print("\n" + section)

@@ -262,8 +262,11 @@ def group_aggregate(
     types = {f.name: f.dataType for f in df.schema.fields}
     result_types = Aggregates(calls, types, columns, retractable=not insert_only_input).result_types
 
+    # Only the GROUP BY and argument columns reach the operator: the others would be shuffled, sorted
+    # and decoded per row for nothing (Spark does not prune columns through transformWithState).
+    columns = list(dict.fromkeys([*group_by, *(c.column for c in calls if c.column is not None)]))
     keys = list(group_by)
-    prepared = df
+    prepared = df.select(*columns, ROWKIND_COLUMN, SEQ_COLUMN)
     if not keys:
         prepared = prepared.withColumn("_group", F.lit(0))
         keys = ["_group"]

@@ -126,7 +126,9 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
           if (inWindow) entries.foreach { entry =>
             out += Change(RowKind.Insert, if (side == 0) pair(own, entry) else pair(entry, own))
             matched = true
-            if (!entry.matched) { entry.matched = true; updated = true }
+            // Only an outer side reads its rows' flag (as Flink's TimeIntervalJoin): an inner side's
+            // cache is not rewritten for it.
+            if (outer(other) && !entry.matched) { entry.matched = true; updated = true }
           }
           if (expiredNow) {
             if (outer(other)) expired(entries.toSeq, other, out)
