@@ -272,9 +272,11 @@ def event_time_streams(draw):
     frame = draw(st.sampled_from(["rows", "range"]))
     preceding = draw(st.sampled_from([None, 0, 1, 2]) if frame == "rows" else st.sampled_from([None, 0, 1000, 3000]))
     delay = draw(st.sampled_from([0, 1, 1000, 2500]))
-    # Past delay + interval/2 behind, a bounded RANGE row could reach a key cleared by its clean-up
-    # timer and be accepted with a frame the batch query would not give it (Flink's own behaviour).
-    disorder = delay + (preceding // 2 if frame == "range" and preceding is not None else 4000)
+    # A bounded RANGE row behind the watermark can reach a key its clean-up timer cleared and be accepted
+    # with a frame the batch query would not give it (Flink's own behaviour). The clean-up timer can fire
+    # as early as `preceding + 1` after the key's latest row (Flink keeps an earlier one while it is at
+    # least that far), so only rows at or after the watermark (disorder <= delay) are safe here.
+    disorder = delay + (0 if frame == "range" and preceding is not None else 4000)
     rows, highest = [], 0
     for _ in range(draw(st.integers(1, 25))):
         time = max(1, highest + 1000 * draw(st.integers(-(disorder // 1000) - 1, 2)))
