@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.errors import ConnectorTimeoutError, ValidationError
 
-__all__ = ["ensure_topics", "delete_topics", "produce", "topic_offsets", "topic_ids"]
+__all__ = ["admin_client", "ensure_topics", "delete_topics", "produce", "topic_offsets", "topic_ids"]
 
 _POLL_INTERVAL_S = 0.1
 #: Seconds of each metadata request while a client waits to reach its cluster (a refused login shows between two).
@@ -27,7 +27,7 @@ _LOGIN_CHECK_S = 1.0
 _LEADERSHIP_ERRORS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
-def _admin(cluster: Cluster, timeout_s: float) -> AdminClient:
+def admin_client(cluster: Cluster, timeout_s: float = 30.0) -> AdminClient:
     """An admin client of ``cluster`` once the cluster has answered it, so that a refused login fails at once.
 
     librdkafka retries a refused login until the request's timeout and then reports only a transport
@@ -99,7 +99,7 @@ def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float 
     for name, partitions in topics.items():
         if not isinstance(partitions, int) or partitions < 1:
             raise ValidationError(f"topic {name!r}: partition count must be an int >= 1, got {partitions!r}")
-    admin = _admin(cluster, timeout_s)
+    admin = admin_client(cluster, timeout_s)
     existing = admin.list_topics(timeout=timeout_s).topics
     missing = [NewTopic(name, num_partitions=n) for name, n in topics.items() if name not in existing]
     if missing:
@@ -137,7 +137,7 @@ def delete_topics(cluster: Cluster, names: Iterable[str], *, timeout_s: float = 
         ConnectorTimeoutError: a topic was still listed after ``timeout_s``.
     """
     names = set(names)
-    admin = _admin(cluster, timeout_s)
+    admin = admin_client(cluster, timeout_s)
     present = names & set(admin.list_topics(timeout=timeout_s).topics)
     if not present:
         return
@@ -186,7 +186,7 @@ def produce(
         >>> produce("127.0.0.1:9092", "orders", [("1", '{"id": 1}'), ("2", '{"id": 2}')])   # doctest: +SKIP
         2
     """
-    _topic_metadata(_admin(cluster, timeout_s), topic, timeout_s)
+    _topic_metadata(admin_client(cluster, timeout_s), topic, timeout_s)
     producer = Producer(
         {
             **as_connection(cluster).client_config(),
@@ -242,7 +242,7 @@ def topic_offsets(cluster: Cluster, topic: str, *, timeout_s: float = 30.0) -> d
     Raises:
         KafkaException: the topic does not exist, or the cluster refused the login or the request.
     """
-    admin = _admin(cluster, timeout_s)
+    admin = admin_client(cluster, timeout_s)
     partitions = sorted(_topic_metadata(admin, topic, timeout_s).partitions)
     deadline = time.monotonic() + timeout_s
 
@@ -265,14 +265,13 @@ def topic_offsets(cluster: Cluster, topic: str, *, timeout_s: float = 30.0) -> d
     return {p: (low[p], high[p]) for p in partitions}
 
 
-def topic_ids(cluster: Cluster, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
+def topic_ids(admin: AdminClient, topics: Iterable[str], *, timeout_s: float = 30.0) -> dict[str, str]:
     """Each topic's id (Kafka's ``Uuid`` as text, KIP-516), e.g. ``{"orders": "lT0S3s…"}``; a topic that does
-    not exist is left out.
+    not exist is left out. ``admin``: an :func:`admin_client`, kept by a caller that asks repeatedly.
 
     Raises:
-        KafkaException: the cluster refused the request or the login.
+        KafkaException: the cluster refused the request.
     """
-    admin = _admin(cluster, timeout_s)
     futures = admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=timeout_s)
     ids = {}
     for name, future in futures.items():

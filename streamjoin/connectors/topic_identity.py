@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from pyspark.sql import SparkSession
 
-from streamjoin.connectors.kafka_admin import topic_ids
+from streamjoin.connectors.kafka_admin import admin_client, topic_ids
 from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import TopicRecreatedError
 
@@ -39,7 +39,7 @@ class TopicIdentity:
     Args:
         spark: reads and writes the record through Hadoop's file system API (checkpoints may be remote).
         checkpoint: the query's checkpoint folder.
-        cluster: the cluster the query reads (:func:`~streamjoin.connectors.kafka_admin.topic_ids`).
+        cluster: the cluster the query reads; one admin client of it serves every check.
         topics: the topics the query reads.
     """
 
@@ -49,6 +49,7 @@ class TopicIdentity:
         self.cluster = cluster
         self.topics = sorted(set(topics))
         self._recorded: dict[str, str] | None = None
+        self._admin = None  # made at the first check: a check runs before every micro-batch
 
     def check(self) -> None:
         """Compare the cluster's topic ids with the recorded ones; record the ids of topics seen for the first time.
@@ -57,7 +58,9 @@ class TopicIdentity:
             TopicRecreatedError: a topic's id differs from the one recorded (it was deleted and created again).
             KafkaException: the cluster cannot be asked (``KafkaError._AUTHENTICATION`` for a refused login).
         """
-        current = topic_ids(self.cluster, self.topics)
+        if self._admin is None:
+            self._admin = admin_client(self.cluster)
+        current = topic_ids(self._admin, self.topics)
         recorded = self._read() if self._recorded is None else self._recorded
         for topic, old in sorted(recorded.items()):
             new = current.get(topic)

@@ -303,11 +303,12 @@ def _watch(view: CheckpointView, run: _Run, aim: str, rng: random.Random, produc
 
 
 def _caught_up(view: CheckpointView, run: _Run, bootstrap: str, timeout_s: float, quiet_s: float = 5.0) -> bool:
-    """Wait until ``run``'s latest batch has read every record of every topic, is committed and stays the latest
-    for ``quiet_s`` (time for the no-data batch a moved watermark asks for); False if ``run`` exited or
-    ``timeout_s`` ran out."""
+    """Once the producer is done: wait until ``run``'s latest batch has read every record of every topic, is
+    committed and stays the latest for ``quiet_s`` (time for the no-data batch a moved watermark asks for);
+    False if ``run`` exited or ``timeout_s`` ran out."""
     from streamjoin.connectors.kafka_admin import topic_offsets
 
+    ends: dict[str, int] = {}  # the topics no longer grow: their end offsets are read once
     deadline = time.monotonic() + timeout_s
     settled: tuple[int, float] | None = None  # (batch, since when it is the latest, committed, with every record)
     while time.monotonic() < deadline and run.process.poll() is None:
@@ -316,9 +317,10 @@ def _caught_up(view: CheckpointView, run: _Run, bootstrap: str, timeout_s: float
             if time.monotonic() - settled[1] >= quiet_s:
                 return True
         elif batch is not None and view.committed(batch):
-            ends = view.batch_offsets(batch)
-            read_all = ends and all(n == sum(high for _, high in topic_offsets(bootstrap, t).values()) for t, n in ends.items())
-            settled = (batch, time.monotonic()) if read_all else None
+            read = view.batch_offsets(batch)
+            for topic in read.keys() - ends.keys():
+                ends[topic] = sum(high for _, high in topic_offsets(bootstrap, topic).values())
+            settled = (batch, time.monotonic()) if read and read == {t: ends[t] for t in read} else None
         time.sleep(0.2)
     return False
 

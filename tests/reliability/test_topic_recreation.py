@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streamjoin.connectors.kafka_admin import delete_topics, ensure_topics, produce, topic_ids
+from streamjoin.connectors.kafka_admin import admin_client, delete_topics, ensure_topics, produce, topic_ids
 from streamjoin.connectors.topic_identity import TOPIC_IDS_FILE
 from streamjoin.errors import TopicRecreatedError
 from streamjoin.pipeline import Lakehouse, run_pipeline
@@ -51,12 +51,12 @@ def test_a_topic_recreated_between_runs_is_refused_before_anything_is_read(spark
     run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     assert _rows(spark, lakehouse) == {(i, f"old{i}") for i in range(3)}
     checkpoint = lakehouse.checkpoint(pipeline.name, "main")
-    old_id = topic_ids(kafka_bootstrap, [topic])[topic]
+    old_id = topic_ids(admin_client(kafka_bootstrap), [topic])[topic]
     assert json.loads((tmp_path / "lake" / "_checkpoints" / "copied" / "main" / TOPIC_IDS_FILE).read_text()) == {topic: old_id}
 
     # Five records: offset 3, where the checkpoint stands, exists in the new topic too.
     _recreate(kafka_bootstrap, topic, _records(range(10, 15), "new"))
-    new_id = topic_ids(kafka_bootstrap, [topic])[topic]
+    new_id = topic_ids(admin_client(kafka_bootstrap), [topic])[topic]
     with pytest.raises(TopicRecreatedError) as refused:
         run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     assert f"Kafka topic '{topic}' was deleted and created again (topic id {old_id} -> {new_id})" in str(refused.value)
