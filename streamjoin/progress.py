@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
-from pyspark.sql.streaming.listener import StreamingQueryProgress
+from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent, StreamingQueryProgress
 
 from streamjoin.changelog import ROWKIND_COLUMN, RowKind
 
@@ -184,6 +184,18 @@ class ProgressQueue(StreamingQueryListener):
         self._events: queue.Queue = queue.Queue()
         self._terminated: set[str] = set()
 
+    @property
+    def _jlistener(self):
+        # PySpark's own wrapper builds each event from its Java object field by field; every Java map
+        # it copies ends in a py4j exception whose translation searches the classpath: 50-80 ms of
+        # listener-bus CPU per event (measured), a share of a 2-core machine's micro-batch. The
+        # event's JSON is one call.
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonProgressListener(self))
+        return self._jlistenerobj
+
     def onQueryStarted(self, event) -> None:
         pass
 
@@ -223,3 +235,11 @@ class ProgressQueue(StreamingQueryListener):
         while not ids <= self._terminated and time.monotonic() < deadline:
             taken += self.take(ids, timeout_s=1)
         return taken + self.take(ids)
+
+
+class _JsonProgressListener(JStreamingQueryListener):
+    """PySpark's py4j listener proxy, reading a progress event from its JSON (``StreamingQueryProgress.fromJson``)."""
+
+    def onQueryProgress(self, jevent) -> None:
+        progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+        self.pylistener.onQueryProgress(QueryProgressEvent(progress))
