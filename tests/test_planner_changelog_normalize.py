@@ -10,7 +10,8 @@ import pytest
 
 from streamjoin.errors import UnsupportedPlanError
 from streamjoin.planner import plan_script
-from streamjoin.planner.plan import ChangelogNormalize, TableScan, walk
+from streamjoin.planner.normalize_projection import read_columns
+from streamjoin.planner.plan import Calc, ChangelogNormalize, RegularJoin, TableScan, walk
 
 DDL = """
 CREATE TABLE U (k INT, v STRING, n INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');
@@ -51,7 +52,38 @@ def test_a_group_aggregate_gets_a_normalize_emitting_update_before():
 ])
 def test_joins_and_the_collecting_sink_need_full_rows(query):
     [normalize] = normalizes(query)
-    assert normalize.key == ("k",) and isinstance(normalize.inputs[0], TableScan)
+    assert normalize.key == ("k",) and isinstance(walk_to_scan(normalize), TableScan)
+
+
+def walk_to_scan(node):
+    return node if isinstance(node, TableScan) else walk_to_scan(node.inputs[0])
+
+
+# As PyFlink 2.3.0's EXPLAIN shows them: Calc(select=[...]) between the source and ChangelogNormalize.
+@pytest.mark.parametrize("query, read", [
+    ("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id)", ["k"]),
+    ("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id AND U.n < A.id)", ["k", "n"]),
+    ("SELECT id, x FROM A WHERE id NOT IN (SELECT k FROM U WHERE n < 40)", ["k", "n"]),
+    ("SELECT A.id, A.x, U.v FROM A LEFT JOIN U ON A.id = U.k", ["k", "v"]),
+    ("SELECT k, v FROM U", ["k", "v"]),
+    ("SELECT v, COUNT(*) FROM U GROUP BY v", ["k", "v"]),
+    ("SELECT * FROM A FULL JOIN U ON A.id = U.k", None),
+])
+def test_only_the_columns_read_after_a_normalize_reach_it(query, read):
+    [normalize] = normalizes(query)
+    below = normalize.inputs[0]
+    if read is None:
+        assert isinstance(below, TableScan)
+    else:
+        assert isinstance(below, Calc) and below.field_names == read and isinstance(below.inputs[0], TableScan)
+        assert below.changelog_mode == below.inputs[0].changelog_mode
+    assert normalize.field_names == ["k", "v", "n"]  # the pruned columns leave it NULL
+
+
+def test_read_columns_of_a_semi_join_are_its_keys_and_residual():
+    sink = statement("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id AND U.v <> A.x)").sink
+    [join] = [n for n in walk(sink) if isinstance(n, RegularJoin)]
+    assert [sorted(c) for c in read_columns(join, {"id"})] == [["id", "x"], ["k", "v"]]
 
 
 def test_a_filter_on_a_value_column_needs_the_retraction():

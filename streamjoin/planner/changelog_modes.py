@@ -29,6 +29,7 @@ from streamjoin.changelog import RowKind
 from streamjoin.connectors.formats import CDC_FORMATS
 from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
+from streamjoin.planner.normalize_projection import project_before_normalize
 from streamjoin.planner.plan import (
     Calc, ChangelogNormalize, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
     TemporalJoin, Union,
@@ -71,7 +72,8 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
         state_ttl_ms: idle state retention of a materializer or ChangelogNormalize, if one is added.
 
     Returns:
-        ``sink``, its input possibly wrapped (materializer, DropUpdateBefore).
+        ``sink``, its input possibly wrapped (materializer, DropUpdateBefore), the columns read after each
+        ChangelogNormalize projected before it (:mod:`streamjoin.planner.normalize_projection`).
 
     Raises:
         SinkError: an append-only sink fed updates or deletes; the message names the sink and the producing node.
@@ -101,7 +103,7 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
     except UnsupportedPlanError as e:
         raise error(UnsupportedPlanError, source, at, str(e), "changelog-normalize") from None
     sink.update_kind = "NONE"
-    return sink
+    return project_before_normalize(sink)
 
 
 def _requirement(node: Node, index: int) -> str:

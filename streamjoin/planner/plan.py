@@ -519,7 +519,9 @@ class ChangelogNormalize(Node):
     """An upsert source's changes made a full changelog, keyed by its primary key (Flink's ``ChangelogNormalize``).
 
     Added by the changelog pass (docs/semantics.md §1); emits ``[I,UB,UA,D]`` or ``[I,UA,D]`` as its
-    consumer needs, deletes always with the full row.
+    consumer needs, deletes always with the full row. Its input may then become a Calc of the columns its
+    consumers read (:mod:`streamjoin.planner.normalize_projection`); ``fields`` stay the source's, the
+    projected-out ones NULL.
     """
 
     name = "ChangelogNormalize"

@@ -286,8 +286,13 @@ class Translator:
 
     def _ChangelogNormalize(self, node: ChangelogNormalize) -> DataFrame:
         input = node.inputs[0]
-        return changelog_normalize(self._data(self.translate(input), input), key=list(node.key),
-                                   update_before=node.update_kind == "BEFORE_AND_AFTER", state_ttl_ms=node.state_ttl_ms)
+        normalized = changelog_normalize(self._data(self.translate(input), input), key=list(node.key),
+                                         update_before=node.update_kind == "BEFORE_AND_AFTER", state_ttl_ms=node.state_ttl_ms)
+        # Columns no consumer reads were projected out before it (normalize_projection): they leave it NULL.
+        kept = set(input.field_names)
+        return normalized.select(*[
+            _col(f.name) if f.name in kept else F.lit(None).cast(f.type.spark).alias(f.name) for f in node.fields
+        ], *_CHANGELOG)
 
     def _Sink(self, node: Sink) -> DataFrame:
         input = node.inputs[0]

@@ -1,0 +1,60 @@
+"""How ``make flink-diff`` (tests/flink_diff/run_diff.py) counts a case against ``known_differences.json``.
+
+Small in-memory documents; neither Flink nor Spark runs.
+"""
+
+from collections import Counter
+
+import pytest
+
+from flink_diff.run_diff import classify, listed, outcome, summary_table
+
+CASE = {"name": "semi_exists_7_0001", "tables": [{"name": "A", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
+        "arrival": ["A"], "query": "SELECT a FROM A"}
+FLINK = {"columns": [["a", "INT"]], "changelog": [["+I", 1]], "final": [[1]]}
+REORDERED = {"columns": [["a", "INT"]], "changelog": [["+I", 1], ["-D", 1], ["+I", 1]], "final": [[1]]}
+LOST = {"columns": [["a", "INT"]], "changelog": [], "final": []}
+REFUSED = {"error": "UnsupportedPlanError: no"}
+
+
+@pytest.mark.parametrize("ours_1, ours_7, kind", [
+    (FLINK, FLINK, "equal"),
+    (REORDERED, FLINK, "changelog"),
+    (FLINK, LOST, "final"),
+    (REFUSED, FLINK, "refused"),
+])
+def test_outcome_of_a_case(ours_1, ours_7, kind):
+    assert outcome(FLINK, ours_1, ours_7)[0] == kind
+
+
+@pytest.mark.parametrize("kind, entry, expected", [
+    ("equal", None, ("equal", False)),
+    ("flink-refused", None, ("flink-refused", False)),
+    ("changelog", None, ("changelog", True)),
+    ("final", None, ("final", True)),
+    ("refused", None, ("refused", True)),
+    ("changelog", {"differs_in": "changelog"}, ("documented", False)),
+    ("final", {"differs_in": "final"}, ("documented", False)),
+    ("final", {"differs_in": "changelog"}, ("final", True)),       # listed, now differs otherwise
+    ("refused", {"differs_in": "changelog"}, ("refused", True)),
+    ("equal", {"differs_in": "changelog"}, ("equal", True)),       # fixed: it must leave the list
+])
+def test_classify(kind, entry, expected):
+    assert classify(kind, entry) == expected
+
+
+def test_a_listing_applies_only_to_the_stored_case_of_that_name():
+    known = {CASE["name"]: {"differs_in": "changelog", "reason": "r"}, "gone_7_0002": {"differs_in": "final", "reason": "r"}}
+    stored = {CASE["name"]: dict(CASE, description="kept as a regression case")}
+    assert listed(known, {CASE["name"]: CASE}, stored) == {CASE["name"]: known[CASE["name"]]}
+    other = dict(CASE, query="SELECT a + 1 FROM A")  # same name, another case (the generator changed)
+    assert listed(known, {CASE["name"]: other}, stored) == {}
+    assert listed(known, {}, stored) == {}
+
+
+def test_summary_has_a_documented_column_and_a_total():
+    text = summary_table({"semi_exists": Counter(equal=5, documented=1), "join_full": Counter(changelog=2)})
+    header, *rows, total = text.splitlines()
+    assert header.split() == ["family", "equal", "documented", "changelog", "final", "refused", "flink-refused"]
+    assert total.split() == ["total", "5", "1", "2", "0", "0", "0"]
+    assert [r.split()[0] for r in rows] == ["join_full", "semi_exists"]
