@@ -230,18 +230,6 @@ def interval_run(name, label=None, row_watermarks=False, data=None) -> Run:
 
 
 @jvm_only
-def test_interval_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, engine, tmp_path):
-    # The four join types have the same input: one query runs them over one pair of sources.
-    # The late case runs alone.
-    for group in (SAME_INPUT, ["interval_join_left_late"]):
-        runs = [interval_run(n, data=group[0]) for n in group]
-        results, data_batches = run_together(spark, tmp_path / group[0], runs, 1)
-        for name in group:
-            _, driver = flink_reference(name)
-            assert by_batch(results[name]) == expected_by_batch(driver, lambda v: v, data_batches[name]), name
-
-
-@jvm_only
 def test_interval_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, engine, tmp_path):
     # Every case fits in one micro-batch (watermark 0 for all), so they can share one query.
     runs = [interval_run(n) for n in sorted(CASES)] + [interval_run("interval_join_left_late", "exact", True)]

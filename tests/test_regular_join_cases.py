@@ -1,4 +1,7 @@
-"""Every ``join_*`` Apache Flink 2.3.0 case, replayed through the regular join: in Python and on Spark.
+"""Every ``join_*`` Apache Flink 2.3.0 case, replayed through the plain-Python regular join (``LocalRegularJoin``).
+
+On Spark, on both engines, every case runs through the planner in ``test_replay.py`` (1, 7 and 100 rows
+per micro-batch).
 
 The SQL planner is a later issue, so each case's query is mapped to operator
 arguments by hand in ``QUERIES`` (join type, key pairs, residual predicate);
@@ -19,16 +22,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from flink_cases import case_names, load_case
 from streamjoin.changelog import RowKind, materialize
-from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
-from streamjoin.sink.collect import collect_changelog
-from conftest import jvm_only
 
 
 def greater(left_column: int, right_column: int):
@@ -63,7 +61,6 @@ QUERIES = {
     "join_anti_not_in": ("anti", [("a1", "b1")], None, None),
 }
 SIDES = {"A": LEFT, "B": RIGHT}
-SPARK_TYPES = {"INT": IntegerType(), "STRING": StringType()}
 
 
 def test_every_join_case_is_mapped():
@@ -110,59 +107,3 @@ def test_case_in_python(name):
     ours = [join.process(SIDES[table], RowKind.from_short(kind), values) for table, kind, values in case.arrivals()]
     assert_same_changes_per_input(ours, _flink(case))
     assert materialize(c for changes in ours for c in changes) == Counter(case.expected_final)
-
-
-def _streams(spark, tmp_path, case, rows_per_batch: int):
-    """Both tables as file streams, micro-batch i holding arrivals i*n … i*n+n-1 (same batch count).
-
-    ``_seq`` counts A's rows, then B's, so inside a micro-batch a key's A rows are
-    processed before its B rows: another arrival order than Flink's, the same final result.
-    """
-    arrivals = list(case.arrivals())
-    cuts = range(0, len(arrivals), rows_per_batch)
-    streams, first_seq = {}, 0
-    for name, table in case.tables.items():
-        schema = StructType([StructField(c, SPARK_TYPES[t]) for c, t in table.columns])
-        batches = [[(k, v) for t, k, v in arrivals[start : start + rows_per_batch] if t == name] for start in cuts]
-        streams[name] = changelog_file_stream(spark, tmp_path / name, schema, batches, first_seq=first_seq)
-        first_seq += len(table.rows)
-    return streams
-
-
-def _spark_join(spark, tmp_path, case, rows_per_batch):
-    how, on, condition, _ = QUERIES[case.name]
-    streams = _streams(spark, tmp_path, case, rows_per_batch)
-    result = regular_join(
-        streams["A"],
-        streams["B"],
-        on=on,
-        how=how,
-        condition=condition,
-        left_unique_key=list(case.tables["A"].primary_key) or None,
-        right_unique_key=list(case.tables["B"].primary_key) or None,
-    )
-    return collect_changelog(result, tmp_path / "checkpoint")
-
-
-# Exact changelogs need one input row per micro-batch: ~1.5 s per micro-batch here, so this
-# runs on a subset covering each Spark path (one step with -U/+U passthrough and a multi-match
-# row; two steps with both sides outer; two steps for SEMI); all cases run at 7 rows per batch.
-ONE_ROW_PER_BATCH = ["join_inner", "join_full_nonequi", "join_semi_exists_nonequi"]
-
-
-@jvm_only
-@pytest.mark.parametrize("name", ONE_ROW_PER_BATCH)
-def test_case_on_spark_one_row_per_batch(spark, engine, tmp_path, name):
-    case = load_case(name)
-    out = _spark_join(spark, tmp_path, case, rows_per_batch=1)
-    batches = len(case.arrival)
-    ours = [[(kind, values) for batch, kind, values in out if batch == b] for b in range(batches)]
-    assert_same_changes_per_input(ours, _flink(case))
-
-
-@jvm_only
-@pytest.mark.parametrize("name", case_names("join_"))
-def test_case_on_spark_seven_rows_per_batch(spark, engine, tmp_path, name):
-    case = load_case(name)
-    out = _spark_join(spark, tmp_path, case, rows_per_batch=7)
-    assert materialize((kind, values) for _, kind, values in out) == Counter(case.expected_final)

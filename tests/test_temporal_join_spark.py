@@ -1,5 +1,5 @@
-"""The temporal joins on Spark: Flink's event-time cases replayed through real streaming queries,
-and the lookup join against a Delta table that changes between micro-batches (docs/semantics.md §4)."""
+"""The temporal joins on Spark: random streams through real streaming queries (Flink's event-time cases run
+through the planner in ``test_replay.py``), flat state, and the lookup join against a Delta table that changes between micro-batches (docs/semantics.md §4)."""
 
 from __future__ import annotations
 
@@ -30,11 +30,8 @@ from streamjoin.runtime.temporal_join import (
 )
 from test_interval_join import generate as generate_interval
 from test_interval_join_spark import (
-    RIGHT_PREFIX,
     ROW_WATERMARK,
     Run,
-    by_batch,
-    expected_by_batch,
     replay_streams,
     run_together,
     state_rows,
@@ -46,76 +43,6 @@ from conftest import jvm_only
 
 def rowtimes(name):
     return {PROBE: PROBE_TIME, CASES[name]["versioned"]: VERSION_TIME}
-
-
-def flink_reference(name) -> LocalKeyedDriver:
-    case, params = load_case(name), CASES[name]
-    probe, build = case.tables[PROBE], case.tables[params["versioned"]]
-    join = TemporalRowTimeJoin(params["how"], len(build.columns), append_only_versions=params["append_only"])
-    driver = LocalKeyedDriver(TemporalJoinOperator(join), (probe.watermark_delay_ms, build.watermark_delay_ms))
-    for table, kind, values in case.arrivals():
-        row = typed(case.tables[table].columns, values)
-        names = [c for c, _ in case.tables[table].columns]
-        time = millis(row[names.index(rowtimes(name)[table])])
-        driver.process(0 if table == PROBE else 1, (row[names.index(KEY)],), RowKind.from_short(kind), row, time)
-    driver.finish()
-    return driver
-
-
-def projection(name):
-    """The case's SELECT over a joined row (probe columns, then versioned columns)."""
-    case, params = load_case(name), CASES[name]
-    probe_names = [c for c, _ in case.tables[PROBE].columns]
-    build_names = [c for c, _ in case.tables[params["versioned"]].columns]
-    n = len(probe_names)
-    return lambda row: params["select"](dict(zip(probe_names, row[:n])), dict(zip(build_names, row[n:])))
-
-
-def temporal_run(name) -> Run:
-    params = CASES[name]
-
-    def build(streams):
-        return temporal_join(
-            streams[PROBE],
-            streams[params["versioned"]],
-            on=[(KEY, RIGHT_PREFIX + KEY)],
-            probe_time=PROBE_TIME,
-            version_time=RIGHT_PREFIX + VERSION_TIME,
-            how=params["how"],
-            append_only_versions=params["append_only"],
-        )
-
-    return Run(name, name, rowtimes(name), build)
-
-
-def projected(changes, name):
-    project = projection(name)
-    return [(batch, kind, project(values)) for batch, kind, values in changes]
-
-
-@jvm_only
-def test_temporal_cases_one_row_per_micro_batch_emit_flinks_changes_in_the_same_step(spark, engine, tmp_path):
-    # INNER and LEFT share their input and watermarks: one query. The others differ in arrival or
-    # in the times of their -U rows (which move the watermark), so each runs alone.
-    groups = [["temporal_join_inner", "temporal_join_left"], ["temporal_join_left_ub_oldtime"], ["temporal_join_versioned_view"]]
-    for group in groups:
-        results, data_batches = run_together(spark, tmp_path / group[0], [temporal_run(n) for n in group], 1)
-        for name in group:
-            expected = expected_by_batch(flink_reference(name), projection(name), data_batches[name])
-            assert by_batch(projected(results[name], name)) == expected, name
-
-
-@jvm_only
-def test_temporal_cases_seven_rows_per_micro_batch_give_flinks_final_result(spark, engine, tmp_path):
-    # At 7 rows per micro-batch the rates' watermark reaches the same times in the three
-    # RatesHistory cases (their -U rows differ only inside a batch), so they share a query.
-    groups = [["temporal_join_inner", "temporal_join_left", "temporal_join_left_ub_oldtime"], ["temporal_join_versioned_view"]]
-    for group in groups:
-        results, _ = run_together(spark, tmp_path / group[0], [temporal_run(n) for n in group], 7)
-        for name in group:
-            case = load_case(name)
-            flink_final = materialize((RowKind.INSERT, typed(case.expected_columns, v)) for v in case.expected_final)
-            assert materialize((k, v) for _, k, v in projected(results[name], name)) == flink_final, name
 
 
 # -- lookup join against a Delta table ----------------------------------------------------------------
