@@ -53,12 +53,13 @@ kafka: setup
 demo: setup kafka
 	$(PY) -m dagster_project.demo
 
-# Two pytest workers, a test file each at a time (pytest-xdist): a Spark test waits on its driver's
+# Two pytest workers (pytest-xdist), a group of tests each at a time: a test file, or the groups the long
+# replays and kill trials split into (tests/conftest.py). A Spark test waits on its driver's
 # scheduling and commits as much as on the CPU, so two at once use the two cores of the CI machine.
 TEST_WORKERS ?= 2
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Apache Flink 2.3.0 (PyFlink) in its own venv: it pins its own pyarrow/pandas/numpy.
 FLINK_VENV := $(LOCAL)/flink-venv

@@ -5,6 +5,29 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Scheduling of ``make test`` (``pytest -n 2 --dist loadgroup``): a test file runs on one worker, as with
+    ``--dist loadfile`` (its tests share module-scoped runs), unless its tests name their own
+    ``xdist_group``: the long replays and kill trials split themselves into groups that two workers can
+    run side by side. The groups of :data:`FIRST` start first, so that no long group starts last."""
+    for item in items:
+        if not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=_start_rank)
+
+
+#: Prefixes of the longest groups (minutes each on 2 cores), longest first: ``make test`` passes
+#: ``--no-loadscope-reorder``, so groups start in this order (xdist would start those with most tests first).
+FIRST = ("flink_diff_jvm_1", "test_dagster_ui", "replay_python_1", "replay_jvm_1", "kill_", "test_dagster_automation",
+         "flink_diff_python_1", "test_e2e_lakehouse", "flink_diff_jvm_7")
+
+
+def _start_rank(item) -> int:
+    groups = [str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args]
+    return next((i for i, prefix in enumerate(FIRST) if any(g.startswith(prefix) for g in groups)), len(FIRST))
+
+
 @pytest.fixture(scope="session")
 def spark():
     from streamjoin.session import spark_session

@@ -90,7 +90,12 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
     assert all(v["differs_in"] in ("refused", "final", "changelog") and v["reason"] for v in KNOWN.values())
 
 
-@pytest.mark.parametrize("engine, name", CASES)
+def _grouped(cases: list[tuple[str, str]], rows: int) -> list:
+    """``(engine, name)`` parameters, each in the xdist group that replays its engine at ``rows`` (tests/conftest.py)."""
+    return [pytest.param(e, n, marks=pytest.mark.xdist_group(f"flink_diff_{e}_{rows}")) for e, n in cases]
+
+
+@pytest.mark.parametrize("engine, name", _grouped(CASES, 1))
 def test_case_equals_flink_or_differs_as_listed(spark, tmp_path_factory, engine, name):
     found = difference(_flink(name), _replayed(engine, 1, spark, tmp_path_factory)[name], within_runs=_within_runs(name))
     kind = found.split(":")[0] if found else None
@@ -102,7 +107,7 @@ def test_case_equals_flink_or_differs_as_listed(spark, tmp_path_factory, engine,
         assert kind is None, found
 
 
-@pytest.mark.parametrize("engine, name", [(e, n) for e, n in CASES if e == "jvm" or ALL_RUNS])
+@pytest.mark.parametrize("engine, name", _grouped([(e, n) for e, n in CASES if e == "jvm" or ALL_RUNS], 7))
 def test_final_rows_at_seven_rows_per_micro_batch_equal_flinks(spark, tmp_path_factory, engine, name):
     found = difference(_flink(name), _replayed(engine, 7, spark, tmp_path_factory)[name], changelog=False)
     if KNOWN.get(name, {}).get("differs_in") in ("refused", "final"):

@@ -53,12 +53,18 @@ def _replay(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
 RUNS = [("jvm", 1), ("jvm", 7), ("jvm", 100), ("python", 1)]
 
 
-@pytest.fixture(scope="module", params=RUNS, ids=[f"{e}-{r}-row-batches" for e, r in RUNS])
+def _group(engine: str, rows: int):
+    """The xdist group of the tests that share the replay of ``engine`` at ``rows`` (tests/conftest.py)."""
+    return pytest.mark.xdist_group(f"replay_{engine}_{rows}")
+
+
+@pytest.fixture(scope="module", params=[pytest.param(run, marks=_group(*run)) for run in RUNS],
+                ids=[f"{e}-{r}-row-batches" for e, r in RUNS])
 def replayed(request, spark, tmp_path_factory):
     return _replay(*request.param, spark, tmp_path_factory)
 
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=[pytest.param(e, marks=_group(e, 1), id=e) for e in ENGINES])
 def replayed_one_row(request, spark, tmp_path_factory):
     return _replay(request.param, 1, spark, tmp_path_factory)
 

@@ -31,7 +31,8 @@ def test_the_trials_cover_every_pipeline_and_moment():
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("pipeline", "engine", "moment"), TRIALS)
+@pytest.mark.parametrize(("pipeline", "engine", "moment"),
+                         [pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0]}")) for t in TRIALS])
 def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, spark, tmp_path):
     result = run_trial(spark, pipeline, engine, seed=17, aims=[moment], chunks=3, work=tmp_path)
     assert not result.error and not result.restart_failures, (result.error, result.restart_failures)
