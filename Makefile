@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos
+.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds
 
 # A Spark home for `SPARK_MASTER=local-cluster[...]` (README, "Running on a real cluster"): its workers start
 # executors from pyspark's bin/ and jars/, and keep the executors' logs in its work/ folder, not in the venv.
@@ -96,6 +96,15 @@ TRIALS ?= 10
 
 chaos: setup
 	nice $(PY) -m tests.reliability.chaos --trials $(TRIALS)
+
+# Resource bounds (tests/reliability/bounds.py): one order with JOIN_ROWS line items through lineitem_with_order and
+# one OVER partition of OVER_ROWS shipments through part_price_over, on each engine; time, state and memory per case.
+JOIN_ROWS ?= 100000
+OVER_ROWS ?= 1000000
+BOUNDS_ARGS ?=
+
+bounds: setup
+	nice $(PY) -m tests.reliability.bounds --join-rows $(JOIN_ROWS) --over-rows $(OVER_ROWS) $(BOUNDS_ARGS)
 
 dagster-ui: setup kafka
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml

@@ -30,6 +30,11 @@ A field counts as held by ``old`` when it is present there, even as ``null``;
 for canal, present in *any* element of ``old`` (Flink's ``findValue`` over the
 whole array), the value then being ``old[i]``'s.
 
+A record whose key and value together are larger than the source's ``max_record_bytes`` (default
+:data:`DEFAULT_MAX_RECORD_BYTES`, Kafka's default ``message.max.bytes``) is a dead letter before anything
+else is checked, and is not parsed: a topic whose ``max.message.bytes`` is raised can hold records far
+larger than a pipeline is sized for (Flink has no such bound; its consumer's fetch sizes only batch reads).
+
 Flink fails the job on a record it cannot read (without ``ignore-parse-errors``);
 here such a record is a **dead letter** with a reason: not valid JSON, not an
 object, an unknown RowKind / op / type, a missing row or ``type``, ``data`` /
@@ -61,12 +66,15 @@ from pyspark.sql import functions as F
 if TYPE_CHECKING:
     from streamjoin.connectors.kafka import KafkaSource
 
-__all__ = ["FORMATS", "CDC_FORMATS", "changes_per_record", "pattern_error", "decode"]
+__all__ = ["FORMATS", "CDC_FORMATS", "DEFAULT_MAX_RECORD_BYTES", "changes_per_record", "pattern_error", "decode"]
 
 #: Value formats the Kafka source reads.
 FORMATS = ("json", "debezium-json", "canal-json", "maxwell-json")
 #: Formats whose records are change events: the table is a full changelog (I, UB, UA, D).
 CDC_FORMATS = ("debezium-json", "canal-json", "maxwell-json")
+
+#: Kafka's default ``message.max.bytes`` (broker) / ``max.message.bytes`` (topic): 1 MiB + 12 bytes of batch overhead.
+DEFAULT_MAX_RECORD_BYTES = 1048588
 
 ERROR = "_error"
 CHANGES = "_changes"
@@ -353,6 +361,8 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
         The Kafka columns plus ``_changes`` (ARRAY<STRUCT<kind STRING, i INT, values STRUCT<declared columns>>>,
         NULL or empty for a record that gives none) and ``_error`` (STRING, NULL for a good or skipped record).
     """
+    size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
+    oversized = f"{size} > {source.max_record_bytes}"
     changes, format_error = (_upsert if source.upsert else _DECODERS[source.format])(source)
     if source.upsert:
         skipped, key_error, tombstone = "length(value) = 0", _key_error(source), "value IS NULL"
@@ -363,8 +373,10 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
         key_error, tombstone = "CAST(NULL AS STRING)", "false"
     stride = changes_per_record(source.format)
     parsed = (
-        raw.withColumn("_v", F.expr("try_parse_json(CAST(value AS STRING))"))
-        .withColumn("_k", F.expr("try_parse_json(CAST(key AS STRING))" if source.upsert else "CAST(NULL AS VARIANT)"))
+        # An oversized record is not parsed: CASE evaluates only the branch it takes.
+        raw.withColumn("_v", F.expr(f"CASE WHEN {oversized} THEN NULL ELSE try_parse_json(CAST(value AS STRING)) END"))
+        .withColumn("_k", F.expr(f"CASE WHEN {oversized} THEN NULL ELSE try_parse_json(CAST(key AS STRING)) END" if source.upsert
+                                 else "CAST(NULL AS VARIANT)"))
         .withColumn("_old_keys", F.expr(_old_keys(source)))
     )
     with_values = parsed.withColumn(
@@ -377,12 +389,14 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
         f"WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' ELSE {format_error} END"
     )
     error = F.expr(
-        f"CASE WHEN {skipped} THEN NULL ELSE coalesce({key_error}, {value_error}, "
+        f"CASE WHEN {oversized} THEN concat('record of ', {size}, ' bytes (key + value) is over the limit of "
+        f"{source.max_record_bytes} bytes (scan.record.max-size)') "
+        f"WHEN {skipped} THEN NULL ELSE coalesce({key_error}, {value_error}, "
         f"{_first(f'transform(_raw_changes, c -> {_change_error(source)})')}, "
         f"CASE WHEN size(_raw_changes) > {stride} THEN 'more than {stride} changes in one record' END) END"
     )
     return (
         with_values.withColumn(ERROR, error)
-        .withColumn(CHANGES, F.expr(f"CASE WHEN {skipped} THEN NULL ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"))
+        .withColumn(CHANGES, F.expr(f"CASE WHEN {skipped} OR {oversized} THEN NULL ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"))
         .drop("_v", "_k", "_old_keys", "_raw_changes")
     )

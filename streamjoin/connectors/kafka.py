@@ -6,8 +6,8 @@ decoded by :mod:`streamjoin.connectors.formats`, in Spark SQL over VARIANT; an
 the record key and takes a null value (a tombstone) as a delete. A
 record Flink would fail on is a **dead letter**: it is left out of the changelog
 and reported by :func:`dead_letters` with its raw bytes, topic, partition, offset
-and the reason. Nothing is dropped silently and the query keeps running; what
-Flink's format skips (a canal DDL event, a record a canal filter excludes, a
+and the reason; so is a record larger than the source's ``max_record_bytes``.
+Nothing is dropped silently and the query keeps running; what Flink's format skips (a canal DDL event, a record a canal filter excludes, a
 tombstone: a null or empty value) is skipped.
 
 Order: ``_seq = offset * n + i`` where ``i`` is the change's index inside its
@@ -31,7 +31,9 @@ from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.end_of_input import END_OF_INPUT_COLUMN, drop_control_rows
-from streamjoin.connectors.formats import CHANGES, ERROR, FORMATS, changes_per_record, decode, pattern_error
+from streamjoin.connectors.formats import (
+    CHANGES, DEFAULT_MAX_RECORD_BYTES, ERROR, FORMATS, changes_per_record, decode, pattern_error,
+)
 from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
@@ -72,13 +74,17 @@ class KafkaSource:
         options: extra options for Spark's Kafka source (e.g. ``maxOffsetsPerTrigger``; ``kafka.<setting>`` for the
             Kafka consumer: ``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``). They may hold secrets, so
             they are left out of the source's ``repr`` (and so of logs and error messages).
+        max_record_bytes: the largest record read (key + value, bytes; headers and Kafka's framing not counted); a
+            larger one is a dead letter saying its size and the limit, and is not parsed. Default
+            :data:`~streamjoin.connectors.formats.DEFAULT_MAX_RECORD_BYTES`, Kafka's default ``message.max.bytes``
+            (a topic whose ``max.message.bytes`` is raised can hold larger ones). The SQL option ``scan.record.max-size``.
         rowtime_range: ``(start, end)``: keep only the changes whose rowtime is in ``[start, end)`` (naive UTC
             datetimes; ``start`` None: no lower bound), filtered before the watermark; a backfill's window
             (:mod:`streamjoin.backfill`). ``None``: every change.
 
     Raises:
         ValidationError: for an unknown format, a column name that is not an identifier,
-            a primary key / rowtime column that is not declared, a canal filter on another format
+            a primary key / rowtime column that is not declared, a ``max_record_bytes`` below 1, a canal filter on another format
             or that does not compile, or upsert options that do not fit (messages as Flink's
             ``UpsertKafkaDynamicTableFactory`` / ``KafkaConnectorOptionsUtil``).
     """
@@ -97,6 +103,7 @@ class KafkaSource:
     key_fields_prefix: str = ""
     value_fields_include: Literal["ALL", "EXCEPT_KEY"] = "ALL"
     options: dict[str, str] = field(default_factory=dict, repr=False)
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     rowtime_range: tuple[dt.datetime | None, dt.datetime] | None = None
 
     def __post_init__(self) -> None:
@@ -118,6 +125,8 @@ class KafkaSource:
                 raise ValidationError(f"table {self.name}: column {column!r} is not declared; columns: {', '.join(names)}")
         if self.watermark_delay_ms < 0:
             raise ValidationError(f"table {self.name}: watermark delay must be >= 0 ms, got {self.watermark_delay_ms}")
+        if self.max_record_bytes < 1:
+            raise ValidationError(f"table {self.name}: the record size limit must be >= 1 byte, got {self.max_record_bytes}")
         if problem := self._upsert_error():
             raise ValidationError(f"table {self.name}: {problem}")
 

@@ -11,7 +11,7 @@ as soon as the broker refuses it; waits that run out raise
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -77,7 +77,7 @@ def _wait_until(predicate, *, timeout_s: float, what: str) -> None:
         time.sleep(_POLL_INTERVAL_S)
 
 
-def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float = 30.0) -> None:
+def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float = 30.0, config: Mapping[str, str] | None = None) -> None:
     """Create the topics that do not exist yet and wait until every partition has a leader.
 
     Existing topics are left as they are, whatever their partition count. New topics
@@ -87,6 +87,7 @@ def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float 
         cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
         topics: topic name → number of partitions (≥ 1) for topics created here.
         timeout_s: seconds to wait for creation and leaders.
+        config: topic settings of the topics created here (e.g. ``{"max.message.bytes": "8388608"}``).
 
     Raises:
         ValidationError: a partition count below 1.
@@ -101,7 +102,7 @@ def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float 
             raise ValidationError(f"topic {name!r}: partition count must be an int >= 1, got {partitions!r}")
     admin = admin_client(cluster, timeout_s)
     existing = admin.list_topics(timeout=timeout_s).topics
-    missing = [NewTopic(name, num_partitions=n) for name, n in topics.items() if name not in existing]
+    missing = [NewTopic(name, num_partitions=n, config=dict(config or {})) for name, n in topics.items() if name not in existing]
     if missing:
         for future in admin.create_topics(missing, request_timeout=timeout_s).values():
             try:
@@ -160,6 +161,7 @@ def produce(
     records: Iterable[tuple[bytes | str | None, bytes | str] | tuple[bytes | str | None, bytes | str, int]],
     *,
     timeout_s: float = 60.0,
+    settings: Mapping[str, object] | None = None,
 ) -> int:
     """Write (key, value) records to a topic, in order, and wait until all are acknowledged.
 
@@ -173,6 +175,7 @@ def produce(
         records: ``(key, value)`` pairs, or ``(key, value, timestamp)`` with the record's timestamp in ms since
             the epoch (else the producer stamps the time of sending).
         timeout_s: seconds for the final flush.
+        settings: producer settings over these (e.g. ``{"message.max.bytes": 8388608}`` for records over 1 MB).
 
     Returns:
         The number of records written.
@@ -195,6 +198,7 @@ def produce(
             "enable.idempotence": True,
             "linger.ms": 20,
             "compression.type": "lz4",
+            **(settings or {}),
         }
     )
     errors: list[KafkaError] = []

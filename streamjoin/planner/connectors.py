@@ -2,10 +2,14 @@
 
 | connector | options |
 | --- | --- |
-| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular expression the whole ``database`` / ``table`` must match) |
-| ``upsert-kafka`` | ``topic``, ``key.format`` = ``json``, ``value.format`` = ``json`` (all required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``key.fields-prefix``, ``value.fields-include`` = ``ALL`` (default) / ``EXCEPT_KEY``; a ``PRIMARY KEY`` is required |
+| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular expression the whole ``database`` / ``table`` must match), ``scan.record.max-size`` |
+| ``upsert-kafka`` | ``topic``, ``key.format`` = ``json``, ``value.format`` = ``json`` (all required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``key.fields-prefix``, ``value.fields-include`` = ``ALL`` (default) / ``EXCEPT_KEY``, ``scan.record.max-size``; a ``PRIMARY KEY`` is required |
 | ``delta`` | ``path`` (default: ``<lakehouse>/<table>``), ``backfill.start-date`` (``YYYY-MM-DD``: the first day of a day-partitioned sink's Dagster daily partitions) |
 | ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
+
+``scan.record.max-size`` (streamjoin; a size in Flink's ``MemorySize`` syntax: ``'8mb'``, ``'512 kb'``, ``'1048588'``
+bytes; default 1048588 bytes, Kafka's default ``message.max.bytes``): a larger record (key + value) is a dead letter
+(:mod:`streamjoin.connectors.formats`).
 
 ``upsert-kafka`` is Flink's ``UpsertKafkaDynamicTableFactory``: the primary key is read from the record key,
 a record is an INSERT and a tombstone (null value) a DELETE of its key; the table declares Flink's upsert
@@ -38,14 +42,14 @@ if TYPE_CHECKING:
     from streamjoin.planner.catalog import TableDef
 
 __all__ = ["CONNECTORS", "KAFKA_CONNECTORS", "SENSITIVE_KEYS", "HIDDEN_CONTENT", "check_options", "source_kinds", "kafka_source",
-           "option_value", "is_sensitive", "redact"]
+           "option_value", "is_sensitive", "redact", "parse_memory_size"]
 
 #: Options each connector accepts (a ``properties.`` prefix passes Kafka client settings through).
 CONNECTORS = {
     "kafka": ("connector", "topic", "format", "properties.bootstrap.servers", "scan.startup.mode", "json.rowkind-field",
-              "canal-json.database.include", "canal-json.table.include"),
+              "canal-json.database.include", "canal-json.table.include", "scan.record.max-size"),
     "upsert-kafka": ("connector", "topic", "key.format", "value.format", "properties.bootstrap.servers", "key.fields-prefix",
-                     "value.fields-include"),
+                     "value.fields-include", "scan.record.max-size"),
     "delta": ("connector", "path", "backfill.start-date"),
     "values": ("connector", "changelog-mode"),
 }
@@ -61,6 +65,23 @@ SENSITIVE_KEYS = ("password", "secret", "fs.azure.account.key", "apikey", "api-k
 #: What a sensitive value is shown as (Flink's ``GlobalConfiguration.HIDDEN_CONTENT``).
 HIDDEN_CONTENT = "******"
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: Units of Flink's ``MemorySize`` (``MemorySize.MemoryUnit``: powers of 1024).
+_MEMORY_UNITS = {**dict.fromkeys(("", "b", "bytes"), 1), **dict.fromkeys(("k", "kb", "kibibytes"), 1 << 10),
+                 **dict.fromkeys(("m", "mb", "mebibytes"), 1 << 20), **dict.fromkeys(("g", "gb", "gibibytes"), 1 << 30),
+                 **dict.fromkeys(("t", "tb", "tebibytes"), 1 << 40)}
+
+
+def parse_memory_size(text: str) -> int:
+    """Flink's ``MemorySize`` text (``'8mb'``, ``'512 kb'``, ``'1048588'``: a number and an optional unit, 1 kb = 1024 bytes)
+    in bytes.
+
+    Raises:
+        ValueError: anything else, naming the units (``MemorySize.parse``'s rule).
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(f"{text!r} is not a memory size '<number> [unit]' with unit one of b, kb, mb, gb, tb")
+    return int(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
 
 
 def is_sensitive(key: str) -> bool:
@@ -119,7 +140,7 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
             option, an unsupported format, a format option of another format, an ``upsert-kafka`` table
             without a primary key, with a non-insert-only format or a key prefix that does not fit
             (messages after Flink's ``UpsertKafkaDynamicTableFactory`` and ``KafkaConnectorOptionsUtil``), a ``${VAR}``
-            outside ``properties.*``.
+            outside ``properties.*``, a ``scan.record.max-size`` that is not a memory size of at least 1 byte.
         UnsupportedPlanError: a ``scan.startup.mode`` other than ``earliest-offset`` / ``latest-offset``.
     """
     def fail(message: str, rule: str = "table-options", kind: type[Exception] = ValidationError) -> NoReturn:
@@ -134,6 +155,13 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
             fail(f"unsupported option '{key}' for connector '{connector}'; supported: {', '.join(allowed)}")
         if _ENV_REFERENCE.search(options[key]) and not key.startswith("properties."):
             fail(f"option '{key}' names an environment variable; only 'properties.*' options are substituted", "option-environment")
+    if "scan.record.max-size" in options:
+        try:
+            size = parse_memory_size(options["scan.record.max-size"])
+        except ValueError as e:
+            fail(f"scan.record.max-size {e}")
+        if size < 1:
+            fail("scan.record.max-size must be at least 1 byte")
     if connector == "kafka":
         _check_kafka(options, fail)
     elif connector == "upsert-kafka":
@@ -234,6 +262,8 @@ def kafka_source(table: TableDef) -> KafkaSource:
                           "table_include": options.get("canal-json.table.include")}
         if options["format"] == "json":
             format_options["rowkind_field"] = options.get("json.rowkind-field")
+    if "scan.record.max-size" in options:
+        format_options["max_record_bytes"] = parse_memory_size(options["scan.record.max-size"])
     return KafkaSource(
         name=table.name,
         topic=options["topic"],
