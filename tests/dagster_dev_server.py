@@ -47,6 +47,9 @@ class DagsterDev:
         self.home = root / "dagster_home"
         self.home.mkdir()
         shutil.copy(PROJECT_ROOT / "dagster_project" / "dagster.yaml", self.home / "dagster.yaml")
+        with open(self.home / "dagster.yaml", "a") as config:
+            # The queue is polled every 5 s by default: a test waits on each launch and on each run leaving its pool.
+            config.write("\nrun_queue:\n  dequeue_interval_seconds: 1\n")
         # Local state (broker data, lakehouse) of its own; the jars and generated TPC-H are shared.
         state = root / "local"
         state.mkdir()
