@@ -154,13 +154,13 @@ class DagsterDev:
             time.sleep(2)
         raise AssertionError(f"run {run_id} still {self.instance.get_run_by_id(run_id).status} after {timeout_s} s")
 
-    def run_processes(self, run_id: str) -> set[int]:
-        """The pids of a started run's worker process and of every process below it now (its Spark driver's JVM)."""
+    def run_processes(self, run_id: str) -> dict[int, str]:
+        """A started run's worker process and every process below it now (its Spark driver's JVM): pid -> command line."""
         from dagster import DagsterEventType
 
         [start] = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_START).records
         worker = start.event_log_entry.dagster_event.pid
-        return {worker, *descendants(worker)}
+        return {worker: "run worker", **{pid: args for pid, (_, args) in descendants(worker).items()}}
 
     def failure(self, run_id: str) -> str:
         """The run's error events, for an assertion message."""
