@@ -12,7 +12,7 @@ import great_expectations as gx
 
 from pyspark.sql import DataFrame, SparkSession
 
-from checks.expectations import expectation_check, table_difference
+from checks.expectations import expectation_check, table_difference, within_run_days
 from streamjoin.datagen.dimensions import CUSTOMER_CURRENCIES_SCHEMA, PART_SCHEMA, rows_frame
 from streamjoin.datagen.topics import LINEITEM, ORDER_EVENTS, ORDERS, RATES, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, parts
@@ -87,15 +87,19 @@ def read_table(context, name: str) -> DataFrame:
     return context.resources.spark.session().read.format("delta").load(path)
 
 
-def equals_batch_check(table: str, name: str, description: str, expected: Callable[[BatchInputs], DataFrame]):
+def equals_batch_check(table: str, name: str, description: str, expected: Callable[[BatchInputs], DataFrame],
+                       day_column: str | None = None):
     """A blocking Dagster asset check: ``table`` equals ``expected(inputs)``, the batch query over the generated input.
 
     Validated with Great Expectations on :func:`~checks.expectations.table_difference` (the rows only
-    in one of the two, both ways, as multisets): the expectation is a row count of 0.
+    in one of the two, both ways, as multisets): the expectation is a row count of 0. ``day_column``: the
+    DATE column a daily-partitioned table is ``PARTITIONED BY`` (also a column of ``expected``); a partition
+    run compares only its days (:func:`~checks.expectations.within_run_days`).
     """
 
     def build(context):
-        return table_difference(read_table(context, table), expected(batch_inputs(context)))
+        return table_difference(*(within_run_days(context, frame, day_column)
+                                  for frame in (read_table(context, table), expected(batch_inputs(context)))))
 
     return expectation_check(
         table, name=name, description=description, expectations=[gx.expectations.ExpectTableRowCountToEqual(value=0)],

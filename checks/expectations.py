@@ -10,6 +10,7 @@ table-level expectations).
 """
 
 
+import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,10 @@ from pyspark.sql import functions as F
 
 from checks.gx_project import CheckSpec, run_checkpoint
 
-__all__ = ["ExpectationCheck", "expectation_check", "expectation_metadata", "table_difference", "CheckNotApplicable"]
+__all__ = [
+    "ExpectationCheck", "expectation_check", "expectation_metadata", "table_difference", "CheckNotApplicable", "run_days",
+    "within_run_days",
+]
 
 
 class CheckNotApplicable(Exception):
@@ -134,3 +138,25 @@ def table_difference(actual: DataFrame, expected: DataFrame) -> DataFrame:
     return actual.exceptAll(expected).withColumn("_where", F.lit("only in actual")).unionByName(
         expected.exceptAll(actual).withColumn("_where", F.lit("only in expected"))
     )
+
+
+def run_days(context: AssetCheckExecutionContext) -> tuple[dt.date, dt.date] | None:
+    """The days ``(first, last)`` (UTC, inclusive) a partition run of a daily-partitioned asset replaced: a Dagster
+    backfill's range or the daily schedule's one day; ``None`` for a run without a partition (catch-up, continuous)."""
+    if not (context.has_partition_key or context.has_partition_key_range):
+        return None
+    keys = context.partition_key_range
+    return dt.date.fromisoformat(keys.start), dt.date.fromisoformat(keys.end)
+
+
+def within_run_days(context: AssetCheckExecutionContext, frame: DataFrame, day_column: str | None) -> DataFrame:
+    """``frame`` restricted to the :func:`run_days` of a partition run (rows whose DATE ``day_column`` is one of
+    them), else unchanged.
+
+    A partition run replaces just its days (docs/backfill.md): a check comparing the table with its batch
+    recomputation compares those days, which that run answers for; the other days may not be filled yet.
+    """
+    days = run_days(context)
+    if days is None or day_column is None:
+        return frame
+    return frame.where(F.col(day_column).between(F.lit(days[0]), F.lit(days[1])))

@@ -25,8 +25,8 @@ import great_expectations as gx
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checks.expectations import ExpectationCheck, expectation_check, table_difference
-from streamjoin.backfill import BACKFILL_BATCH_ID
+from checks.expectations import ExpectationCheck, expectation_check, run_days, table_difference, within_run_days
+from streamjoin.backfill import BACKFILL_BATCH_ID, check_backfillable
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.planner import SqlPipeline
 from streamjoin.sink.delta import BATCH_ID_COLUMN, PROCESSING_TIME_COLUMN
@@ -126,15 +126,19 @@ def batch_query_check(pipeline: SqlPipeline) -> ExpectationCheck:
     """``<sink>_equals_batch_query`` on the sink table: no row differs from :func:`streamjoin.batch.batch_query`.
 
     Validated on :func:`~checks.expectations.table_difference` (rows only in the table or only in the batch
-    query, as multisets) with "``_where`` is null", so a failure carries the differing rows as its sample.
+    query, as multisets) with "``_where`` is null", so a failure carries the differing rows as its sample. In a
+    partition run of a daily-partitioned pipeline, both sides are restricted to the run's days
+    (:func:`~checks.expectations.within_run_days` on the sink's day column).
     """
     from streamjoin.batch import batch_query
 
     def build(context) -> DataFrame:
         home = context.resources.lakehouse.lakehouse()
         spark = context.resources.spark.session()
+        # Only a backfillable pipeline has partition runs: its plan names the day column.
+        day = check_backfillable(pipeline).day_column if run_days(context) else None
         expected = batch_query(pipeline, spark, context.resources.kafka.connection(), home)
-        return table_difference(_read(context, pipeline.sink(home).path), expected)
+        return table_difference(*(within_run_days(context, frame, day) for frame in (_read(context, pipeline.sink(home).path), expected)))
 
     return expectation_check(
         pipeline.name, name=f"{pipeline.name}_equals_batch_query",

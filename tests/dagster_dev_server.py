@@ -21,6 +21,8 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus
 
+from processes import descendants
+
 from streamjoin.config import PROJECT_ROOT, local_dir
 from streamjoin.connectors.kafka_service import start_service, stop_service
 
@@ -37,21 +39,26 @@ def _free_port() -> int:
 class DagsterDev:
     """``dagster dev`` (webserver + daemon) on 127.0.0.1 with its own instance, local state and Kafka service.
 
-    ``workspace``: the code locations (the project's ``workspace.yaml`` by default).
+    ``workspace``: the code locations (the project's ``workspace.yaml`` by default). ``env`` over the process's
+    environment; with ``KAFKA_BOOTSTRAP_SERVERS`` in it no Kafka service is started (``kafka`` is ``None``).
     """
 
     def __init__(self, root: Path, env: dict[str, str] | None = None, workspace: Path | str = "workspace.yaml"):
         self.home = root / "dagster_home"
         self.home.mkdir()
         shutil.copy(PROJECT_ROOT / "dagster_project" / "dagster.yaml", self.home / "dagster.yaml")
+        with open(self.home / "dagster.yaml", "a") as config:
+            # The queue is polled every 5 s by default: a test waits on each launch and on each run leaving its pool.
+            config.write("\nrun_queue:\n  dequeue_interval_seconds: 1\n")
         # Local state (broker data, lakehouse) of its own; the jars and generated TPC-H are shared.
         state = root / "local"
         state.mkdir()
         for shared in ("jars", "tpch"):
             (state / shared).symlink_to(local_dir(shared))
         self.state = state
-        # The local service of `make kafka`, on this local state: the runs and sensors find it there.
-        self.kafka, _ = start_service(state / "kafka")
+        # The local service of `make kafka`, on this local state: the runs and sensors find it there. A test that
+        # gives dagster dev a broker of its own (`KAFKA_BOOTSTRAP_SERVERS`) starts none: no run would reach it.
+        self.kafka = None if (env or {}).get("KAFKA_BOOTSTRAP_SERVERS") else start_service(state / "kafka")[0]
         # The project's GX context without its results: the checks add theirs and build Data Docs here.
         self.gx = root / "gx"
         shutil.copytree(PROJECT_ROOT / "gx", self.gx, ignore=shutil.ignore_patterns("uncommitted"))
@@ -119,6 +126,22 @@ class DagsterDev:
         [run_id] = [r.run_id for r in self.instance.get_runs() if r.run_id not in before]
         return run_id
 
+    def submit(self, job: str, config: dict | None = None) -> str:
+        """Launch ``job`` (with ``config`` as its run config) through the webserver's GraphQL API, as the UI's
+        Launchpad does: the run goes into the queue; its id. (``launch`` runs the CLI, a process of its own
+        that loads the code location again.)"""
+        repositories = self.graphql("{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } jobs { name } } } } }")
+        [selector] = [{"repositoryLocationName": r["location"]["name"], "repositoryName": r["name"], "jobName": job}
+                      for r in repositories["repositoriesOrError"]["nodes"] if job in {j["name"] for j in r["jobs"]}]
+        answer = self.graphql(
+            "mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename "
+            "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
+            "... on RunConfigValidationInvalid { errors { message } } } }",
+            {"params": {"selector": selector, "runConfigData": config or {}}},
+        )["launchRun"]
+        assert answer["__typename"] == "LaunchRunSuccess", answer
+        return answer["run"]["runId"]
+
     def runs(self, job: str | None = None) -> list:
         return [r for r in self.instance.get_runs() if job is None or r.job_name == job]
 
@@ -130,6 +153,14 @@ class DagsterDev:
                 return run
             time.sleep(2)
         raise AssertionError(f"run {run_id} still {self.instance.get_run_by_id(run_id).status} after {timeout_s} s")
+
+    def run_processes(self, run_id: str) -> dict[int, str]:
+        """A started run's worker process and every process below it now (its Spark driver's JVM): pid -> command line."""
+        from dagster import DagsterEventType
+
+        [start] = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_START).records
+        worker = start.event_log_entry.dagster_event.pid
+        return {worker: "run worker", **{pid: args for pid, (_, args) in descendants(worker).items()}}
 
     def failure(self, run_id: str) -> str:
         """The run's error events, for an assertion message."""
@@ -156,4 +187,5 @@ class DagsterDev:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.log.close()
-        stop_service(self.state / "kafka")
+        if self.kafka:
+            stop_service(self.state / "kafka")

@@ -23,6 +23,7 @@ from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
 from dagster_dev_server import FINISHED, DagsterDev
+from processes import alive
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +63,7 @@ def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(t
         dev = DagsterDev(root, env={"KAFKA_BOOTSTRAP_SERVERS": bootstrap})
         try:
             dev.wait_ready()
-            live = dev.launch("orders_current_streaming_job",
+            live = dev.submit("orders_current_streaming_job",
                               {"ops": {"orders_current": {"config": {"available_now": False, "report_every": 1}}}})
             dev.wait(live, {DagsterRunStatus.STARTED, *FINISHED})
             first = _wait_for(lambda: _observations(dev, live), "an observation of the continuous run", dev, live)[0]
@@ -75,16 +76,22 @@ def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(t
             read = len(parts[0]) + len(parts[1])
             _wait_for(lambda: any(_offsets(o) == read for o in _observations(dev, live)), "the second part's offsets", dev, live)
 
+            processes = dev.run_processes(live)  # the run worker and its Spark driver's JVM
+            assert any("org.apache.spark.deploy.SparkSubmit" in args for args in processes.values()), processes
             DagsterGraphQLClient("127.0.0.1", port_number=dev.port).terminate_run(live)
             assert dev.wait(live, timeout_s=180).status == DagsterRunStatus.CANCELED
             checkpoint = dev.state / "lakehouse" / "_checkpoints" / "orders_current" / "main"
             batches = sorted(p.name for p in (checkpoint / "offsets").iterdir())
-            # The query stopped with the run: records produced now stay unread until the next run.
+            # The query stopped with the run: its run worker and Spark driver exit, so records produced now stay
+            # unread until the next run.
+            deadline = time.monotonic() + 60
+            while running := {p for p in processes if alive(p)}:
+                assert time.monotonic() < deadline, f"processes of the terminated run still alive: {running}"
+                time.sleep(1)
             produce(bootstrap, ORDERS.topic, parts[2])
-            time.sleep(20)
             assert sorted(p.name for p in (checkpoint / "offsets").iterdir()) == batches
 
-            catch_up = dev.wait(dev.launch("orders_current_job"))
+            catch_up = dev.wait(dev.submit("orders_current_job"))
             assert catch_up.status == DagsterRunStatus.SUCCESS, dev.failure(catch_up.run_id)
             [meta] = [r.event_log_entry.asset_materialization.metadata
                       for r in dev.instance.get_records_for_run(catch_up.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records

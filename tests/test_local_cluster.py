@@ -18,6 +18,7 @@ import pytest
 from assets.sql_pipelines import SQL_DIR
 from checks import DEMO_EXPECTED
 from checks.expectations import table_difference
+from processes import descendants
 from streamjoin.session import _is_local
 
 STREAMJOIN = Path(sys.executable).with_name("streamjoin")  # the console script, as a user runs it
@@ -54,7 +55,7 @@ def test_a_stateful_pipeline_on_separate_executor_jvms(spark, kafka_bootstrap, d
     # exits, its executors outlive it for a moment, adopted by another parent).
     seen: dict[int, tuple[int, str]] = {}
     while run.poll() is None and time.monotonic() - started < 600:
-        seen = _descendants(run.pid) | seen
+        seen = descendants(run.pid) | seen
         time.sleep(0.5)
     if run.poll() is None:
         run.kill()
@@ -76,28 +77,6 @@ def test_a_stateful_pipeline_on_separate_executor_jvms(spark, kafka_bootstrap, d
     expected = DEMO_EXPECTED[PIPELINE](tpch_inputs)
     assert expected.count() > 0
     assert table_difference(actual, expected).count() == 0
-
-
-def _descendants(root: int) -> dict[int, tuple[int, str]]:
-    """The live processes below ``root``: pid -> (parent pid, command line), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                # The command name in field 2 may hold spaces: the parent pid is the second field after it.
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-    found, frontier = {}, [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier]
-        for pid in children:
-            try:
-                found[pid] = (parents[pid], (Path("/proc") / str(pid) / "cmdline").read_text().replace("\0", " "))
-            except OSError:
-                continue
-        frontier = children
-    return found
 
 
 def _executor_id(args: str) -> str:
