@@ -40,6 +40,17 @@ RIGHT_BATCHES = [[(I, (1, "x"))], [(D, (1, "x"))], [(I, (1, "y"))]]
 TTL_MS = 1000
 
 
+def stage_sources(tmp_path: Path, tables) -> list[tuple[Path, Path]]:
+    """``(name, schema, batches, first _seq)`` tables as staged files (one per phase) under ``tmp_path``;
+    returns the ``(staged folder, source folder)`` pairs ``run_in_phases`` takes."""
+    pairs = []
+    for name, schema, batches, first_seq in tables:
+        write_changelog_batches(tmp_path / f"{name}-staged", schema, batches, first_seq=first_seq)
+        (tmp_path / name).mkdir()
+        pairs.append((tmp_path / f"{name}-staged", tmp_path / name))
+    return pairs
+
+
 def run_in_phases(stream, sources: list[tuple[Path, Path]], phases: int, checkpoint: Path, pause_s: float,
                   timeout_s: float = 600) -> list[list]:
     """Feed file ``i`` of every ``(staged, source)`` folder pair as phase ``i``; return each phase's changes.
@@ -49,7 +60,10 @@ def run_in_phases(stream, sources: list[tuple[Path, Path]], phases: int, checkpo
     needs the processing-time mode, in which Spark runs a no-data micro-batch at
     every trigger, so an ``availableNow`` query never ends and
     ``processAllAvailable`` never returns; the rows read are counted from the
-    query's progress instead.
+    query's progress instead. Phase 0's files are in place before the query
+    starts, so its first micro-batch reads every source's first rows: fed one
+    folder at a time, a loaded machine could plan a micro-batch between the two
+    renames and run the next one more than the TTL later.
     """
     changes: list = []
     columns = [c for c in stream.columns if c not in ("_rowkind", "_seq")]
@@ -58,21 +72,26 @@ def run_in_phases(stream, sources: list[tuple[Path, Path]], phases: int, checkpo
         rows = sorted(batch.collect(), key=lambda r: r["_seq"])
         changes.extend((RowKind.from_short(r["_rowkind"]), tuple(r[c] for c in columns)) for r in rows)
 
+    def feed() -> int:
+        rows = 0
+        for staged, source in sources:
+            file = sorted(staged.iterdir())[0]
+            rows += pq.read_metadata(file).num_rows
+            file.rename(source / file.name)  # one rename: the source never lists a half-written file
+        return rows
+
+    fed = feed()
     query = stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint)).trigger(
         processingTime="500 milliseconds"
     ).start()
     rows_read: dict[int, int] = {}  # batch id -> input rows, from the query's progress
-    fed = 0
     per_phase = []
     try:
         for phase in range(phases):
+            before = len(changes)
             if phase:
                 time.sleep(pause_s)
-            before = len(changes)
-            for staged, source in sources:
-                file = sorted(staged.iterdir())[0]
-                fed += pq.read_metadata(file).num_rows
-                file.rename(source / file.name)  # one rename: the source never lists a half-written file
+                fed += feed()
             deadline = time.monotonic() + timeout_s
             while sum(rows_read.values()) < fed:
                 if query.exception() is not None:
@@ -89,11 +108,7 @@ def run_in_phases(stream, sources: list[tuple[Path, Path]], phases: int, checkpo
 
 def test_rows_idle_longer_than_the_ttl_are_forgotten(spark, engine, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
-    sources = []
-    for name, schema, batches, first_seq in (("a", A, LEFT_BATCHES, 0), ("b", B, RIGHT_BATCHES, 100)):
-        write_changelog_batches(tmp_path / f"{name}-staged", schema, batches, first_seq=first_seq)
-        (tmp_path / name).mkdir()
-        sources.append((tmp_path / f"{name}-staged", tmp_path / name))
+    sources = stage_sources(tmp_path, [("a", A, LEFT_BATCHES, 0), ("b", B, RIGHT_BATCHES, 100)])
     left, right = (read_changelog_files(spark, tmp_path / n, s) for n, s in (("a", A), ("b", B)))
     result = regular_join(left, right, on=[("a1", "b1")], how="left", state_ttl_ms=TTL_MS)
     assert f"stateTtl=[{TTL_MS} ms]" in caplog.messages[-1]

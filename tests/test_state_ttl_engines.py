@@ -13,24 +13,13 @@ from __future__ import annotations
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from streamjoin.changelog import RowKind
-from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
+from streamjoin.connectors.changelog_files import read_changelog_files
 from streamjoin.runtime.changelog_normalize import changelog_normalize
 from streamjoin.runtime.regular_join import regular_join
-from test_regular_join_ttl import A, B, LEFT_BATCHES, RIGHT_BATCHES, TTL_MS, run_in_phases
+from test_regular_join_ttl import A, B, LEFT_BATCHES, RIGHT_BATCHES, TTL_MS, run_in_phases, stage_sources
 
 I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
 PAUSE_S = 2 * TTL_MS / 1000
-
-
-def sources(tmp_path, tables):
-    """``(name, schema, batches, first _seq)`` tables as staged files (one per phase) under ``tmp_path``;
-    returns the ``(staged folder, source folder)`` pairs ``run_in_phases`` takes."""
-    pairs = []
-    for name, schema, batches, first_seq in tables:
-        write_changelog_batches(tmp_path / f"{name}-staged", schema, batches, first_seq=first_seq)
-        (tmp_path / name).mkdir()
-        pairs.append((tmp_path / f"{name}-staged", tmp_path / name))
-    return pairs
 
 
 def test_a_join_with_a_residual_forgets_idle_rows_in_both_steps(spark, engine, tmp_path):
@@ -40,7 +29,7 @@ def test_a_join_with_a_residual_forgets_idle_rows_in_both_steps(spark, engine, t
     ``StreamingJoinOperator``: a retraction without matches on an outer side sends
     ``-D[record+null]`` whatever its state holds); the joined row stays. Phase 2's ``+I(1,y)`` misses
     the expired left row, so it is padded. Without TTL the result is (1,a,1,y) only."""
-    pairs = sources(tmp_path, [("a", A, LEFT_BATCHES, 0), ("b", B, RIGHT_BATCHES, 100)])
+    pairs = stage_sources(tmp_path, [("a", A, LEFT_BATCHES, 0), ("b", B, RIGHT_BATCHES, 100)])
     left, right = (read_changelog_files(spark, tmp_path / n, s) for n, s in (("a", A), ("b", B)))
     joined = regular_join(left, right, on=[("a1", "b1")], how="full", condition="a2 <> b2", state_ttl_ms=TTL_MS)
     seen = run_in_phases(joined, pairs, 3, tmp_path / "checkpoint", pause_s=PAUSE_S)
@@ -58,7 +47,7 @@ def test_changelog_normalize_forgets_idle_keys(spark, engine, tmp_path):
     """Phase 0 stores keys 1 and 2; after the TTL, phase 1's ``+U(1,b)`` finds key 1 unknown (``+I``,
     no ``-U`` of the forgotten row) and ``-D(2,p)`` finds key 2 unknown (nothing), as Flink's
     ``DeduplicateFunctionHelper.processLastRowOnChangelog`` on a state cleared by TTL."""
-    pairs = sources(tmp_path, [("t", T, [[(UA, (1, "a")), (UA, (2, "p"))], [(UA, (1, "b")), (D, (2, "p"))]], 0)])
+    pairs = stage_sources(tmp_path, [("t", T, [[(UA, (1, "a")), (UA, (2, "p"))], [(UA, (1, "b")), (D, (2, "p"))]], 0)])
     stream = read_changelog_files(spark, tmp_path / "t", T)
     normalized = changelog_normalize(stream, key=["id"], state_ttl_ms=TTL_MS)
     seen = run_in_phases(normalized, pairs, 2, tmp_path / "checkpoint", pause_s=PAUSE_S)
