@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from flink_diff.run_diff import classify, listed, outcome, summary_table
+from flink_diff.run_diff import classify, listed, outcome, reusable, summary_table
 
 CASE = {"name": "semi_exists_7_0001", "tables": [{"name": "A", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
         "arrival": ["A"], "query": "SELECT a FROM A"}
@@ -58,3 +58,19 @@ def test_summary_has_a_documented_column_and_a_total():
     assert header.split() == ["family", "equal", "documented", "changelog", "final", "refused", "flink-refused"]
     assert total.split() == ["total", "5", "1", "2", "0", "0", "0"]
     assert [r.split()[0] for r in rows] == ["join_full", "semi_exists"]
+
+
+def test_a_flink_output_is_reused_only_for_the_unchanged_case_it_was_written_after(tmp_path):
+    import os
+
+    case, output = tmp_path / "c.json", tmp_path / "flink" / "c.json"
+    assert not reusable(case, "{}\n", output)  # nothing yet
+    case.write_text("{}\n")
+    output.parent.mkdir()
+    output.write_text("{}\n")
+    os.utime(case, (1_000, 1_000))
+    os.utime(output, (2_000, 2_000))
+    assert reusable(case, "{}\n", output)
+    assert not reusable(case, '{"query": "other"}\n', output)  # the generator changed the case
+    os.utime(output, (500, 500))
+    assert not reusable(case, "{}\n", output)  # written before the case file: another case's output

@@ -1,7 +1,7 @@
 """Differential run: generated cases on Apache Flink 2.3.0 and through streamjoin, with a summary per family.
 
-    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--work .local/flink-diff/run]
-    make flink-diff N=1000 SEED=7
+    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--work .local/flink-diff/run] [--reuse-flink]
+    make flink-diff N=1000 SEED=7 [REUSE_FLINK=1]
 
 Generates ``n`` cases (:mod:`generate`), runs them on Flink with the Flink venv's python
 (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
@@ -50,6 +50,15 @@ def run_flink(case_paths: list[Path], out_dir: Path, work: Path) -> None:
         chunk = case_paths[start:start + CASES_PER_FLINK_JVM]
         subprocess.run([str(FLINK_PYTHON), str(ROOT / "tests" / "flink_diff" / "run_flink.py"), *map(str, chunk),
                         "--out-dir", str(out_dir), "--work", str(work)], check=True)
+
+
+def reusable(case_path: Path, text: str, flink_output: Path) -> bool:
+    """Whether ``flink_output`` is Flink's output of the case ``text`` (``--reuse-flink``): the case file at
+    ``case_path`` holds ``text`` already and the output was written after it. A generated case is a pure
+    function of ``--n``/``--seed`` and the generator, so a rerun of the same seed only needs streamjoin's side;
+    a changed case, or one whose output is missing, runs on Flink again."""
+    return (flink_output.exists() and case_path.exists() and case_path.read_text() == text
+            and flink_output.stat().st_mtime >= case_path.stat().st_mtime)
 
 
 def outcome(flink: dict, ours_1: dict, ours_7: dict, *, within_runs: bool = False) -> tuple[str, str | None]:
@@ -119,20 +128,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--work", type=Path, default=ROOT / ".local" / "flink-diff" / "run")
+    parser.add_argument("--reuse-flink", action="store_true",
+                        help="keep the Flink output under --work of every case whose case file is unchanged")
     args = parser.parse_args(argv)
     cases_dir, flink_dir = args.work / "cases", args.work / "flink"
     cases_dir.mkdir(parents=True, exist_ok=True)
-    paths, generated = [], {}
+    paths, generated, to_run = [], {}, []
     for case in generate_cases(args.n, args.seed):
         path = cases_dir / f"{case['name']}.json"
-        path.write_text(json.dumps(case, indent=1) + "\n")
+        text = json.dumps(case, indent=1) + "\n"
+        if not (args.reuse_flink and reusable(path, text, flink_dir / path.name)):
+            path.write_text(text)
+            to_run.append(path)
         paths.append(path)
-        generated[case["name"]] = json.loads(json.dumps(case))  # as stored: lists, not tuples
+        generated[case["name"]] = json.loads(text)  # as stored: lists, not tuples
     known = json.loads((DIFF_DIR / "known_differences.json").read_text())
     stored = {n: json.loads((DIFF_DIR / "cases" / f"{n}.json").read_text())
               for n in known if (DIFF_DIR / "cases" / f"{n}.json").exists()}
     applicable = listed(known, generated, stored)
-    run_flink(paths, flink_dir, args.work.parent)
+    print(f"Flink: {len(to_run)} cases to run, {len(paths) - len(to_run)} outputs reused", flush=True)
+    run_flink(to_run, flink_dir, args.work.parent)
 
     from streamjoin.session import spark_session
     from streamjoin.testing.replay import replay_cases
