@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field
 from pyspark.sql import SparkSession
 
 from streamjoin.config import local_dir
@@ -87,9 +88,11 @@ class KafkaResource(ConfigurableResource):
     security_protocol: str = ""
     sasl_mechanism: str = ""
     sasl_username: str = ""
-    sasl_password: str = ""
+    # Left out of the resource's repr (run logs, errors), as KafkaConnection's repr leaves them out: once a run
+    # resolves an EnvVar the field holds the value, and property values hold keystore passwords.
+    sasl_password: str = Field(default="", repr=False)
     ssl_truststore_location: str = ""
-    properties: dict[str, str] = {}
+    properties: dict[str, str] = Field(default={}, repr=False)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # Fails the run at its start, with what to do, when there is no cluster.

@@ -85,7 +85,11 @@ def test_the_resource_takes_its_login_from_envvars_and_the_tables_properties_win
                              sasl_password=EnvVar("SJ_TEST_KAFKA_PASSWORD"), ssl_truststore_location="/ca.pem",
                              properties={"ssl.endpoint.identification.algorithm": "https"})
     assert SECRET not in repr(resource)  # the variable's name until a run resolves it
-    connection = resource.process_config_and_initialize().connection()
+    resolved = resource.process_config_and_initialize()
+    assert SECRET not in repr(resolved) and SECRET not in str(resolved) and "svc" in repr(resolved)
+    keystore = KafkaResource(properties={"ssl.keystore.password": SECRET})
+    assert SECRET not in repr(keystore) and SECRET not in str(keystore)
+    connection = resolved.connection()
     assert connection.properties == {
         "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.truststore.type": "PEM",
         "ssl.truststore.location": "/ca.pem", "sasl.jaas.config": jaas_config("PLAIN", "svc", SECRET),
