@@ -6,7 +6,8 @@ Public API (each name is imported from its module on first use):
   :func:`change_delay`, :data:`DATE_SHIFT_DAYS`, :data:`NATION_CURRENCY` (:mod:`~streamjoin.datagen.tpch`);
 - :func:`ecb_rates`, :data:`ECB_HISTORY` (:mod:`~streamjoin.datagen.ecb_rates`);
 - :data:`ORDERS`, :data:`LINEITEM`, :data:`RATES`, :data:`ORDER_EVENTS`, :data:`SHIPMENTS`, :data:`TOPICS`,
-  :func:`load_topics`, :func:`rate_rows`, :func:`debezium_record` (:mod:`~streamjoin.datagen.topics`);
+  :func:`create_topics`, :func:`load_topics`, :func:`topic_records`, :func:`rate_rows`, :func:`debezium_record`
+  (:mod:`~streamjoin.datagen.topics`);
 - :data:`CUSTOMER_CURRENCIES_SCHEMA`, :data:`PART_SCHEMA`, :func:`rows_frame` (:mod:`~streamjoin.datagen.dimensions`).
 """
 
@@ -16,8 +17,8 @@ _EXPORTS = {
     **dict.fromkeys(["TpchChangelog", "generate_tpch", "customer_currencies", "parts", "change_delay", "DATE_SHIFT_DAYS",
                      "NATION_CURRENCY"], "streamjoin.datagen.tpch"),
     **dict.fromkeys(["ecb_rates", "ECB_HISTORY"], "streamjoin.datagen.ecb_rates"),
-    **dict.fromkeys(["ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "load_topics", "rate_rows",
-                     "debezium_record"], "streamjoin.datagen.topics"),
+    **dict.fromkeys(["ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "create_topics", "load_topics",
+                     "topic_records", "rate_rows", "debezium_record"], "streamjoin.datagen.topics"),
     **dict.fromkeys(["CUSTOMER_CURRENCIES_SCHEMA", "PART_SCHEMA", "rows_frame"], "streamjoin.datagen.dimensions"),
 }
 __all__ = list(_EXPORTS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 
 from streamjoin.changelog import ChangelogError, RowKind
@@ -31,7 +32,8 @@ from streamjoin.datagen.tpch import DATE_SHIFT_DAYS, Change, TpchChangelog
 from streamjoin.planner.script import plan_script
 
 __all__ = [
-    "CATALOG_SQL", "ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "rate_rows", "load_topics", "debezium_record",
+    "CATALOG_SQL", "ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "rate_rows", "create_topics", "load_topics",
+    "topic_records", "debezium_record",
 ]
 
 #: The SQL catalog that declares the topics (columns, types, keys, watermarks, formats): the one
@@ -94,6 +96,31 @@ def _epoch_ms(time: dt.datetime) -> int:
     return int(time.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
 
 
+def create_topics(cluster: Cluster, *, partitions: int = 2) -> None:
+    """Create the demo topics (:data:`TOPICS`) unless they exist: ``partitions`` each, ``rates`` one."""
+    ensure_topics(cluster, {t.topic: 1 if t is RATES else partitions for t in TOPICS})
+
+
+def topic_records(changelog: TpchChangelog, rates: Iterable[dict] | None = None) -> dict[str, Iterator[tuple]]:
+    """Topic → its records as :func:`load_topics` writes them, lazily, each topic in its own order.
+
+    A record is ``(key, value)`` on the CDC topics (``orders``, ``lineitem``: Debezium JSON) and
+    ``(key, value, timestamp ms)`` on the event topics (JSON, stamped with the rowtime).
+
+    Args:
+        changelog: anything with ``orders_changes()``, ``lineitem_changes()``, ``order_events`` and
+            ``lineitems`` as :class:`~streamjoin.datagen.tpch.TpchChangelog` has them.
+        rates: the ``rates`` rows (``currency`` / ``rate`` / ``rate_time``), :func:`rate_rows` by default.
+    """
+    return {
+        ORDERS.topic: ((str(c.row["o_orderkey"]), debezium_record(c)) for c in changelog.orders_changes()),
+        LINEITEM.topic: ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
+        ORDER_EVENTS.topic: ((str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events),
+        SHIPMENTS.topic: ((str(i["l_orderkey"]), _encode(i), _epoch_ms(i["l_shiptime"])) for i in changelog.lineitems),
+        RATES.topic: ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in (rate_rows() if rates is None else rates)),
+    }
+
+
 def load_topics(cluster: Cluster, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
     """Create the demo topics and produce the TPC-H changelogs and the ECB rates into them.
 
@@ -103,25 +130,5 @@ def load_topics(cluster: Cluster, changelog: TpchChangelog, *, partitions: int =
     Returns:
         Records produced per topic.
     """
-    ensure_topics(cluster, {t.topic: 1 if t is RATES else partitions for t in TOPICS})
-    counts = {}
-    counts[ORDERS.topic] = produce(
-        cluster, ORDERS.topic,
-        ((str(c.row["o_orderkey"]), debezium_record(c)) for c in changelog.orders_changes()),
-    )
-    counts[LINEITEM.topic] = produce(
-        cluster, LINEITEM.topic,
-        ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
-    )
-    counts[ORDER_EVENTS.topic] = produce(
-        cluster, ORDER_EVENTS.topic,
-        ((str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events),
-    )
-    counts[SHIPMENTS.topic] = produce(
-        cluster, SHIPMENTS.topic,
-        ((str(i["l_orderkey"]), _encode(i), _epoch_ms(i["l_shiptime"])) for i in changelog.lineitems),
-    )
-    counts[RATES.topic] = produce(
-        cluster, RATES.topic, ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in rate_rows()),
-    )
-    return counts
+    create_topics(cluster, partitions=partitions)
+    return {topic: produce(cluster, topic, records) for topic, records in topic_records(changelog).items()}

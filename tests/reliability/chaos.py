@@ -175,20 +175,11 @@ class Producer(threading.Thread):
         #: Held while a slice is written: a broker fault waits for it, so no slice is half-written.
         self.lock = threading.Lock()
 
-    def records(self) -> dict[str, list[tuple[str, str]]]:
-        """Topic → its (key, value) records, as ``load_topics`` writes them."""
-        from streamjoin.datagen.topics import (
-            LINEITEM, ORDER_EVENTS, ORDERS, RATES, SHIPMENTS, _encode, debezium_record, rate_rows,
-        )
+    def records(self) -> dict[str, list[tuple]]:
+        """Topic → its records, as ``load_topics`` writes them (:func:`~streamjoin.datagen.topics.topic_records`)."""
+        from streamjoin.datagen.topics import topic_records
 
-        log = self.changelog
-        return {
-            ORDERS.topic: [(str(c.row["o_orderkey"]), debezium_record(c)) for c in log.orders_changes()],
-            LINEITEM.topic: [(str(c.row["l_orderkey"]), debezium_record(c)) for c in log.lineitem_changes()],
-            ORDER_EVENTS.topic: [(str(e["o_orderkey"]), _encode(e)) for e in log.order_events],
-            SHIPMENTS.topic: [(str(i["l_orderkey"]), _encode(i)) for i in log.lineitems],
-            RATES.topic: [(r["currency"], _encode(r)) for r in rate_rows()],
-        }
+        return {topic: list(records) for topic, records in topic_records(self.changelog).items()}
 
     def run(self) -> None:
         from streamjoin.connectors.kafka_admin import produce
@@ -382,7 +373,7 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
         broker_faults: times the broker is stopped (controlled shutdown) and started again on the same data
             folder and port between two slices of the producer, at points the RNG picks among the kills;
             the run must survive or exit with a clear error and resume from its checkpoint on restart.
-        chunks, pause_s: the producer's slices and the pause after each (s).
+        chunks, pause_s: the producer's slices (at least two per kill or broker fault, plus two) and the pause after each (s).
         work: folder for the broker, lakehouse and run logs; a temporary one (deleted after) when None.
         aims: the :data:`MOMENTS` to kill at, in order, instead of ``kills`` moments the RNG picks.
 
@@ -420,7 +411,7 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
         bootstrap = broker.start()
         ensure_topics(bootstrap, {t.topic: 1 for t in TOPICS})
         args = ["run", str(sql), "--bootstrap-servers", bootstrap, "--lakehouse", str(lake), "--engine", engine]
-        producer = Producer(bootstrap, changelog, view, max(chunks, 2 * (kills + broker_faults) + 2), pause_s)
+        producer = Producer(bootstrap, changelog, view, max(chunks, 2 * len(aims) + 2), pause_s)
         runs = 0
         caught_up = False
 

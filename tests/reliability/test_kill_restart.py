@@ -16,27 +16,29 @@ from tests.reliability.chaos import MOMENTS, PIPELINES, CheckpointView, run_tria
 from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_going_back
 
 #: One kill per trial, the three moments spread over the pipelines (``make chaos`` aims at each in every trial,
-#: on both engines; the python engine's trials cost the suite ~9 minutes on the reference machine).
+#: on both engines; the python engine's trials cost the suite ~9 minutes on the reference machine), and in one
+#: trial a broker stop and restart on the same data folder (``make chaos --broker-faults N`` in every trial).
 TRIALS = [
-    ("lineitem_with_order", "jvm", "after_delta_commit"),
-    ("orders_in_eur", "jvm", "micro_batch"),
-    ("orders_shipped_fast", "jvm", "state_commit"),
-    ("orders_by_status", "jvm", "after_delta_commit"),
-    ("part_price_over", "jvm", "state_commit"),
+    ("lineitem_with_order", "jvm", "after_delta_commit", 0),
+    ("orders_in_eur", "jvm", "micro_batch", 1),
+    ("orders_shipped_fast", "jvm", "state_commit", 0),
+    ("orders_by_status", "jvm", "after_delta_commit", 0),
+    ("part_price_over", "jvm", "state_commit", 0),
 ]
 
 
 def test_the_trials_cover_every_pipeline_and_moment():
-    assert {p for p, _, _ in TRIALS} == set(PIPELINES) and {m for _, _, m in TRIALS} == set(MOMENTS)
+    assert {t[0] for t in TRIALS} == set(PIPELINES) and {t[2] for t in TRIALS} == set(MOMENTS)
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("pipeline", "engine", "moment"),
+@pytest.mark.parametrize(("pipeline", "engine", "moment", "broker_faults"),
                          [pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0]}")) for t in TRIALS])
-def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, spark, tmp_path):
-    result = run_trial(spark, pipeline, engine, seed=17, aims=[moment], chunks=3, work=tmp_path)
+def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, broker_faults, spark, tmp_path):
+    result = run_trial(spark, pipeline, engine, seed=17, aims=[moment], broker_faults=broker_faults, chunks=3, work=tmp_path)
     assert not result.error and not result.restart_failures, (result.error, result.restart_failures)
     assert [hit for _, hit in result.kills if hit != "missed"], f"no kill landed: {result.kills}"
+    assert len(result.broker_faults) == broker_faults and "stalled" not in result.broker_faults, result.broker_faults
     verdict = result.verdict
     assert verdict.rows_expected > 0
     assert verdict.ok, verdict
