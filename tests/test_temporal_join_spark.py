@@ -3,6 +3,8 @@ through the planner in ``test_replay.py``), flat state, and the lookup join agai
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import datetime as dt
 import random
 
@@ -203,11 +205,11 @@ def test_random_streams_through_spark_give_the_reference_result(spark, engine, t
     assert len(interval_ref.changelog) > 20 and len(temporal_ref.changelog) > 10
 
 
-def steady_case(kind: str, batches: int, per_batch: int) -> Case:
-    """``batches`` × ``per_batch`` rows in time order over 5 keys, 100 ms apart."""
+def steady_case(kind: str, batches: int, per_batch: int, key_of: Callable[[int], int] = lambda n: n % 5) -> Case:
+    """``batches`` × ``per_batch`` rows in time order, 100 ms apart, row ``n`` of key ``key_of(n)`` (5 keys in turn)."""
     events = []
     for n in range(batches * per_batch):
-        key, t = n % 5, n * 100
+        key, t = key_of(n), n * 100
         if kind == "interval":
             events.append(("LR"[n % 2], "+I", (f"x{n}", key, stamp(t))))
         elif n % 4 == 0:
@@ -233,3 +235,22 @@ def test_state_stays_flat_while_the_stream_grows_ten_times(spark, engine, tmp_pa
         sizes = [state_rows(spark, tmp_path / "checkpoint", b, operator, engine=engine, join=join) for b in (1, 9, batches - 1)]
         assert 0 < min(sizes) and max(sizes) - min(sizes) <= per_batch, (operator, sizes)
         assert max(sizes) <= 4 * per_batch, (operator, sizes)  # 200 rows went in
+
+
+@jvm_only
+def test_keys_that_do_not_come_back_leave_no_state_rows(spark, engine, tmp_path):
+    """Each key gets 10 rows within one second of event time and never comes back, as order keys do: once the
+    watermark has passed a key's window, the key holds no state row at all: no cached row, and no row of the
+    shell's per-key time and timers (which stayed behind for every key ever seen: state grew with the keys)."""
+    batches, per_batch = 20, 10
+    case = steady_case("interval", batches, per_batch, key_of=lambda n: n // 10)
+    results, _ = run_together(spark, tmp_path, [interval_stream_run("interval", case, IntervalBounds(-1000, 1000), "inner", False)], per_batch)
+    assert results["interval"]
+
+    def keys(name):
+        reader = spark.read.format("statestore").option("path", str(tmp_path / "checkpoint")).option("stateVarName", name)
+        return {tuple(r.key) for r in reader.option("batchId", batches - 1).load().collect()}
+
+    live = keys("leftRows") | keys("rightRows")
+    # 20 keys went in; the watermark of the last micro-batch (18.9 s) has passed every window but the last three keys'.
+    assert 0 < len(live) <= 3 and keys("timers") <= live and keys("intervalJoinTimers") <= live, (live, keys("timers"))

@@ -52,6 +52,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   @transient private var cleanupTimers: Array[java.lang.Long] = _
   @transient private var nextId: Long = _
   @transient private var loaded: Boolean = _
+  @transient private var cleared: Boolean = _
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     caches = Array("left", "right").zip(cacheSchemas).map { case (side, schema) =>
@@ -70,12 +71,18 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     } else { cleanupTimers = Array(null, null); nextId = 0L }
   }
 
-  override def finish(ctx: KeyContext): Unit = if (loaded) {
-    loaded = false
-    // No timer means both caches are empty: the key's state is cleared (ids restart, as on python).
-    if (cleanupTimers(0) == null && cleanupTimers(1) == null) timerState.clear()
-    else timerState.update(Row(cleanupTimers(0), cleanupTimers(1), nextId))
+  override def finish(ctx: KeyContext): Unit = {
+    cleared = false
+    if (loaded) {
+      loaded = false
+      // No timer means both caches are empty: the key's state is cleared (ids restart, as on python).
+      cleared = cleanupTimers(0) == null && cleanupTimers(1) == null
+      if (cleared) timerState.clear()
+      else timerState.update(Row(cleanupTimers(0), cleanupTimers(1), nextId))
+    }
   }
+
+  override def keyCleared: Boolean = cleared
 
   /** A cached row: its values, whether it was joined, its id (candidate mode, else null). */
   private final class Entry(val row: Array[Any], var matched: Boolean, val id: java.lang.Long)

@@ -54,6 +54,12 @@ abstract class KeyedLogic extends Serializable {
 
   /** After the key's visit (write back what the visit cached). */
   def finish(ctx: KeyContext): Unit = ()
+
+  /** Read after [[finish]]: whether this visit left the key no state of its own. The shell then forgets the key's
+   * time with its last timer, so a key that comes and goes leaves no state row behind (python: `KeyedLogic.is_done`
+   * clears the key's whole state, time included). Safe because the next visit advances to Spark's clock, which is
+   * not behind the forgotten time. Default: never (the logic keeps state the shell does not know of). */
+  def keyCleared: Boolean = false
 }
 
 /** Helpers for logics: column positions in an input schema, ordering a key's rows. */

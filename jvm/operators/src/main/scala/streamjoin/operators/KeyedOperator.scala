@@ -108,7 +108,7 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
         if (registered != null) getHandle.deleteTimer(registered)
         if (wanted != null) getHandle.registerTimer(wanted)
       }
-      if (ctx.timers.timers.isEmpty && ctx.timers.time == Long.MinValue) timerState.clear()
+      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || logic.keyCleared)) timerState.clear()
       else {
         val times = new Array[Long](ctx.timers.timers.size)
         var i = 0

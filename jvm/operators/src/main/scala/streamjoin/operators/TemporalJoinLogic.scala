@@ -49,6 +49,7 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   @transient private var timer: java.lang.Long = _
   @transient private var latestVersion: java.lang.Long = _
   @transient private var loaded: Boolean = _
+  @transient private var cleared: Boolean = _
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     probes = handle.getMapState[Long, Row]("probeRows", Encoders.scalaLong, Encoders.row(probeSchema), ttl)
@@ -67,12 +68,18 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     } else { nextIndex = 0L; timer = null; latestVersion = null }
   }
 
-  override def finish(ctx: KeyContext): Unit = if (loaded) {
-    loaded = false
-    // Pending probe rows keep a timer and versions a latest time: otherwise the key holds nothing.
-    if (timer == null && latestVersion == null && nextIndex == 0L) valueState.clear()
-    else valueState.update(Row(nextIndex, timer, latestVersion))
+  override def finish(ctx: KeyContext): Unit = {
+    cleared = false
+    if (loaded) {
+      loaded = false
+      // Pending probe rows keep a timer and versions a latest time: otherwise the key holds nothing.
+      cleared = timer == null && latestVersion == null && nextIndex == 0L
+      if (cleared) valueState.clear()
+      else valueState.update(Row(nextIndex, timer, latestVersion))
+    }
   }
+
+  override def keyCleared: Boolean = cleared
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
     load()
