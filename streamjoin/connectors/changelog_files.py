@@ -5,6 +5,14 @@ through real Spark streaming queries: micro-batch *i* of every source holds
 exactly the rows given for it, because each batch is one Parquet file and the
 stream reads one file per trigger. Sources of one query must be given the same
 number of batches (an empty batch is an empty file) so that they stay in step.
+
+The stream is the operators jar's ``streamjoin.replay.ChangelogBatchSource``
+(``jvm/operators``) where the session has the jar: it lists the folder only
+when it has served every file it knows and reads one file per micro-batch on
+the driver, where Spark's file source lists the folder, writes its metadata log
+and plans a Parquet scan every trigger (bench/RESULTS.md, "Replay source").
+Without the jar (Spark Connect, no ``make setup``) it is Spark's Parquet file
+source with ``maxFilesPerTrigger`` 1: the same micro-batches, more slowly.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -23,7 +32,13 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
 
-__all__ = ["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"]
+__all__ = [
+    "BATCH_SOURCE", "changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files",
+    "has_batch_source",
+]
+
+#: The operators jar's one-file-per-micro-batch source (``jvm/operators``, ``streamjoin.replay``).
+BATCH_SOURCE = "streamjoin.replay.ChangelogBatchSource"
 
 
 def changelog_schema(schema: StructType) -> StructType:
@@ -84,13 +99,29 @@ def read_changelog_files(
             of ``max(rowtime) - watermark_delay_ms`` over all its rows (:func:`~streamjoin.connectors.watermark.with_source_watermark`).
         watermark_delay_ms: watermark delay in milliseconds.
 
+    Files may be added to ``directory`` while the stream runs (each with one
+    rename, in name order); a query restarted from its checkpoint goes on with
+    the first file it had not read. The source is :data:`BATCH_SOURCE` when
+    :func:`has_batch_source`, else Spark's Parquet file source.
+
     Returns:
         A streaming DataFrame with ``schema`` + ``_rowkind`` + ``_seq``.
     """
-    stream = spark.readStream.schema(changelog_schema(schema)).option("maxFilesPerTrigger", 1).parquet(str(directory))
+    reader = spark.readStream.schema(changelog_schema(schema))
+    if has_batch_source(spark):
+        stream = reader.format(BATCH_SOURCE).load(str(directory))
+    else:
+        stream = reader.option("maxFilesPerTrigger", 1).parquet(str(directory))
     if rowtime is not None:
         stream = with_source_watermark(stream, rowtime, watermark_delay_ms)
     return stream
+
+
+def has_batch_source(spark: SparkSession) -> bool:
+    """Whether ``spark`` can load :data:`BATCH_SOURCE`: a classic session with the operators jar on its classpath."""
+    jvm = getattr(spark, "_jvm", None)  # a Spark Connect session has no JVM here
+    # py4j names a class it cannot load a JavaPackage, not an error.
+    return jvm is not None and isinstance(jvm.streamjoin.replay.ChangelogBatchSource, JavaClass)
 
 
 def changelog_file_stream(
