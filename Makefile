@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds
+.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds sustained
 
 # A Spark home for `SPARK_MASTER=local-cluster[...]` (README, "Running on a real cluster"): its workers start
 # executors from pyspark's bin/ and jars/, and keep the executors' logs in its work/ folder, not in the venv.
@@ -76,8 +76,9 @@ $(FLINK_STAMP): pyproject.toml
 	touch $@
 
 # N generated cases (seed SEED) on Flink and through streamjoin; a summary per operator family.
+# REUSE_FLINK=1 keeps the Flink outputs of an earlier run of the same cases (only streamjoin's side runs).
 flink-diff: setup flink
-	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED)
+	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED) $(if $(REUSE_FLINK),--reuse-flink)
 
 # Every stored differential case against its stored Flink output (make test replays a subset; 9–15 min).
 test-flink-diff: setup
@@ -92,10 +93,12 @@ bench: setup flink
 
 # Kill/restart trials (tests/reliability/chaos.py): TRIALS per stateful sql/ pipeline and engine, each
 # SIGKILLing the running pipeline at chosen moments; a table of rows, duplicates and missing rows.
+# CHAOS_ARGS: more options of the script, e.g. `--broker-faults 1 --engines jvm`.
 TRIALS ?= 10
+CHAOS_ARGS ?=
 
 chaos: setup
-	nice $(PY) -m tests.reliability.chaos --trials $(TRIALS)
+	nice $(PY) -m tests.reliability.chaos --trials $(TRIALS) $(CHAOS_ARGS)
 
 # Resource bounds (tests/reliability/bounds.py): one order with JOIN_ROWS line items through lineitem_with_order and
 # one OVER partition of OVER_ROWS shipments through part_price_over, on each engine; time, state and memory per case.
@@ -105,6 +108,21 @@ BOUNDS_ARGS ?=
 
 bounds: setup
 	nice $(PY) -m tests.reliability.bounds --join-rows $(JOIN_ROWS) --over-rows $(OVER_ROWS) $(BOUNDS_ARGS)
+
+# Sustained load (bench/sustained.py): the five stateful sql/ pipelines in one Spark driver under a fixed Kafka input
+# rate for MINUTES minutes; RATE is records/s over all topics (empty: 75 % of a capacity measured first). State, lag
+# and batch duration per minute go to bench/sustained.csv and .png and a table to bench/RESULTS.md.
+MINUTES ?= 30
+RATE ?=
+PLOT_STAMP := $(LOCAL)/plot.stamp
+
+# matplotlib, for the plots: the `plot` extra, into the project's venv (not the `bench` extra: that is Flink's venv).
+$(PLOT_STAMP): pyproject.toml | $(SETUP_STAMP)
+	$(VENV)/bin/pip install --quiet -e '.[plot]'
+	touch $@
+
+sustained: setup $(PLOT_STAMP)
+	nice $(PY) -m bench.sustained --minutes $(MINUTES) $(if $(RATE),--rate $(RATE))
 
 dagster-ui: setup kafka
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml

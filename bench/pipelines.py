@@ -29,7 +29,15 @@ from streamjoin.datagen.topics import load_topics
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, generate_tpch, parts
 from streamjoin.pipeline import Lakehouse, run_pipeline
 
-__all__ = ["passthrough", "run_pipelines"]
+__all__ = ["passthrough", "run_pipelines", "write_dimensions"]
+
+
+def write_dimensions(spark: SparkSession, data_dir: Path, lake: Lakehouse) -> None:
+    """Write the Delta tables the pipelines' lookup joins read, ``customer_currencies`` and ``part``, from the
+    TPC-H folder ``data_dir`` (:func:`~streamjoin.datagen.tpch.generate_tpch`) into ``lake``."""
+    rows_frame(spark, customer_currencies(data_dir), CUSTOMER_CURRENCIES_SCHEMA).write.format("delta").save(
+        lake.table_path("customer_currencies"))
+    rows_frame(spark, parts(data_dir), PART_SCHEMA).write.format("delta").save(lake.table_path("part"))
 
 
 def passthrough(spark: SparkSession, sources: list[KafkaSource], bootstrap: str) -> DataFrame:
@@ -54,9 +62,7 @@ def run_pipelines(spark: SparkSession, scale_factor: float, workdir: Path) -> li
     """
     tpch = TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor))  # updates and deletes, as make demo's
     lake = Lakehouse(str(workdir / "lakehouse"))
-    rows_frame(spark, customer_currencies(tpch.data_dir), CUSTOMER_CURRENCIES_SCHEMA).write.format("delta").save(
-        lake.table_path("customer_currencies"))
-    rows_frame(spark, parts(tpch.data_dir), PART_SCHEMA).write.format("delta").save(lake.table_path("part"))
+    write_dimensions(spark, tpch.data_dir, lake)
     shutil.rmtree(workdir / "kafka", ignore_errors=True)
     results = []
     with EmbeddedKafka(workdir / "kafka") as broker:
