@@ -1,5 +1,8 @@
 """EXPLAIN CHANGELOG_MODE: Flink's plan tree with changelog modes, keys, state layouts, distribution and TTL."""
 
+import pytest
+
+from streamjoin.errors import UnsupportedPlanError
 from streamjoin.planner import plan_script
 
 DDL = """
@@ -62,3 +65,24 @@ def test_explain_of_interval_temporal_over_and_dedup_nodes():
            "select=[id, cur, ts, COUNT(*) AS w0$o0], changelogMode=[I])" in over.statements[0].explain
     dedup = plan_script(ddl + "SELECT id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn FROM O) WHERE rn = 1;")
     assert "Deduplicate(keep=[FirstRow], key=[id], order=[ROWTIME], changelogMode=[I], upsertKeys=[[id]])" in dedup.statements[0].explain
+
+
+def test_state_ttl_reaches_the_group_aggregate_and_the_deduplication():
+    script = plan_script(
+        "CREATE TABLE e (k INT, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values');\n"
+        + DDL + "SET 'table.exec.state.ttl' = '2 min';\n"
+        "INSERT INTO s SELECT k, COUNT(*) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn "
+        "FROM e) WHERE rn = 1 GROUP BY k;")
+    explain = script.statements[0].explain
+    aggregate = next(l for l in explain.splitlines() if "GroupAggregate(" in l)
+    dedup = next(l for l in explain.splitlines() if "Deduplicate(" in l)
+    assert "stateTtl=[120000 ms]" in aggregate and "keep=[LastRow]" in dedup and "stateTtl=[120000 ms]" in dedup
+
+
+def test_state_ttl_is_refused_for_an_event_time_deduplication_keeping_the_first_row():
+    with pytest.raises(UnsupportedPlanError) as info:
+        plan_script(
+            "CREATE TABLE e (k INT, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values');\n"
+            "SET 'table.exec.state.ttl' = '2 min';\n"
+            "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn FROM e) WHERE rn = 1;")
+    assert "keeping the first row on event time" in str(info.value) and str(info.value).endswith("[rule: state-ttl]")

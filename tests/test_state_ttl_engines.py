@@ -15,6 +15,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from streamjoin.changelog import RowKind
 from streamjoin.connectors.changelog_files import read_changelog_files
 from streamjoin.runtime.changelog_normalize import changelog_normalize
+from streamjoin.runtime.deduplicate import deduplicate
+from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.regular_join import regular_join
 from test_regular_join_ttl import A, B, LEFT_BATCHES, RIGHT_BATCHES, TTL_MS, run_in_phases, stage_sources
 
@@ -52,3 +54,29 @@ def test_changelog_normalize_forgets_idle_keys(spark, engine, tmp_path):
     normalized = changelog_normalize(stream, key=["id"], state_ttl_ms=TTL_MS)
     seen = run_in_phases(normalized, pairs, 2, tmp_path / "checkpoint", pause_s=PAUSE_S)
     assert seen == [[(I, (1, "a")), (I, (2, "p"))], [(I, (1, "b"))]]
+
+
+G = StructType([StructField("g", StringType()), StructField("x", IntegerType())])
+
+
+def test_group_aggregate_forgets_idle_groups(spark, engine, tmp_path):
+    """Phase 0 builds group ``a`` (COUNT(*), MAX over a changelog: a MapState of values). After the TTL,
+    phase 1's ``-D(a,1)`` finds the group forgotten and is ignored, and ``+I(a,5)`` starts it again with
+    ``+I``, as Flink's ``GroupAggFunction`` on a state cleared by TTL. Without TTL: ``-U(a,2,2)``,
+    ``+U(a,1,2)``, ``-U(a,1,2)``, ``+U(a,2,5)``."""
+    pairs = stage_sources(tmp_path, [("t", G, [[(I, ("a", 1)), (I, ("a", 2))], [(D, ("a", 1)), (I, ("a", 5))]], 0)])
+    stream = read_changelog_files(spark, tmp_path / "t", G)
+    counted = group_aggregate(stream, group_by=["g"], aggregates=[("n", "COUNT", None), ("m", "MAX", "x")],
+                              state_ttl_ms=TTL_MS)
+    seen = run_in_phases(counted, pairs, 2, tmp_path / "checkpoint", pause_s=PAUSE_S)
+    assert seen == [[(I, ("a", 1, 1)), (UB, ("a", 1, 1)), (UA, ("a", 2, 2))], [(I, ("a", 1, 5))]]
+
+
+def test_deduplication_forgets_idle_keys(spark, engine, tmp_path):
+    """Keep the last row per key (processing time): after the TTL, phase 1's ``(1,b)`` finds key 1 forgotten
+    and is a first row (``+I``, no ``-U(1,a)``), as Flink's deduplication on a state cleared by TTL."""
+    pairs = stage_sources(tmp_path, [("t", T, [[(I, (1, "a"))], [(I, (1, "b"))]], 0)])
+    stream = read_changelog_files(spark, tmp_path / "t", T)
+    latest = deduplicate(stream, key=["id"], order_by=None, keep="last", state_ttl_ms=TTL_MS)
+    seen = run_in_phases(latest, pairs, 2, tmp_path / "checkpoint", pause_s=PAUSE_S)
+    assert seen == [[(I, (1, "a"))], [(I, (1, "b"))]]

@@ -169,6 +169,10 @@ def _names(names) -> str:
     return ", ".join(names)
 
 
+def _state_ttl(state_ttl_ms: int | None) -> list[tuple[str, str]]:
+    return [] if state_ttl_ms is None else [("stateTtl", f"{state_ttl_ms} ms")]
+
+
 def walk(node: Node):
     """Yield ``node`` and all nodes below it (pre-order)."""
     yield node
@@ -315,9 +319,7 @@ class RegularJoin(_Join):
         for side, layout, key in (("left", self.left_layout, self.left_unique_key),
                                   ("right", self.right_layout, self.right_unique_key)):
             attrs.append((f"{side}InputSpec", f"{layout.value}{'(' + _names(key) + ')' if key else ''}"))
-        if self.state_ttl_ms is not None:
-            attrs.append(("stateTtl", f"{self.state_ttl_ms} ms"))
-        return attrs
+        return attrs + _state_ttl(self.state_ttl_ms)
 
 
 class IntervalJoin(_Join):
@@ -438,12 +440,15 @@ class Deduplicate(Node):
     Flink plans it as ``Deduplicate`` when ``order_by`` is a time attribute (``time`` = ``"ROWTIME"`` /
     ``"PROCTIME"``) and as ``Rank`` (Top-1) otherwise (``time=None``). ``keep`` is ``"first"`` (ASC) or
     ``"last"`` (DESC). ``rank_field`` is the name of the row-number column (the constant 1 after the filter).
+    ``state_ttl_ms``: idle state retention (``table.exec.state.ttl``), ``None`` for none.
     """
 
     supports_only_update_after = True
 
-    def __init__(self, input: Node, keys: list[str], order_by: str, time: str | None, keep: str, rank_field: str):
+    def __init__(self, input: Node, keys: list[str], order_by: str, time: str | None, keep: str, rank_field: str,
+                 state_ttl_ms: int | None = None):
         self.inputs = [input]
+        self.state_ttl_ms = state_ttl_ms
         self.keys = keys
         self.order_by = order_by
         self.time = time
@@ -460,20 +465,26 @@ class Deduplicate(Node):
     def attributes(self):
         if self.name == "Deduplicate":
             order = "ROWTIME" if self.time == "ROWTIME" else "PROCTIME"
-            return [("keep", "FirstRow" if self.keep == "first" else "LastRow"), ("key", _names(self.keys)), ("order", order)]
-        return [("strategy", "AppendFastStrategy"), ("rankType", "ROW_NUMBER"), ("rankRange", "rankStart=1, rankEnd=1"),
-                ("partitionBy", _names(self.keys)), ("orderBy", f"{self.order_by} {'ASC' if self.keep == 'first' else 'DESC'}"),
-                ("select", _names(self.inputs[0].field_names))]
+            attrs = [("keep", "FirstRow" if self.keep == "first" else "LastRow"), ("key", _names(self.keys)), ("order", order)]
+        else:
+            attrs = [("strategy", "AppendFastStrategy"), ("rankType", "ROW_NUMBER"), ("rankRange", "rankStart=1, rankEnd=1"),
+                     ("partitionBy", _names(self.keys)), ("orderBy", f"{self.order_by} {'ASC' if self.keep == 'first' else 'DESC'}"),
+                     ("select", _names(self.inputs[0].field_names))]
+        return attrs + _state_ttl(self.state_ttl_ms)
 
 
 class GroupAggregate(Node):
-    """``GROUP BY group_by`` with ``aggregates`` over any changelog; docs/semantics.md §6."""
+    """``GROUP BY group_by`` with ``aggregates`` over any changelog; docs/semantics.md §6.
+
+    ``state_ttl_ms``: idle state retention (``table.exec.state.ttl``), ``None`` for none.
+    """
 
     name = "GroupAggregate"
     supports_only_update_after = True
 
-    def __init__(self, input: Node, group_by: list[str], aggregates: list[Aggregate]):
+    def __init__(self, input: Node, group_by: list[str], aggregates: list[Aggregate], state_ttl_ms: int | None = None):
         self.inputs = [input]
+        self.state_ttl_ms = state_ttl_ms
         self.group_by = group_by
         self.aggregates = aggregates
         self.fields = [Field(g, input.field(g).type.plain() if input.field(g).type else None) for g in group_by]
@@ -483,7 +494,7 @@ class GroupAggregate(Node):
 
     def attributes(self):
         attrs = [("groupBy", _names(self.group_by))] if self.group_by else []
-        return attrs + [("select", _names(self.group_by + [str(a) for a in self.aggregates]))]
+        return attrs + [("select", _names(self.group_by + [str(a) for a in self.aggregates]))] + _state_ttl(self.state_ttl_ms)
 
 
 class Union(Node):
@@ -553,10 +564,7 @@ class SinkUpsertMaterializer(Node):
         self.unique_keys, self.upsert_keys = metadata.grouping_keys(primary_key)
 
     def attributes(self):
-        attrs = [("pk", _names(self.primary_key))]
-        if self.state_ttl_ms is not None:
-            attrs.append(("stateTtl", f"{self.state_ttl_ms} ms"))
-        return attrs
+        return [("pk", _names(self.primary_key))] + _state_ttl(self.state_ttl_ms)
 
 
 class Sink(Node):

@@ -4,7 +4,8 @@ Statements (separated by ``;``, ``--`` comments allowed), in file order:
 
 - ``CREATE TABLE`` (Flink's ``LIKE`` clause included) → the catalog (:mod:`streamjoin.planner.catalog`);
 - ``CREATE [TEMPORARY] VIEW name AS query`` → the catalog, planned where used;
-- ``SET 'table.exec.state.ttl' = '1 h'`` → idle state retention of regular joins;
+- ``SET 'table.exec.state.ttl' = '1 h'`` → idle state retention of regular joins, group aggregates, deduplications,
+  ChangelogNormalize and the SinkUpsertMaterializer (not of event-time deduplication keeping the first row);
 - ``INSERT INTO sink SELECT …`` → a planned statement writing a sink table;
 - ``SELECT …`` → a planned statement collected by the caller (tests, case replay);
 - ``EXPLAIN [CHANGELOG_MODE] <INSERT or SELECT>`` → its plan text.
@@ -41,7 +42,7 @@ from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Explain, Flink
 from streamjoin.planner.explain import explain_plan
 from streamjoin.planner.expressions import field_column
-from streamjoin.planner.plan import Deduplicate, Field, GroupAggregate, Sink, walk
+from streamjoin.planner.plan import Field, Sink
 from streamjoin.planner.types import common_type
 
 __all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "catalog_scripts", "parse_duration_ms"]
@@ -188,19 +189,6 @@ def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog,
     return Sink(merge_calc(query, projections), table, [f for f, _ in projections]), target
 
 
-def _check_state_ttl(sink: Sink, ttl_ms: int | None, source: SqlSource, at: exp.Expr) -> None:
-    if ttl_ms is None:
-        return
-    for node in walk(sink):
-        if isinstance(node, (GroupAggregate, Deduplicate)):
-            raise error(
-                UnsupportedPlanError, source, at,
-                f"table.exec.state.ttl is set, but {node.name} has no state TTL here (only regular joins do); "
-                "remove the setting or the operator",
-                "state-ttl",
-            )
-
-
 def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] = ()) -> Script:
     """Parse and plan every statement of ``text`` (see the module docstring).
 
@@ -234,7 +222,6 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
         else:
             raise error(UnsupportedPlanError, source, statement, f"statement {statement.sql(Flink)[:40]}… is not supported", "supported-statements")
         check_ranks(sink, source)
-        _check_state_ttl(sink, script.state_ttl_ms, source, at)
         finish_plan(sink, source, at, state_ttl_ms=script.state_ttl_ms)
         return PlannedStatement(statement, sink, explain_plan(sink))
 

@@ -266,7 +266,7 @@ class Translator:
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         deduplicated = deduplicate(
             df, key=node.keys, order_by=None if node.time == "PROCTIME" else node.order_by, keep=node.keep,
-            watermark_column=row_wm,
+            watermark_column=row_wm, state_ttl_ms=node.state_ttl_ms,
         )
         return deduplicated.select(*[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG)
 
@@ -275,7 +275,7 @@ class Translator:
         df = self._data(self.translate(input), input)
         return group_aggregate(
             df, group_by=node.group_by, aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
-            insert_only_input=input.is_insert_only,
+            insert_only_input=input.is_insert_only, state_ttl_ms=node.state_ttl_ms,
         )
 
     def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:

@@ -35,7 +35,7 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
-from streamjoin.runtime.tws import changelog_columns, output_schema, require_columns, rows_in_order
+from streamjoin.runtime.tws import changelog_columns, check_state_ttl, output_schema, require_columns, rows_in_order
 
 __all__ = ["normalize_change", "ChangelogNormalize", "changelog_normalize"]
 
@@ -191,8 +191,7 @@ def changelog_normalize(
     if not key or isinstance(key, str):
         raise ValidationError(f"changelog_normalize needs a list of key columns; got {key!r}")
     require_columns(changelog, list(key), "changelog_normalize key")
-    if state_ttl_ms is not None and (not isinstance(state_ttl_ms, int) or state_ttl_ms <= 0):
-        raise ValidationError(f"state_ttl_ms must be a positive number of milliseconds or None, got {state_ttl_ms!r}")
+    check_state_ttl(state_ttl_ms, "changelog_normalize")
     types = {f.name: f.dataType for f in changelog.schema.fields}
     schema = StructType([StructField(c, types[c], True) for c in columns])
     output = output_schema(schema.fields)

@@ -37,6 +37,7 @@ from streamjoin.runtime.timers import TimerService
 from streamjoin.runtime.tws import (
     changelog_columns,
     check_insert,
+    check_state_ttl,
     output_schema,
     require_columns,
     require_order_value,
@@ -231,6 +232,7 @@ def deduplicate(
     order_by: str | None,
     keep: Literal["first", "last"],
     watermark_column: str | None = None,
+    state_ttl_ms: int | None = None,
 ) -> DataFrame:
     """Keep one row per key of an insert-only changelog stream (docs/semantics.md §6).
 
@@ -257,6 +259,10 @@ def deduplicate(
         keep: ``"first"`` (ASC) or ``"last"`` (DESC).
         watermark_column: optional LONG column, the watermark (epoch ms) in
             effect when the row arrived; only with ``keep="first"`` on event time.
+        state_ttl_ms: idle state retention in ms (``table.exec.state.ttl``), or ``None``: a key not
+            written for that long is forgotten, and its next row is emitted as a first row (``+I``,
+            no retraction of the forgotten one), as Flink's deduplication with state TTL. Not with
+            ``keep="first"`` on event time (event-time timers; Spark expires state in processing time).
 
     Returns:
         A changelog DataFrame with ``df``'s columns (without
@@ -267,7 +273,8 @@ def deduplicate(
 
     Raises:
         ValidationError: for unknown columns, an empty key, an invalid ``keep``,
-            or a non-timestamp ``order_by`` with ``keep="first"``.
+            a non-timestamp ``order_by`` with ``keep="first"``, or ``state_ttl_ms`` <= 0 or given
+            with ``keep="first"`` on event time.
         pyspark.errors.StreamingQueryException: at run time, wrapping
             :class:`~streamjoin.changelog.ChangelogError` when a row is not
             ``+I`` or its ORDER BY value is null.
@@ -289,6 +296,9 @@ def deduplicate(
         raise ValidationError(
             f"deduplicate keep='first' ORDER BY {order_by!r} needs a TIMESTAMP rowtime with a watermark; it is {types[order_by]}"
         )
+    check_state_ttl(state_ttl_ms, "deduplicate")
+    if state_ttl_ms is not None and event_time:
+        raise ValidationError("deduplicate keep='first' on event time has no state TTL (it runs on event-time timers)")
     if watermark_column is not None:
         if not event_time:
             raise ValidationError("deduplicate watermark_column applies only to keep='first' on event time")
@@ -305,5 +315,5 @@ def deduplicate(
         prepared = prepared.withColumn(_ORDER, order)
     schema = output_schema([StructField(c, types[c]) for c in columns])
     logic = _DeduplicateLogic(keep, order_by is not None, event_time, columns, watermark_column)
-    processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none")
+    processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none", state_ttl_ms=state_ttl_ms)
     return processor.apply(prepared, key, schema)

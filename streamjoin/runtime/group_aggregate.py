@@ -1,7 +1,7 @@
 """Group aggregate over any changelog: ``SELECT key, agg(col), … FROM df GROUP BY key`` (docs/semantics.md §6).
 
-Flink's ``operators/aggregate/GroupAggFunction`` (no mini-batch, no state
-TTL). Per group key, for each input change:
+Flink's ``operators/aggregate/GroupAggFunction`` (no mini-batch). Per group
+key, for each input change:
 
 - ``+I``/``+U`` accumulate the row, ``-U``/``-D`` retract it; a retraction
   for a group that has no state is ignored (Flink: it may follow a state
@@ -39,7 +39,7 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, Aggregates, call_specs, parse_calls
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
-from streamjoin.runtime.tws import changelog_columns, output_schema, require_columns, rows_in_order
+from streamjoin.runtime.tws import changelog_columns, check_state_ttl, output_schema, require_columns, rows_in_order
 
 __all__ = ["GroupState", "GroupAggFunction", "group_aggregate"]
 
@@ -175,7 +175,7 @@ class _GroupAggLogic(KeyedLogic):
             call = self.calls[i]
             key_schema = StructType([StructField("value", self.types[call.column])])
             value_schema = StructType([StructField("count", LongType(), False)])
-            self.views[i] = _MapStateView(handle.getMapState(f"{call.function.lower()}_{i}", key_schema, value_schema))
+            self.views[i] = _MapStateView(handle.getMapState(f"{call.function.lower()}_{i}", key_schema, value_schema, state_ttl_ms))
 
     def load(self, key: tuple) -> GroupState:
         # The count and accumulators are one value; the views are MapStates of their own.
@@ -215,6 +215,7 @@ def group_aggregate(
     group_by: Sequence[str],
     aggregates: Sequence[AggregateCall | tuple[str, str, str | None]],
     insert_only_input: bool = False,
+    state_ttl_ms: int | None = None,
 ) -> DataFrame:
     """GROUP BY aggregation of a changelog stream, emitting a retract changelog (docs/semantics.md §6).
 
@@ -230,6 +231,11 @@ def group_aggregate(
         aggregates: ``(output_name, function, column)`` with function one of
             COUNT (column ``None`` = ``COUNT(*)``), COUNT_DISTINCT, SUM, AVG, MIN, MAX.
         insert_only_input: the input holds only ``+I``; MIN/MAX then keep only the extreme.
+        state_ttl_ms: idle state retention in ms (``table.exec.state.ttl``), or ``None``: a group not
+            written for that long is forgotten, and so is each MIN/MAX/COUNT(DISTINCT) value not
+            written for that long (Flink's TTL on the accumulator state and on each MapView entry,
+            docs/semantics.md §6.3). A retraction into a forgotten group is ignored; its next row
+            starts the group again with ``+I``.
 
     Returns:
         A changelog DataFrame: the ``group_by`` columns, one column per
@@ -240,8 +246,8 @@ def group_aggregate(
         carries over across keys).
 
     Raises:
-        ValidationError: for unknown columns, an unsupported function, or
-            aggregate names clashing with ``group_by``.
+        ValidationError: for unknown columns, an unsupported function,
+            aggregate names clashing with ``group_by``, or ``state_ttl_ms`` <= 0.
         pyspark.errors.StreamingQueryException: at run time, wrapping
             :class:`~streamjoin.errors.StateError` when ``insert_only_input`` is
             set and a retraction arrives.
@@ -255,6 +261,7 @@ def group_aggregate(
     unsupported = [c.function for c in calls if c.function not in GROUP_FUNCTIONS]
     if unsupported:
         raise ValidationError(f"group_aggregate does not support {unsupported}; allowed: {list(GROUP_FUNCTIONS)}")
+    check_state_ttl(state_ttl_ms, "group_aggregate")
     require_columns(df, list(group_by), "group_aggregate group_by")
     clash = sorted({c.output for c in calls} & set(group_by))
     if clash:
@@ -274,4 +281,4 @@ def group_aggregate(
     fields += [StructField(c.output, t) for c, t in zip(calls, result_types)]
     schema = output_schema(fields)
     logic = _GroupAggLogic(calls, list(group_by), columns, types, not insert_only_input)
-    return KeyedProcessor(logic, schema.names).apply(prepared, keys, schema)
+    return KeyedProcessor(logic, schema.names, state_ttl_ms=state_ttl_ms).apply(prepared, keys, schema)

@@ -112,12 +112,13 @@ class BlobState:
     Args:
         handle: the processor's ``StatefulProcessorHandle``.
         name: state variable name.
+        ttl_ms: state TTL in ms (the value expires that long after its last write), or None.
     """
 
     _SCHEMA = StructType([StructField("blob", BinaryType(), False)])
 
-    def __init__(self, handle: Any, name: str) -> None:
-        self._state = handle.getValueState(name, self._SCHEMA)
+    def __init__(self, handle: Any, name: str, ttl_ms: int | None = None) -> None:
+        self._state = handle.getValueState(name, self._SCHEMA, ttl_ms)
 
     def load(self, create: Callable[[], Any]) -> Any:
         """The stored object, or ``create()`` when the key has none."""
@@ -168,7 +169,7 @@ class KeyedLogic:
 
     def open(self, handle: Any, state_ttl_ms: int | None) -> None:
         """Declare the state variables (once per partition and micro-batch, in ``init``)."""
-        self._blob = BlobState(handle, self.state_name)
+        self._blob = BlobState(handle, self.state_name, state_ttl_ms)
 
     def new_state(self, key: tuple) -> Any:
         """A fresh state for the grouping key ``key``."""

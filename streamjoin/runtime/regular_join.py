@@ -59,6 +59,7 @@ from streamjoin.runtime.two_input import (
     row_of,
     union_inputs,
 )
+from streamjoin.runtime.tws import check_state_ttl
 
 __all__ = ["regular_join", "derive_output_keys", "PAIR_COLUMN"]
 
@@ -427,8 +428,7 @@ def regular_join(
     _check_columns(left_schema, right_schema)
     if isinstance(on, (str, bytes)) or any(not (isinstance(p, (tuple, list)) and len(p) == 2) for p in on):
         raise ValidationError(f"on must be a list of (left_column, right_column) pairs, got {on!r}")
-    if state_ttl_ms is not None and (not isinstance(state_ttl_ms, int) or state_ttl_ms <= 0):
-        raise ValidationError(f"state_ttl_ms must be a positive number of milliseconds or None, got {state_ttl_ms!r}")
+    check_state_ttl(state_ttl_ms, "regular_join")
     left_on = [l for l, _ in on]
     right_on = [r for _, r in on]
     spec = JoinSpec(

@@ -40,6 +40,12 @@ def require_columns(df: DataFrame, columns: Iterable[str], what: str) -> None:
         raise ValidationError(f"{what}: no column {missing} in {df.columns}")
 
 
+def check_state_ttl(state_ttl_ms, what: str) -> None:
+    """Raise ValidationError naming ``what`` unless ``state_ttl_ms`` is ``None`` or a positive int (ms)."""
+    if state_ttl_ms is not None and (not isinstance(state_ttl_ms, int) or state_ttl_ms <= 0):
+        raise ValidationError(f"{what}: state_ttl_ms must be a positive number of milliseconds or None, got {state_ttl_ms!r}")
+
+
 def changelog_columns(df: DataFrame, what: str) -> list[str]:
     """The data columns of a changelog DataFrame (all but ``_rowkind`` and ``_seq``).
 

@@ -38,6 +38,7 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.two_input import data_schema
+from streamjoin.runtime.tws import check_state_ttl
 
 __all__ = ["SinkUpsertMaterializer", "sink_upsert_materialize"]
 
@@ -194,8 +195,7 @@ def sink_upsert_materialize(
         unknown = [n for n in names if n not in schema.names]
         if unknown or isinstance(names, str):
             raise ValidationError(f"{what} {names!r}: column(s) {unknown or names} not in {schema.names}")
-    if state_ttl_ms is not None and (not isinstance(state_ttl_ms, int) or state_ttl_ms <= 0):
-        raise ValidationError(f"state_ttl_ms must be a positive number of milliseconds or None, got {state_ttl_ms!r}")
+    check_state_ttl(state_ttl_ms, "sink_upsert_materialize")
     logic = SinkUpsertMaterializer(
         [schema.names.index(n) for n in sink_key],
         [schema.names.index(n) for n in upsert_key] if upsert_key else None,

@@ -65,7 +65,15 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
     if not node.is_insert_only:
         raise planner.error(UnsupportedPlanError, window, f"deduplication consumes insert-only input; {planner.producer_name(node)} produces updates", "deduplicate-insert-only")
     rank_name = alias_item[0]
-    dedup = Deduplicate(node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0])
+    if planner.state_ttl_ms is not None and time == "ROWTIME" and keep == "first":
+        raise planner.error(
+            UnsupportedPlanError, window,
+            "table.exec.state.ttl is set, but a deduplication keeping the first row on event time has no state TTL here "
+            "(it runs on Spark's event-time timers, and Spark expires state in processing time); remove the setting",
+            "state-ttl",
+        )
+    dedup = Deduplicate(node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0],
+                        planner.state_ttl_ms)
     dedup.pending = window
     columns = relation.columns + [ScopeColumn(None, rank_name, dedup.rank_field, dedup.fields[-1].type)]
     exprs = [field_column(dedup.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items]
