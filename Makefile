@@ -112,8 +112,10 @@ bounds: setup
 # Sustained load (bench/sustained.py): the five stateful sql/ pipelines in one Spark driver under a fixed Kafka input
 # rate for MINUTES minutes; RATE is records/s over all topics (empty: 75 % of a capacity measured first). State, lag
 # and batch duration per minute go to bench/sustained.csv and .png and a table to bench/RESULTS.md.
+# STATE_TTL (e.g. `STATE_TTL='5 min'`): every pipeline with that 'table.exec.state.ttl'.
 MINUTES ?= 30
 RATE ?=
+STATE_TTL ?=
 PLOT_STAMP := $(LOCAL)/plot.stamp
 
 # matplotlib, for the plots: the `plot` extra, into the project's venv (not the `bench` extra: that is Flink's venv).
@@ -122,7 +124,7 @@ $(PLOT_STAMP): pyproject.toml | $(SETUP_STAMP)
 	touch $@
 
 sustained: setup $(PLOT_STAMP)
-	nice $(PY) -m bench.sustained --minutes $(MINUTES) $(if $(RATE),--rate $(RATE))
+	nice $(PY) -m bench.sustained --minutes $(MINUTES) $(if $(RATE),--rate $(RATE)) $(if $(STATE_TTL),--state-ttl '$(STATE_TTL)')
 
 dagster-ui: setup kafka
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml

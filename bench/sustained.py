@@ -28,6 +28,8 @@ the Kafka lag (end offsets minus the offsets of the checkpoint's last committed 
 None of the ``sql/`` pipelines sets a state TTL (``SET 'table.exec.state.ttl'``): the regular join
 (``lineitem_with_order``) keeps every order and line item, the dedup and ``COUNT(DISTINCT)`` of
 ``orders_by_status`` every order key, so their state grows by design, as in Flink without a TTL.
+``--state-ttl '5 min'`` runs a copy of ``sql/`` with that ``SET`` before each ``INSERT``, as a user
+bounds them: keys idle longer than the TTL are forgotten (earlier passes' keys do not come back).
 The watermarked operators (interval and temporal join, OVER) free state as event time advances.
 """
 
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from assets.sql_pipelines import load_sql_pipelines
+from assets.sql_pipelines import SQL_DIR, load_sql_pipelines
 from bench.harness import load, machine
 from bench.pipelines import write_dimensions
 from bench.sustained_feed import Feed, PacedProducer
@@ -74,6 +76,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calibrate-records", type=int, default=40_000)
     parser.add_argument("--scale-factor", type=float, default=0.01, help="TPC-H scale factor of one pass (default 0.01)")
     parser.add_argument("--engine", choices=["jvm", "python"], default="jvm")
+    parser.add_argument("--state-ttl", default=None,
+                        help="'table.exec.state.ttl' for every pipeline, e.g. '5 min' (default: the pipelines as in sql/, no TTL)")
     parser.add_argument("--workdir", type=Path, default=None, help="broker and lakehouse folder (default .local/sustained)")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench", help="folder of the CSV and PNG")
     parser.add_argument("--stem", default="sustained", help="their file name without suffix (default sustained)")
@@ -174,13 +178,24 @@ class _Bench:
                   f"{sample.state_rows:,} rows {sample.state_bytes / 2**20:.1f} MiB, lag {sample.lag:,}", flush=True)
 
 
+def _sql_with_state_ttl(ttl: str, folder: Path) -> Path:
+    """A copy of ``sql/`` in ``folder`` whose files set ``'table.exec.state.ttl' = ttl`` before their first INSERT."""
+    shutil.copytree(SQL_DIR, folder)
+    for path in folder.glob("*.sql"):
+        text = path.read_text()
+        at = text.index("INSERT INTO")
+        path.write_text(f"{text[:at]}SET 'table.exec.state.ttl' = '{ttl}';\n\n{text[at:]}")
+    return folder
+
+
 def _run(args: argparse.Namespace, spark, bench_out: dict) -> None:
     workdir = args.workdir or local_dir("sustained")
     shutil.rmtree(workdir, ignore_errors=True)
     lake = Lakehouse(str(workdir / "lakehouse"))
     tpch = TpchChangelog(generate_tpch(local_dir("tpch"), args.scale_factor))
     write_dimensions(spark, tpch.data_dir, lake)
-    definitions = {d.pipeline.name: d.pipeline for d in load_sql_pipelines()}
+    sql = _sql_with_state_ttl(args.state_ttl, workdir / "sql") if args.state_ttl else SQL_DIR
+    definitions = {d.pipeline.name: d.pipeline for d in load_sql_pipelines(sql)}
     with EmbeddedKafka(workdir / "kafka") as broker:
         bootstrap = broker.bootstrap_servers
         create_topics(bootstrap)
@@ -226,7 +241,8 @@ def _record(args: argparse.Namespace, argv: list[str], out: dict, loads: tuple[s
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(samples, args.out / f"{args.stem}.csv")
     rate = out.get("rate", 0)
-    title = f"sql/ pipelines under {rate:,} records/s ({args.engine} engine, {machine()})"
+    ttl = f", state TTL {args.state_ttl}" if args.state_ttl else ""
+    title = f"sql/ pipelines under {rate:,} records/s ({args.engine} engine{ttl}, {machine()})"
     plot(samples, args.out / f"{args.stem}.png", title)
     calibration = (f"calibrated capacity {out['capacity']:,.0f} records/s ({args.calibrate_records:,} records at once), "
                    f"run at {args.fraction:.0%} of it" if "capacity" in out else "rate given")
@@ -239,8 +255,11 @@ def _record(args: argparse.Namespace, argv: list[str], out: dict, loads: tuple[s
         f"Samples: `{_shown(args.out / args.stem)}.csv`; plot: `{_shown(args.out / args.stem)}.png`. Figures over the sustained "
         "phase, one sample per minute;",
         "state is `flat` when its fitted growth is under 10 % of its mean, lag `sustained` when its fitted growth is "
-        "under one minute of input. No sql/ pipeline sets a state TTL: the regular join's and the dedup/group "
-        "aggregate's state grow by design.", "",
+        "under one minute of input. " + (
+            f"Every pipeline with `SET 'table.exec.state.ttl' = '{args.state_ttl}'` (`--state-ttl`): the regular join's "
+            "and the dedup/group aggregate's keys idle longer than that are forgotten." if args.state_ttl else
+            "No sql/ pipeline sets a state TTL: the regular join's and the dedup/group aggregate's state grow by design."),
+        "",
         results_table(samples, rate), "",
     ])
     with args.record.open("a") as results:

@@ -167,3 +167,15 @@ def test_feed_passes_are_in_time_order_with_new_keys_and_later_times(monkeypatch
     second = [json.loads(record[1]) for topic, record in stream[13:] if topic == "orders"]
     assert [o["after"]["o_ordertime"] for o in second] == ["2002-01-11 00:00:00", "2002-01-12 00:00:00"]  # + 9 days
     assert [topic for topic, _ in stream[:13]].count("rates") == 5
+
+
+def test_the_state_ttl_variant_sets_the_ttl_on_every_stateful_operator_it_applies_to(tmp_path):
+    from assets.sql_pipelines import load_sql_pipelines
+    from bench.sustained import _sql_with_state_ttl
+
+    defs = {d.pipeline.name: d for d in load_sql_pipelines(_sql_with_state_ttl("5 min", tmp_path / "sql"))}
+    plans = {name: d.pipeline.explain for name, d in defs.items()}
+    bounded = [line for line in plans["lineitem_with_order"].splitlines() + plans["orders_by_status"].splitlines()
+               if line.lstrip(" +-").startswith(("Join(", "GroupAggregate(", "Deduplicate("))]
+    assert len(bounded) == 3 and all("stateTtl=[300000 ms]" in line for line in bounded)
+    assert defs["orders_by_status"].description == {d.pipeline.name: d for d in load_sql_pipelines()}["orders_by_status"].description
