@@ -311,8 +311,14 @@ def test_the_resolver_takes_the_setting_then_the_environment_then_the_declaratio
 
     # A process whose command line is the broker's: `sleep` would not pass the identity check.
     config = EmbeddedKafka(folder).config_path
-    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka", str(config)])
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", "kafka.Kafka", str(config)],
+        stdout=subprocess.PIPE, text=True,
+    )
     try:
+        # Popen returns once execve has closed the parent's pipe, before the kernel has set the new command
+        # line in /proc (it reads empty there for a moment): wait until the stand-in runs its own code.
+        assert stand_in.stdout.readline() == "ready\n"
         (folder / STATE_FILE).write_text(json.dumps({
             "pid": stand_in.pid, "bootstrap_servers": "127.0.0.1:1", "data_dir": str(folder),
             "log_path": str(folder / "broker.log"), "started_at": "2026-01-01T00:00:00+00:00",
@@ -327,5 +333,5 @@ def test_the_resolver_takes_the_setting_then_the_environment_then_the_declaratio
         assert service_status(folder, timeout_s=1)[0] == ServiceStatus.NOT_ANSWERING == 4
     finally:
         stand_in.kill()
-        stand_in.wait()
+        stand_in.communicate()
     assert service_status(folder)[0] == ServiceStatus.DEAD
