@@ -17,6 +17,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_start_rank)
 
 
+def pytest_configure(config):
+    """Refuse ``--dist loadgroup`` under pytest 9: pytest-xdist 3.8 groups tests by renaming their ``_nodeid``,
+    which pytest 9 no longer reads, so every group splits over the workers and each worker repeats the
+    module-scoped replays — the suite silently takes twice as long."""
+    if config.getoption("dist", None) == "loadgroup" and int(pytest.__version__.split(".")[0]) >= 9:
+        raise pytest.UsageError(
+            f"pytest-xdist's --dist loadgroup does not hold groups together under pytest {pytest.__version__}: "
+            "install the pytest of pyproject.toml's test extra (make setup)"
+        )
+
+
 #: Prefixes of the longest groups (minutes each on 2 cores), longest first: ``make test`` passes
 #: ``--no-loadscope-reorder``, so groups start in this order (xdist would start those with most tests first).
 FIRST = ("flink_diff_jvm_1", "test_dagster_ui", "replay_python_1", "replay_jvm_1", "kill_", "test_dagster_automation",
