@@ -55,6 +55,7 @@ from streamjoin.connectors.kafka_lag import end_offsets, kafka_lag
 from streamjoin.datagen.topics import TOPICS, create_topics
 from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
+from streamjoin.planner.script import parse_duration_ms
 from streamjoin.progress import batch_figures
 
 __all__ = ["PIPELINES", "main"]
@@ -242,6 +243,7 @@ def _record(args: argparse.Namespace, argv: list[str], out: dict, loads: tuple[s
     write_csv(samples, args.out / f"{args.stem}.csv")
     rate = out.get("rate", 0)
     ttl = f", state TTL {args.state_ttl}" if args.state_ttl else ""
+    settle = parse_duration_ms(args.state_ttl) / 60_000 if args.state_ttl else 0.0
     title = f"sql/ pipelines under {rate:,} records/s ({args.engine} engine{ttl}, {machine()})"
     plot(samples, args.out / f"{args.stem}.png", title)
     calibration = (f"calibrated capacity {out['capacity']:,.0f} records/s ({args.calibrate_records:,} records at once), "
@@ -257,10 +259,12 @@ def _record(args: argparse.Namespace, argv: list[str], out: dict, loads: tuple[s
         "state is `flat` when its fitted growth is under 10 % of its mean, lag `sustained` when its fitted growth is "
         "under one minute of input. " + (
             f"Every pipeline with `SET 'table.exec.state.ttl' = '{args.state_ttl}'` (`--state-ttl`): the regular join's "
-            "and the dedup/group aggregate's keys idle longer than that are forgotten." if args.state_ttl else
+            "and the dedup/group aggregate's keys idle longer than that are forgotten; the state and lag verdicts are "
+            f"fitted from {settle:g} min (one TTL) into the sustained phase, once the first keys can expire."
+            if args.state_ttl else
             "No sql/ pipeline sets a state TTL: the regular join's and the dedup/group aggregate's state grow by design."),
         "",
-        results_table(samples, rate), "",
+        results_table(samples, rate, settle), "",
     ])
     with args.record.open("a") as results:
         results.write(section)

@@ -170,9 +170,13 @@ def plot(samples: Sequence[Sample], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def results_table(samples: Sequence[Sample], rate: float) -> str:
+def results_table(samples: Sequence[Sample], rate: float, settle_minutes: float = 0.0) -> str:
     """A markdown table over the sustained phase: per pipeline, state rows, memory and SST MiB and lag at
-    start, end and max, batch duration p50 (median of the minutes), and the :func:`verdict`."""
+    start, end and max, batch duration p50 (median of the minutes), and the :func:`verdict`.
+
+    ``settle_minutes``: the verdict judges the samples from that many minutes into the phase on (a state TTL:
+    state only stops growing once the first keys can expire, one TTL in); the other columns cover the whole phase.
+    """
     lines = ["| pipeline | state rows start / end / max | state memory MiB start / end / max | state SST MiB start / end / max "
              "| lag start / end / max | batch p50 s | input rows/s | state | lag |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -181,7 +185,7 @@ def results_table(samples: Sequence[Sample], rate: float) -> str:
         own = [s for s in sustained if s.pipeline == pipeline]
         first, last = own[0], own[-1]
         p50s = [s.batch_ms_p50 for s in own if s.batch_ms_p50 is not None]
-        judged = verdict(own, rate)
+        judged = verdict([s for s in own if s.minute >= first.minute + settle_minutes], rate)
         lines.append(
             f"| {pipeline} | {first.state_rows:,} / {last.state_rows:,} / {max(s.state_rows for s in own):,} | "
             f"{_mib(own, 'state_bytes')} | {_mib(own, 'state_sst_bytes')} | "

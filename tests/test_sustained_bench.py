@@ -112,6 +112,14 @@ def test_verdict_growing_state_and_growing_lag():
     assert verdict(freed, 10.0) == {"state": "falls -1,000 rows/min", "lag": "sustained"}
 
 
+def test_a_state_ttl_verdict_is_judged_from_one_ttl_into_the_phase():
+    # Rows pile up for the first 5 minutes, until the first keys can expire; then state holds.
+    samples = _series("p", [100, 600, 1100, 1600, 2100, 2600, 2500, 2600, 2550, 2600, 2580], [0] * 11)
+    assert "grows" in results_table(samples, 10.0).splitlines()[2]
+    row = results_table(samples, 10.0, settle_minutes=5).splitlines()[2]
+    assert row.startswith("| p | 100 / 2,580 / 2,600 |") and row.endswith("| flat | sustained |")
+
+
 def test_results_table_and_csv_cover_the_sustained_phase(tmp_path):
     warm = Sample(0.5, "warmup", "p", 1, None, None, 0.0, 1, 1, 1, 99_999, 0, 0.0)
     samples = [warm, *_series("p", [1000, 2000], [5, 7]), *_series("q", [10, 10], [0, 0])]
