@@ -11,7 +11,7 @@ neither PySpark nor sqlglot.
 - SQL pipelines: :func:`load_script` / :func:`plan_script` (a Flink SQL file, planned),
   :func:`sql_pipelines` (its ``INSERT INTO`` statements as :class:`SqlPipeline` objects)
   (:mod:`streamjoin.planner`);
-- running them: :func:`spark_session`, :class:`Lakehouse`, :class:`Pipeline`, :func:`run_pipeline`
+- running them: :func:`spark_session`, :class:`Lakehouse`, :class:`Pipeline`, :func:`run_pipeline`, :func:`run_pipelines`
   (:mod:`streamjoin.session`, :mod:`streamjoin.pipeline`);
 - the Kafka source: :class:`KafkaSource` (:mod:`streamjoin.connectors`).
 
@@ -34,7 +34,7 @@ from streamjoin.errors import (
 _EXPORTS = {
     **dict.fromkeys(["load_script", "plan_script", "sql_pipelines", "SqlPipeline", "Script"], "streamjoin.planner"),
     "spark_session": "streamjoin.session",
-    **dict.fromkeys(["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"], "streamjoin.pipeline"),
+    **dict.fromkeys(["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines"], "streamjoin.pipeline"),
     "KafkaSource": "streamjoin.connectors.kafka",
 }
 __all__ = [

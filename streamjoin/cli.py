@@ -4,14 +4,15 @@
 
     streamjoin kafka start [--port PORT] [--data-dir DIR] | status [--data-dir DIR] | stop [--data-dir DIR]
     streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
-    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
+    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql... [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
     streamjoin backfill [-i INIT.sql]... sql/PIPELINE.sql --from YYYY-MM-DD --to YYYY-MM-DD [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
 
 ``-i`` names initialization scripts planned before the file (tables and
 settings only, as Flink's ``sql-client.sh -i``); without it, the files of
 ``catalog/`` next to the pipeline are. ``explain`` plans the file (no Spark) and prints every statement's plan with
-changelog modes. ``run`` runs each ``INSERT INTO`` of the file against Kafka
+changelog modes. ``run`` runs every ``INSERT INTO`` of its files at once, in one Spark application (as
+Flink's SQL client runs each as a job), against Kafka
 (``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the local broker
 of ``streamjoin kafka start``, else the tables' ``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
 ``$STREAMJOIN_LAKEHOUSE``, else ``.local/lakehouse``), until the topics are
@@ -133,9 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="print the plan of every statement of a SQL file", **sub)
     explain.add_argument("file", type=_input_file)
     explain.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
-    run = commands.add_parser("run", help="run the INSERT INTO statements of a SQL file against Kafka and Delta", **sub)
-    run.add_argument("file", type=_input_file)
-    run.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
+    run = commands.add_parser("run", help="run the INSERT INTO statements of SQL files against Kafka and Delta, all at once", **sub)
+    run.add_argument("files", metavar="file", type=_input_file, nargs="+")
+    run.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to each FILE)")
     run.add_argument("--available-now", action="store_true", help="process what the topics hold, then stop")
     run.add_argument("--end-of-input", action="store_true",
                      help="with --available-now: then end the input as Flink's bounded sources do (a +inf watermark "
@@ -211,26 +212,30 @@ def _explain(args) -> int:
 
 def _run(args) -> int:
     from streamjoin.config import local_dir
-    from streamjoin.pipeline import Lakehouse, run_pipeline
+    from streamjoin.pipeline import Lakehouse, check_one_pipeline_per_table, run_pipelines
     from streamjoin.planner import load_script, sql_pipelines
 
-    script = load_script(args.file, args.init)
+    scripts = [load_script(file, args.init) for file in args.files]
     lakehouse = Lakehouse(args.lakehouse or str(local_dir("lakehouse")))
-    pipelines = sql_pipelines(script)
-    if not pipelines:
-        raise ValidationError(f"{args.file}: no INSERT INTO statement to run")
+    pipelines = []
+    for file, script in zip(args.files, scripts):
+        found = sql_pipelines(script)
+        if not found:
+            raise ValidationError(f"{file}: no INSERT INTO statement to run")
+        pipelines += found
+    check_one_pipeline_per_table(pipelines)  # before Spark starts
     if args.end_of_input and not args.available_now:
         raise ValidationError("--end-of-input ends a bounded run: use it with --available-now")
     servers = _kafka_servers(args, pipelines)
     spark = _spark(args.engine)
-    if script.state_ttl_ms is not None and args.available_now:
+    if args.available_now and any(script.state_ttl_ms is not None for script in scripts):
         # State TTL runs the operators in processing-time mode, where Spark keeps planning empty
         # micro-batches and an availableNow query would never end.
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    for pipeline in pipelines:
-        run = run_pipeline(pipeline, spark, lakehouse, servers, available_now=args.available_now,
-                           end_of_input=args.end_of_input, on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
-        print(f"{pipeline.name}: {run.batches} micro-batches, records read {run.records_read}")
+    runs = run_pipelines(pipelines, spark, lakehouse, servers, available_now=args.available_now, end_of_input=args.end_of_input,
+                         on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
+    for name, run in runs.items():
+        print(f"{name}: {run.batches} micro-batches, records read {run.records_read}")
     return 0
 
 

@@ -13,6 +13,8 @@ with checkpoints under the lakehouse's ``_checkpoints/<sink>/``. With
 otherwise they run until stopped (a continuous streaming run). ``end_of_input=True``
 ends a bounded run as Flink's bounded sources end: with a +∞ watermark that flushes
 every row the operators still buffer (:mod:`streamjoin.connectors.end_of_input`).
+:func:`run_pipelines` runs several pipelines at once in one Spark session, as Flink runs every
+``INSERT INTO`` of a SQL file.
 
 A :class:`~streamjoin.progress.ProgressQueue` listener receives both queries' progress events; the
 caller's thread turns them into :class:`~streamjoin.progress.Figures` (``on_figures``) while the run
@@ -23,6 +25,8 @@ lives, and the run's totals, with the Delta operation metrics of the commits it 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,7 +45,7 @@ from streamjoin.errors import ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
 from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
 
-__all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline"]
+__all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines", "check_one_pipeline_per_table"]
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,80 @@ def run_pipeline(
     _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
     run.commits = {name: commit_metrics(spark, path, versions[name], _OPERATIONS[name]) for name, path in tables.items()}
     return run
+
+
+def check_one_pipeline_per_table(pipelines: Sequence[Pipeline]) -> None:
+    """Refuse two pipelines that write one table: they would share its checkpoints (``_checkpoints/<table>/``).
+
+    Raises:
+        ValidationError: naming the tables written twice.
+    """
+    twice = sorted(name for name, n in Counter(p.name for p in pipelines).items() if n > 1)
+    if twice:
+        raise ValidationError(f"more than one INSERT INTO {', '.join(twice)}: each table is written by one pipeline, "
+                              "which keeps its checkpoints under _checkpoints/<table>/")
+
+
+def run_pipelines(
+    pipelines: Sequence[Pipeline],
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    bootstrap_servers: Cluster,
+    *,
+    available_now: bool = True,
+    end_of_input: bool = False,
+    on_progress: Callable[[StreamingQueryProgress], None] | None = None,
+) -> dict[str, PipelineRun]:
+    """Run every pipeline of ``pipelines`` at the same time in ``spark``, each as :func:`run_pipeline` does.
+
+    Flink's SQL client submits each ``INSERT INTO`` of a file as a job of its own, and they all run
+    together; here each pipeline's queries run in the one Spark session, started from a thread of their
+    own, with their own checkpoints. The arguments are :func:`run_pipeline`'s; ``on_progress`` is called
+    on the thread of the pipeline whose main query reports (``progress.name`` is the pipeline's name).
+
+    When one pipeline fails, the queries of the others are stopped (their checkpoints keep what they
+    committed, and a later run resumes from there), and its exception is raised once every pipeline
+    has stopped. An exception raised on the caller's thread while they run (an interrupt) stops them too.
+
+    Returns:
+        Pipeline name → its :class:`PipelineRun`, in the order of ``pipelines``.
+
+    Raises:
+        ValidationError: two pipelines write the same table (they would share its checkpoints).
+        The first failure of a pipeline, as :func:`run_pipeline` raises it.
+    """
+    check_one_pipeline_per_table(pipelines)
+    runs: dict[str, PipelineRun] = {}
+    failures: list[BaseException] = []
+    failed = threading.Event()
+
+    def run(pipeline: Pipeline) -> None:
+        try:
+            runs[pipeline.name] = run_pipeline(pipeline, spark, lakehouse, bootstrap_servers, available_now=available_now,
+                                               end_of_input=end_of_input, on_progress=on_progress)
+        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread
+            failures.append(e)
+            failed.set()
+
+    threads = [threading.Thread(target=run, args=(p,), name=f"pipeline-{p.name}", daemon=True) for p in pipelines]
+    for thread in threads:
+        thread.start()
+    try:
+        while any(t.is_alive() for t in threads) and not failed.wait(timeout=1):
+            pass
+    finally:
+        queries = {p.name for p in pipelines} | {f"{p.name}_dead_letters" for p in pipelines}
+        # Here with threads alive only after a failure or an interrupt. Stopped until every thread is
+        # done: a pipeline whose input ends starts a second pair of queries after the first.
+        while any(t.is_alive() for t in threads):
+            for query in spark.streams.active:
+                if query.name in queries:
+                    query.stop()
+            for thread in threads:
+                thread.join(timeout=0.5)
+    if failures:
+        raise failures[0]
+    return {p.name: runs[p.name] for p in pipelines}
 
 
 #: The Delta operations the run's writers commit, per table: the writer's MERGE and changelog append,

@@ -69,6 +69,34 @@ def test_run_orders_current_against_kafka_and_delta(spark, kafka_bootstrap, demo
     assert kinds == {"+I": len(tpch.orders), "+U": updates, "-D": len(tpch.deleted_keys)}
 
 
+@pytest.mark.e2e
+def test_run_runs_the_pipelines_of_every_file_together(spark, kafka_bootstrap, demo_topics, tpch, tmp_path, capsys):
+    copy = tmp_path / "orders_copy.sql"
+    copy.write_text(ORDERS_CURRENT_SQL.read_text().replace("orders_current", "orders_copy"))
+    lake = tmp_path / "lake"
+    code = main(["run", str(ORDERS_CURRENT_SQL), str(copy), "-i", str(PROJECT_ROOT / "sql" / "catalog" / "tpch.sql"),
+                 "--available-now", "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(lake)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "orders_current: " in out and "orders_copy: " in out
+    columns = ORDERS.schema.names
+    expected = {tuple(o[c] for c in columns) for o in tpch.final_orders().values()}
+    for table in ("orders_current", "orders_copy"):
+        rows = spark.read.format("delta").load(str(lake / table)).collect()
+        assert {tuple(r[c] for c in columns) for r in rows} == expected, table
+
+
+@pytest.mark.e2e
+def test_a_failing_pipeline_stops_the_others_of_the_run(spark, kafka_bootstrap, demo_topics, tmp_path, capsys):
+    # orders_in_eur fails (its lookup table is missing) while orders_current runs continuously: the run
+    # stops orders_current's queries and exits with the failure's status.
+    code = main(["run", str(ORDERS_CURRENT_SQL), str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"),
+                 "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(tmp_path / "lake")])
+    assert code == 3
+    assert "streamjoin: error: lookup join: no Delta table 'customer_currencies'" in capsys.readouterr().err
+    assert [q.name for q in spark.streams.active] == []
+
+
 def test_initialization_scripts_declare_the_tables_a_pipeline_reads(tmp_path, capsys):
     init = tmp_path / "tables.sql"
     init.write_text("CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'values');\nSET 'table.exec.state.ttl' = '1 h';\n")
@@ -230,3 +258,10 @@ def test_kafka_usage_errors_and_status_codes_are_documented(capsys):
                  "| 3 | stopped: no state file |",
                  "| 4 | unknown: the process is alive but answers no metadata request |"):
         assert line in docs
+
+
+def test_run_refuses_two_pipelines_writing_one_table():
+    result = streamjoin("run", str(ORDERS_CURRENT_SQL), str(ORDERS_CURRENT_SQL), "--bootstrap-servers", "127.0.0.1:9")
+    assert result.returncode == 3, result.stderr
+    assert result.stderr == ("streamjoin: error: more than one INSERT INTO orders_current: each table is written by one "
+                             "pipeline, which keeps its checkpoints under _checkpoints/<table>/\n")
