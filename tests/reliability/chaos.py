@@ -1,6 +1,6 @@
 """Kill/restart trials: ``kill -9`` a running SQL pipeline at chosen moments, restart it, check nothing is lost or doubled.
 
-One trial, per pipeline of ``sql/`` and operator engine:
+One trial, per operator engine, of one pipeline of ``sql/`` or of several at once (``--together``):
 
 1. a fresh real broker (:class:`~streamjoin.connectors.embedded_kafka.EmbeddedKafka` on a temporary
    folder), the demo topics (1 partition each: a topic's records then become visible in the order they
@@ -8,17 +8,19 @@ One trial, per pipeline of ``sql/`` and operator engine:
    and the lookup tables (``customer_currencies``, ``part``) in a fresh lakehouse;
 2. a producer thread writing the TPC-H changelogs (the records of :mod:`streamjoin.datagen.topics`, with
    its encoders) in ``chunks`` slices with pauses, every topic advancing together; it waits while the
-   pipeline is down, so that there are micro-batches to kill;
-3. the pipeline as a separate process, ``python -m streamjoin.cli run sql/<name>.sql`` (continuous),
-   killed with SIGKILL (its whole process group: the Python driver and Spark's JVM) ``kills`` times at
-   moments a seeded RNG picks, and restarted from its checkpoint each time;
+   pipelines are down, so that there are micro-batches to kill;
+3. the pipelines as one separate process, ``python -m streamjoin.cli run sql/<a>.sql sql/<b>.sql ...``
+   (continuous; every pipeline's queries in one Spark application, as a user runs them together),
+   killed with SIGKILL (its whole process group: the Python driver and Spark's JVM) ``kills`` times,
+   and restarted from the checkpoints each time. Each kill aims at a moment of one pipeline (the
+   *target*, in turn); the others are killed wherever they are, which is recorded too;
 4. once the producer is done, a last kill as soon as the live run has read every record (or after
    120 s, and then ``run --available-now`` catches up), and :func:`tests.reliability.verify.verify`
-   (the table equals the batch query over the final inputs; the changelog holds each batch once).
+   per pipeline (the table equals the batch query over the final inputs; the changelog holds each batch once).
 
 How each moment is hit: no hooks in the engine; a watcher polls the file system every few ms
-(:class:`CheckpointView`). With ``N`` the newest ``<checkpoint>/offsets/N`` (Spark writes it before
-running batch ``N``), a micro-batch goes through
+(:class:`CheckpointView`, one per pipeline). With ``N`` the newest ``<checkpoint>/offsets/N`` (Spark
+writes it before running batch ``N``), a micro-batch of the target goes through
 
 - ``micro_batch``: ``offsets/N`` exists, no state store has version ``N+1`` yet; the watcher kills a
   random 0–300 ms after it sees the batch start;
@@ -29,12 +31,14 @@ running batch ``N``), a micro-batch goes through
   batch ``N`` (``txnVersion``, :mod:`streamjoin.sink.delta`) and ``commits/N`` does not exist: a
   restart replays batch ``N`` and the sink must skip both its writes (the window of issue 17);
 
-then ``commits/N``. The moment a kill actually hit is read from the files after the process is dead
-(:meth:`CheckpointView.moment`) and logged beside the one aimed at; an aimed moment the watcher did
-not see within the producer's input is logged as missed.
+then ``commits/N``. The moment a kill actually hit is read from each pipeline's files after the process
+is dead (:meth:`CheckpointView.moment`) and logged beside the one aimed at; an aimed moment the watcher
+did not see within the producer's input is logged as missed (and nothing is killed).
 
 Run ``python -m tests.reliability.chaos --trials N`` (``make chaos TRIALS=N``): a table per pipeline
-and engine, exit status 1 on any loss, duplicate or failed restart.
+and engine, exit status 1 on any loss, duplicate or failed restart. ``--together`` runs the five
+pipelines in one process per trial: every kill then kills and restarts all five, at about a quarter of
+the cost of five processes.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from pathlib import Path
 
 from streamjoin.config import PROJECT_ROOT
 
-__all__ = ["MOMENTS", "PIPELINES", "CheckpointView", "TrialResult", "run_trial", "main"]
+__all__ = ["MOMENTS", "PIPELINES", "CheckpointView", "TrialResult", "run_trial", "trial_aims", "main"]
 
 #: The moments a kill aims at (module docstring).
 MOMENTS = ("micro_batch", "state_commit", "after_delta_commit")
@@ -155,19 +159,19 @@ def _dirs(folder: Path) -> list[Path]:
 
 
 class Producer(threading.Thread):
-    """Writes every demo topic's records in ``chunks`` slices, each once the pipeline has caught up with the last.
+    """Writes every demo topic's records in ``chunks`` slices, each once the pipelines have caught up with the last.
 
     The records are :mod:`streamjoin.datagen.topics`' (its Debezium and JSON encoders), each topic's in
     its own order; slice ``i`` of every topic is written before slice ``i + 1`` of any. After a slice it
-    waits until a batch started later has committed (``view``), then ``pause_s``: each slice gives a live
-    run at least one micro-batch to be killed in, and a killed run stops the input until it is back.
+    waits until, in each of ``views``, a batch started later has committed, then ``pause_s``: each slice
+    gives a live run at least one micro-batch to be killed in, and a killed run stops the input until it is back.
     """
 
-    def __init__(self, bootstrap: str, changelog, view: CheckpointView, chunks: int, pause_s: float) -> None:
+    def __init__(self, bootstrap: str, changelog, views: Sequence[CheckpointView], chunks: int, pause_s: float) -> None:
         super().__init__(daemon=True, name="chaos-producer")
         self.bootstrap = bootstrap
         self.changelog = changelog
-        self.view = view
+        self.views = list(views)
         self.chunks = chunks
         self.pause_s = pause_s
         self.written = 0
@@ -187,34 +191,40 @@ class Producer(threading.Thread):
         try:
             topics = self.records()
             for i in range(self.chunks):
-                before = self.view.latest_batch()
+                before = [view.latest_batch() for view in self.views]
                 with self.lock:
                     for topic, records in topics.items():
                         part = records[len(records) * i // self.chunks: len(records) * (i + 1) // self.chunks]
                         if part:
                             self.written += produce(self.bootstrap, topic, part)
-                self._wait_for_batch_after(-1 if before is None else before)
+                for view, batch in zip(self.views, before):
+                    _wait_for_batch_after(view, -1 if batch is None else batch)
                 time.sleep(self.pause_s)
         except BaseException as e:  # noqa: BLE001 - reported by the trial
             self.error = e
 
-    def _wait_for_batch_after(self, batch: int, timeout_s: float = 300.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            latest = self.view.latest_batch()
-            if latest is not None and latest > batch and self.view.committed(latest):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no micro-batch after batch {batch} committed within {timeout_s:.0f} s")
-            time.sleep(0.05)
+
+def _wait_for_batch_after(view: CheckpointView, batch: int, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        latest = view.latest_batch()
+        if latest is not None and latest > batch and view.committed(latest):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{view.checkpoint}: no micro-batch after batch {batch} committed within {timeout_s:.0f} s")
+        time.sleep(0.05)
 
 
 @dataclass
 class TrialResult:
     """One trial's outcome.
 
+    The pipelines of one trial share its process, so they share its kills, restarts, broker faults,
+    error and duration; the verdict and the moments hit are the pipeline's own.
+
     Attributes:
-        kills: (aimed moment, moment hit) per kill; the hit is ``missed`` when the aimed moment did not come.
+        kills: (aimed moment, moment hit) per kill of the trial's process; the aim is ``-`` when the kill
+            aimed at another pipeline, the hit ``missed`` when the aimed moment did not come (no kill then).
         restart_failures: the error line of each run that exited by itself (other than at a broker fault).
         broker_faults: per broker restart, ``survived`` or ``exited: <error line>``.
         verdict: the end check, None when the trial could not get that far.
@@ -242,7 +252,7 @@ class _Run:
 
     def __init__(self, args: list[str], log: Path) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]),
-               "SPARK_DRIVER_MEMORY": os.environ.get("CHAOS_DRIVER_MEMORY", "1g")}
+               "SPARK_DRIVER_MEMORY": os.environ.get("CHAOS_DRIVER_MEMORY", "2g")}
         self.log = log
         with open(log, "wb") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "streamjoin.cli", *args], stdout=out,
@@ -293,38 +303,44 @@ def _watch(view: CheckpointView, run: _Run, aim: str, rng: random.Random, produc
     return "missed"
 
 
-def _caught_up(view: CheckpointView, run: _Run, bootstrap: str, timeout_s: float, quiet_s: float = 5.0) -> bool:
-    """Once the producer is done: wait until ``run``'s latest batch has read every record of every topic, is
-    committed and stays the latest for ``quiet_s`` (time for the no-data batch a moved watermark asks for);
-    False if ``run`` exited or ``timeout_s`` ran out."""
+def _caught_up(views: Sequence[CheckpointView], run: _Run, bootstrap: str, timeout_s: float, quiet_s: float = 5.0) -> bool:
+    """Once the producer is done: wait until, in every view, ``run``'s latest batch has read every record of the
+    pipeline's topics, is committed and stays the latest for ``quiet_s`` (time for the no-data batch a moved
+    watermark asks for); False if ``run`` exited or ``timeout_s`` ran out."""
     from streamjoin.connectors.kafka_admin import topic_offsets
 
     ends: dict[str, int] = {}  # the topics no longer grow: their end offsets are read once
     deadline = time.monotonic() + timeout_s
-    settled: tuple[int, float] | None = None  # (batch, since when it is the latest, committed, with every record)
+    # Per view: (batch, since when it is the latest, committed, with every record).
+    settled: list[tuple[int, float] | None] = [None] * len(views)
     while time.monotonic() < deadline and run.process.poll() is None:
-        batch = view.latest_batch()
-        if settled and settled[0] == batch:
-            if time.monotonic() - settled[1] >= quiet_s:
-                return True
-        elif batch is not None and view.committed(batch):
-            read = view.batch_offsets(batch)
-            for topic in read.keys() - ends.keys():
-                ends[topic] = sum(high for _, high in topic_offsets(bootstrap, topic).values())
-            settled = (batch, time.monotonic()) if read and read == {t: ends[t] for t in read} else None
+        for i, view in enumerate(views):
+            batch = view.latest_batch()
+            if settled[i] and settled[i][0] == batch:
+                continue
+            settled[i] = None
+            if batch is not None and view.committed(batch):
+                read = view.batch_offsets(batch)
+                for topic in read.keys() - ends.keys():
+                    ends[topic] = sum(high for _, high in topic_offsets(bootstrap, topic).values())
+                if read and read == {t: ends[t] for t in read}:
+                    settled[i] = (batch, time.monotonic())
+        if all(settled) and all(time.monotonic() - since >= quiet_s for _, since in settled):
+            return True
         time.sleep(0.2)
     return False
 
 
-def _resumed(view: CheckpointView, run: _Run, timeout_s: float) -> bool:
-    """Wait until the restarted run has finished the batch it resumes from (or its first); False if it exited."""
-    pending = view.latest_batch()
+def _resumed(views: Sequence[CheckpointView], run: _Run, timeout_s: float) -> bool:
+    """Wait until the restarted run has finished, in every view, the batch it resumes from (or its first);
+    False if it exited."""
+    pending = [view.latest_batch() for view in views]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if run.process.poll() is not None:
             return False
-        batch = view.latest_batch()
-        if batch is not None and view.committed(pending if pending is not None else batch):
+        batches = [view.latest_batch() for view in views]
+        if all(b is not None and view.committed(p if p is not None else b) for view, p, b in zip(views, pending, batches)):
             return True
         time.sleep(0.05)
     return run.process.poll() is None
@@ -343,42 +359,51 @@ def _restart_broker(broker, producer: Producer, down_s: float):
     return restarted
 
 
-def _after_broker_fault(view: CheckpointView, run: _Run, timeout_s: float = 180.0) -> str:
-    """``survived`` once a batch started after the fault commits in the same run; ``exited: <error>`` if it ended."""
-    before = view.latest_batch()
+def _after_broker_fault(views: Sequence[CheckpointView], run: _Run, timeout_s: float = 180.0) -> str:
+    """``survived`` once, in every view, a batch started after the fault commits in the same run;
+    ``exited: <error>`` if the run ended; ``stalled`` if neither came within ``timeout_s``."""
+    before = [view.latest_batch() for view in views]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if run.process.poll() is not None:
             return f"exited: {run.error_line()}"
-        latest = view.latest_batch()
-        if latest is not None and latest > (-1 if before is None else before) and view.committed(latest):
+        latest = [view.latest_batch() for view in views]
+        if all(b is not None and b > (-1 if a is None else a) and view.committed(b) for view, a, b in zip(views, before, latest)):
             return "survived"
         time.sleep(0.05)
     return "stalled"
 
 
-def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
+def trial_aims(pipelines: Sequence[str], kills: int, rng: random.Random) -> list[tuple[str, str]]:
+    """``kills`` (target pipeline, moment) pairs: the targets in turn from a random one, the first
+    ``len(MOMENTS)`` moments each once (shuffled), the others at random."""
+    moments = rng.sample(MOMENTS, len(MOMENTS))[:kills] + [rng.choice(MOMENTS) for _ in range(kills - len(MOMENTS))]
+    first = rng.randrange(len(pipelines))
+    return [(pipelines[(first + i) % len(pipelines)], moment) for i, moment in enumerate(moments)]
+
+
+def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
               broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
-              aims: Sequence[str] | None = None, log=print) -> TrialResult:
-    """Run one kill/restart trial (module docstring) and check its result.
+              aims: Sequence[tuple[str, str]] | None = None, log=print) -> list[TrialResult]:
+    """Run one kill/restart trial of ``pipelines``, all in one process (module docstring), and check each.
 
     Args:
-        spark: the checking session (writes the lookup tables, runs the batch query); the pipeline runs in
-            its own processes.
-        pipeline: a name of :data:`PIPELINES` (``sql/<pipeline>.sql``).
+        spark: the checking session (writes the lookup tables, runs the batch queries); the pipelines run
+            in their own processes.
+        pipelines: names of :data:`PIPELINES` (``sql/<pipeline>.sql``).
         engine: ``jvm`` or ``python``.
-        seed: seeds the moments aimed at and the delays.
-        kills: kills while the producer writes; the first ``len(MOMENTS)`` aim at each moment once (shuffled).
+        seed: seeds the targets, the moments aimed at and the delays.
+        kills: kills while the producer writes (:func:`trial_aims`).
         scale_factor: TPC-H scale factor of the input (0.001: 1,500 orders, 6,000 line items).
         broker_faults: times the broker is stopped (controlled shutdown) and started again on the same data
             folder and port between two slices of the producer, at points the RNG picks among the kills;
-            the run must survive or exit with a clear error and resume from its checkpoint on restart.
+            the run must survive or exit with a clear error and resume from its checkpoints on restart.
         chunks, pause_s: the producer's slices (at least two per kill or broker fault, plus two) and the pause after each (s).
         work: folder for the broker, lakehouse and run logs; a temporary one (deleted after) when None.
-        aims: the :data:`MOMENTS` to kill at, in order, instead of ``kills`` moments the RNG picks.
+        aims: the (target pipeline, :data:`MOMENTS` name) of each kill, in order, instead of :func:`trial_aims`.
 
     Returns:
-        A :class:`TrialResult`.
+        A :class:`TrialResult` per pipeline, in the order of ``pipelines``.
     """
     from checks.batch_inputs import BatchInputs
     from streamjoin.config import local_dir
@@ -392,26 +417,25 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
 
     started = time.monotonic()
     rng = random.Random(seed)
-    if aims is None:
-        aims = rng.sample(MOMENTS, len(MOMENTS))[:kills] + [rng.choice(MOMENTS) for _ in range(kills - len(MOMENTS))]
-    aims = list(aims)
+    steps: list[tuple[str, str] | None] = list(aims if aims is not None else trial_aims(pipelines, kills, rng))
     for _ in range(broker_faults):
-        aims.insert(rng.randint(0, len(aims)), "broker")
-    result = TrialResult(pipeline, engine, seed)
+        steps.insert(rng.randint(0, len(steps)), None)  # a broker stop and restart
+    results = {name: TrialResult(name, engine, seed) for name in pipelines}
+    shared = TrialResult(",".join(pipelines), engine, seed)  # what the pipelines share: restarts, faults, error
     changelog = TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor))
-    sql = PROJECT_ROOT / "sql" / f"{pipeline}.sql"
-    [compiled] = sql_pipelines(load_script(sql))
-    with tempfile.TemporaryDirectory(prefix=f"chaos-{pipeline}-{engine}-", dir=work) as tmp:
+    sql = [PROJECT_ROOT / "sql" / f"{name}.sql" for name in pipelines]
+    compiled = {pipeline.name: pipeline for path in sql for pipeline in sql_pipelines(load_script(path))}
+    with tempfile.TemporaryDirectory(prefix=f"chaos-{engine}-", dir=work) as tmp:
         root = Path(tmp)
         lake = root / "lake"
         inputs = BatchInputs(spark, changelog)
         inputs.write_lookup_tables(str(lake))
-        view = CheckpointView(lake / "_checkpoints" / pipeline / "main", lake / pipeline)
+        views = {name: CheckpointView(lake / "_checkpoints" / name / "main", lake / name) for name in pipelines}
         broker = EmbeddedKafka(root / "kafka")
         bootstrap = broker.start()
         ensure_topics(bootstrap, {t.topic: 1 for t in TOPICS})
-        args = ["run", str(sql), "--bootstrap-servers", bootstrap, "--lakehouse", str(lake), "--engine", engine]
-        producer = Producer(bootstrap, changelog, view, max(chunks, 2 * len(aims) + 2), pause_s)
+        args = ["run", *map(str, sql), "--bootstrap-servers", bootstrap, "--lakehouse", str(lake), "--engine", engine]
+        producer = Producer(bootstrap, changelog, list(views.values()), max(chunks, 2 * len(steps) + 2), pause_s)
         runs = 0
         caught_up = False
 
@@ -423,54 +447,63 @@ def run_trial(spark, pipeline: str, engine: str, *, seed: int, kills: int = 3, s
         run = start()
         producer.start()
         try:
-            for aim in [*aims, "final"]:
-                while not _resumed(view, run, timeout_s=180):
-                    result.restart_failures.append(f"run {runs}: {run.error_line()}")
-                    log(f"  {pipeline}/{engine}: run {runs} exited (status {run.process.returncode}): {run.error_line()}")
-                    if len(result.restart_failures) > 3:
-                        raise RuntimeError("the pipeline does not restart")
+            for step in [*steps, "final"]:
+                while not _resumed(list(views.values()), run, timeout_s=180):
+                    shared.restart_failures.append(f"run {runs}: {run.error_line()}")
+                    log(f"  {engine}: run {runs} exited (status {run.process.returncode}): {run.error_line()}")
+                    if len(shared.restart_failures) > 3:
+                        raise RuntimeError("the pipelines do not restart")
                     run = start()
-                if aim == "final":
+                if step == "final":
                     producer.join(timeout=600)
                     # The live run reads the last records; a catch-up run (`--available-now`) only when it does not.
-                    caught_up = _caught_up(view, run, bootstrap, timeout_s=120)
+                    caught_up = _caught_up(list(views.values()), run, bootstrap, timeout_s=120)
                     run.kill()
-                    log(f"  {pipeline}/{engine}: the live run {'read every record' if caught_up else 'did not catch up'}")
+                    log(f"  {engine}: the live run {'read every record' if caught_up else 'did not catch up'}")
                     break
-                if aim == "broker":
+                if step is None:
                     broker = _restart_broker(broker, producer, rng.uniform(1.0, 5.0))
-                    outcome = _after_broker_fault(view, run)
-                    result.broker_faults.append(outcome)
-                    log(f"  {pipeline}/{engine}: broker stopped and restarted; the run {outcome}")
+                    outcome = _after_broker_fault(list(views.values()), run)
+                    shared.broker_faults.append(outcome)
+                    log(f"  {engine}: broker stopped and restarted; the run {outcome}")
                     if run.process.poll() is not None:
                         run = start()
                     continue
-                hit = _watch(view, run, aim, rng, producer, timeout_s=120)
+                target, aim = step
+                hit = _watch(views[target], run, aim, rng, producer, timeout_s=120)
                 if hit == "exited":
                     continue  # counted as a failed restart by _resumed on the next round
-                result.kills.append((aim, hit))
-                log(f"  {pipeline}/{engine}: kill {len(result.kills)} aimed at {aim}, hit {hit} (batch {view.latest_batch()})")
-                if hit != "missed":
-                    run = start()
+                if hit == "missed":
+                    results[target].kills.append((aim, hit))
+                    log(f"  {engine}: kill aimed at {target}/{aim}: missed")
+                    continue
+                hits = {name: hit if name == target else view.moment() for name, view in views.items()}
+                for name, moment in hits.items():
+                    results[name].kills.append((aim if name == target else "-", moment))
+                log(f"  {engine}: kill aimed at {target}/{aim}; hit " + ", ".join(f"{n} {m}" for n, m in hits.items()))
+                run = start()
             if producer.error:
                 raise producer.error
             if not caught_up:
                 final = start(["--available-now"])
                 if final.process.wait(timeout=900) != 0:
-                    result.restart_failures.append(f"catch-up run: {final.error_line()}")
-                    log(f"  {pipeline}/{engine}: the catch-up run failed: {final.error_line()}")
+                    shared.restart_failures.append(f"catch-up run: {final.error_line()}")
+                    log(f"  {engine}: the catch-up run failed: {final.error_line()}")
                     final = start(["--available-now"])
                     if final.process.wait(timeout=900) != 0:
                         raise RuntimeError(f"the catch-up run fails twice: {final.error_line()}")
-            result.verdict = verify(spark, compiled, bootstrap, Lakehouse(str(lake)))
+            for name in pipelines:
+                results[name].verdict = verify(spark, compiled[name], bootstrap, Lakehouse(str(lake)))
         except Exception as e:  # noqa: BLE001 - a trial reports, the table summarises
-            result.error = f"{type(e).__name__}: {e}"
-            log(f"  {pipeline}/{engine}: {result.error}")
+            shared.error = f"{type(e).__name__}: {e}"
+            log(f"  {engine}: {shared.error}")
         finally:
             run.kill()
             broker.stop()
-    result.seconds = time.monotonic() - started
-    return result
+    for result in results.values():
+        result.restart_failures, result.broker_faults, result.error = shared.restart_failures, shared.broker_faults, shared.error
+        result.seconds = time.monotonic() - started
+    return list(results.values())
 
 
 def report(results: list[TrialResult]) -> str:
@@ -505,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.reliability.chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10, help="trials per pipeline and engine")
     parser.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated names of sql/ pipelines")
+    parser.add_argument("--together", action="store_true",
+                        help="run the pipelines in one process per trial (one `streamjoin run` of every file), "
+                             "each kill aimed at one of them in turn; default: a process and trials per pipeline")
     parser.add_argument("--engines", default="jvm,python")
     parser.add_argument("--kills", type=int, default=3, help="kills per trial while the producer writes")
     parser.add_argument("--broker-faults", type=int, default=0, help="broker stops and restarts per trial")
@@ -518,16 +554,19 @@ def main(argv: list[str] | None = None) -> int:
     from streamjoin.session import spark_session
 
     spark = spark_session("streamjoin-chaos", conf={"spark.driver.memory": "1g"})
+    pipelines = options.pipelines.split(",")
+    groups = [pipelines] if options.together else [[name] for name in pipelines]
     results = []
-    for pipeline in options.pipelines.split(","):
+    for group in groups:
         for engine in options.engines.split(","):
             for i in range(options.trials):
-                print(f"{pipeline}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
-                result = run_trial(spark, pipeline, engine, seed=options.seed + i, kills=options.kills,
-                                   broker_faults=options.broker_faults, chunks=options.chunks,
-                                   scale_factor=options.scale_factor, log=lambda line: print(line, flush=True))
-                results.append(result)
-                print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
+                print(f"{', '.join(group)}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
+                trial = run_trial(spark, group, engine, seed=options.seed + i, kills=options.kills,
+                                  broker_faults=options.broker_faults, chunks=options.chunks,
+                                  scale_factor=options.scale_factor, log=lambda line: print(line, flush=True))
+                results += trial
+                for result in trial:
+                    print(f"  {result.pipeline}: {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
     print(report(results))
     return 0 if all(r.ok for r in results) else 1
 

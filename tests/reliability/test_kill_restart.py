@@ -8,11 +8,12 @@ checks the final table against the batch query and the changelog table batch by 
 
 import datetime as dt
 import json
+import random
 
 import pytest
 
 from streamjoin.sink.delta import CHANGELOG_METADATA
-from tests.reliability.chaos import MOMENTS, PIPELINES, CheckpointView, run_trial
+from tests.reliability.chaos import MOMENTS, PIPELINES, CheckpointView, run_trial, trial_aims
 from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_going_back
 
 #: One kill per trial, the three moments spread over the pipelines (``make chaos`` aims at each in every trial,
@@ -35,7 +36,8 @@ def test_the_trials_cover_every_pipeline_and_moment():
 @pytest.mark.parametrize(("pipeline", "engine", "moment", "broker_faults"),
                          [pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0]}")) for t in TRIALS])
 def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, broker_faults, spark, tmp_path):
-    result = run_trial(spark, pipeline, engine, seed=17, aims=[moment], broker_faults=broker_faults, chunks=3, work=tmp_path)
+    [result] = run_trial(spark, [pipeline], engine, seed=17, aims=[(pipeline, moment)], broker_faults=broker_faults,
+                         chunks=3, work=tmp_path)
     assert not result.error and not result.restart_failures, (result.error, result.restart_failures)
     assert [hit for _, hit in result.kills if hit != "missed"], f"no kill landed: {result.kills}"
     assert len(result.broker_faults) == broker_faults and "stalled" not in result.broker_faults, result.broker_faults
@@ -43,6 +45,12 @@ def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engin
     assert verdict.rows_expected > 0
     assert verdict.ok, verdict
     assert verdict.rows_in_delta == verdict.rows_expected
+
+
+def test_a_trials_kills_take_the_pipelines_in_turn_and_each_moment_once():
+    aims = trial_aims(PIPELINES, 5, random.Random(3))
+    assert sorted(a[0] for a in aims) == sorted(PIPELINES)
+    assert {a[1] for a in aims[:3]} == set(MOMENTS)
 
 
 def _changelog(spark, rows):
