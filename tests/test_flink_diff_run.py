@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from flink_diff.run_diff import classify, listed, outcome, reusable, summary_table
+from flink_diff.run_diff import classify, listed, outcome, reference, reusable, summary_table
 
 CASE = {"name": "semi_exists_7_0001", "tables": [{"name": "A", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
         "arrival": ["A"], "query": "SELECT a FROM A"}
@@ -74,3 +74,14 @@ def test_a_flink_output_is_reused_only_for_the_unchanged_case_it_was_written_aft
     assert not reusable(case, '{"query": "other"}\n', output)  # the generator changed the case
     os.utime(output, (500, 500))
     assert not reusable(case, "{}\n", output)  # written before the case file: another case's output
+
+
+def test_a_failing_case_is_judged_by_flinks_rerun_only_when_flinks_output_changed():
+    # The first run let a row of one input overtake the other input's (the machine was loaded): the slower
+    # rerun's changelog differs, so it is the reference.
+    assert reference(REORDERED, FLINK) == (FLINK, True)
+    # Flink gives the same changelog again: the difference stands against the first run.
+    again = dict(REORDERED, flink_version="2.3.0")
+    assert reference(REORDERED, again) == (REORDERED, False)
+    # A rerun that fails where the first ran is a changed output too.
+    assert reference(FLINK, REFUSED) == (REFUSED, True)
