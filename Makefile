@@ -10,7 +10,7 @@ LOCAL := .local
 SETUP_STAMP := $(LOCAL)/setup.stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup kafka demo test dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds sustained
+.PHONY: setup kafka demo test test-all dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds sustained
 
 # A Spark home for `SPARK_MASTER=local-cluster[...]` (README, "Running on a real cluster"): its workers start
 # executors from pyspark's bin/ and jars/, and keep the executors' logs in its work/ folder, not in the venv.
@@ -59,6 +59,11 @@ demo: setup kafka
 TEST_WORKERS ?= 2
 
 test: setup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not slow"
+
+# Everything make test runs, and the tests marked slow: the kill trials, the resource bounds, the Dagster daemon's
+# schedule and sensor, the python engine's one-row replays (about 1 h 50 min on 2 cores).
+test-all: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Apache Flink 2.3.0 (PyFlink) in its own venv: it pins its own pyarrow/pandas/numpy.

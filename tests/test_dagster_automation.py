@@ -19,7 +19,7 @@ from dagster_dev_server import DagsterDev
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.datagen.topics import load_topics
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # ~13 min on 2 cores: make test-all
 
 PIPELINE = "orders_shipped_fast"  # the day-partitioned pipeline of sql/: it has a daily schedule
 LOCATION = "automation"

@@ -12,7 +12,9 @@ Every case runs on both operator engines. On the ``python`` engine a replayed ca
 second per micro-batch on the reference machine (2 cores) — Python workers, a socket round trip per state
 call — and the 114 generated cases of seed 13 have about 1,000 one-row micro-batches: all of them take 9–15
 minutes. So on ``python`` the suite replays every regression or hand-written case and one generated case per
-family (the lowest index), at one row per micro-batch; on ``jvm`` it replays every stored case at 1 and 7.
+family (the lowest index), at one row per micro-batch, marked ``slow`` (``make test-all``; ``make test`` holds the
+python engine's changelogs equal to the jvm engine's with the in-process differential tests,
+``tests/test_engines_property.py`` and the ``*_engines`` tests); on ``jvm`` it replays every stored case at 1 and 7.
 ``STREAMJOIN_FLINK_DIFF=all`` (``make test-flink-diff``) replays every stored case on both, at 1 and 7.
 """
 
@@ -92,7 +94,9 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
 
 def _grouped(cases: list[tuple[str, str]], rows: int) -> list:
     """``(engine, name)`` parameters, each in the xdist group that replays its engine at ``rows`` (tests/conftest.py)."""
-    return [pytest.param(e, n, marks=pytest.mark.xdist_group(f"flink_diff_{e}_{rows}")) for e, n in cases]
+    return [pytest.param(e, n, marks=[pytest.mark.xdist_group(f"flink_diff_{e}_{rows}"),
+                                      *([pytest.mark.slow] if e == "python" and not ALL_RUNS else [])])
+            for e, n in cases]
 
 
 @pytest.mark.parametrize("engine, name", _grouped(CASES, 1))

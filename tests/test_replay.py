@@ -1,11 +1,13 @@
 """Every Flink reference case, planned from SQL and run on Spark, reproduces Flink 2.3.0's final result and changelog.
 
 Each case runs as a streaming query through the planner and the runtime operators, fed as Flink was
-(``streamjoin.testing.replay``): one arrival per micro-batch on each operator engine (``jvm`` and
-``python``), then seven and a hundred (every case in one or two micro-batches) on ``jvm``. All cases share
-one Spark session. At one arrival per micro-batch every change is emitted when Flink emits it, so the
-changelogs are compared too — on both engines, so the engines also give each other's changelog; at 7 and
-100 only the final rows can be.
+(``streamjoin.testing.replay``): one, seven and a hundred arrivals per micro-batch (a hundred: every case in one
+or two micro-batches) on the ``jvm`` engine, and a hundred on ``python``. All cases share one Spark session. At
+one arrival per micro-batch every change is emitted when Flink emits it, so the changelogs are compared too;
+at 7 and 100 only the final rows can be. The ``python`` engine's one-row replay (about a second of Spark per
+micro-batch) is marked ``slow``: ``make test-all`` runs it, ``make test`` leaves it to the engines' in-process
+differential tests (``tests/test_engines_property.py`` and the ``*_engines`` tests: the two engines' changelogs
+equal, row by row) and to ``tests/test_flink_diff.py``, which replays its regression cases on ``python`` at one row.
 """
 
 import json
@@ -48,9 +50,8 @@ def _replay(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
     return _RUNS[engine, rows]
 
 
-#: The python engine runs the changelog comparison only (its final rows at 7 and 100 rows per micro-batch
-#: were compared in every earlier session; the suite's time goes to the jvm engine, the default).
-RUNS = [("jvm", 1), ("jvm", 7), ("jvm", 100), ("python", 1)]
+#: The python engine's final rows at 100 rows per micro-batch; its one-row changelogs are ``slow`` (module docstring).
+RUNS = [("jvm", 1), ("jvm", 7), ("jvm", 100), ("python", 100)]
 
 
 def _group(engine: str, rows: int):
@@ -64,7 +65,8 @@ def replayed(request, spark, tmp_path_factory):
     return _replay(*request.param, spark, tmp_path_factory)
 
 
-@pytest.fixture(scope="module", params=[pytest.param(e, marks=_group(e, 1), id=e) for e in ENGINES])
+@pytest.fixture(scope="module", params=[pytest.param(e, marks=[_group(e, 1), *([pytest.mark.slow] if e == "python" else [])], id=e)
+                                        for e in ENGINES])
 def replayed_one_row(request, spark, tmp_path_factory):
     return _replay(request.param, 1, spark, tmp_path_factory)
 

@@ -33,6 +33,7 @@ def test_the_trials_cover_every_pipeline_and_moment():
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # make chaos TRIALS=1 runs the same trials; make test-all runs these
 @pytest.mark.parametrize(("pipeline", "engine", "moment", "broker_faults"),
                          [pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0]}")) for t in TRIALS])
 def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, broker_faults, spark, tmp_path):

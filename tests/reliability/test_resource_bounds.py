@@ -14,6 +14,8 @@ import pytest
 
 from tests.reliability.bounds import run_case
 
+pytestmark = pytest.mark.slow  # ~7 min on 2 cores; make bounds runs the full-size cases, make test-all these
+
 ROWS = 20_000
 
 
