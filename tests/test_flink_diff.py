@@ -95,7 +95,7 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
 def _grouped(cases: list[tuple[str, str]], rows: int) -> list:
     """``(engine, name)`` parameters, each in the xdist group that replays its engine at ``rows`` (tests/conftest.py)."""
     return [pytest.param(e, n, marks=[pytest.mark.xdist_group(f"flink_diff_{e}_{rows}"),
-                                      *([pytest.mark.slow] if e == "python" and not ALL_RUNS else [])])
+                                      *([pytest.mark.slow] if e == "python" else [])])
             for e, n in cases]
 
 

@@ -7,7 +7,7 @@ one arrival per micro-batch every change is emitted when Flink emits it, so the 
 at 7 and 100 only the final rows can be. The ``python`` engine's one-row replay (about a second of Spark per
 micro-batch) is marked ``slow``: ``make test-all`` runs it, ``make test`` leaves it to the engines' in-process
 differential tests (``tests/test_engines_property.py`` and the ``*_engines`` tests: the two engines' changelogs
-equal, row by row) and to ``tests/test_flink_diff.py``, which replays its regression cases on ``python`` at one row.
+equal, row by row).
 """
 
 import json
