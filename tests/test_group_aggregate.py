@@ -93,6 +93,31 @@ def test_retraction_for_an_empty_group_is_ignored():
     assert feed(fn, [(D, ("a", 1)), (I, ("a", 2))]) == [(I, ("a", 1))]
 
 
+def test_a_bundle_emits_once_against_the_values_before_it():
+    # Flink's MiniBatchGroupAggFunction.finishBundle: one emission per group and bundle.
+    fn = group_function([("n", "COUNT", None), ("hi", "MAX", "v")], KV, ["k", "v"])
+    state = GroupState()
+    assert fn.process_bundle(state, ("a",), [(I, ("a", 5)), (I, ("a", 9)), (D, ("a", 9))]) == [(I, ("a", 1, 5))]
+    assert fn.process_bundle(state, ("a",), [(I, ("a", 2)), (UB, ("a", 5)), (UA, ("a", 7))]) == [
+        (UB, ("a", 1, 5)), (UA, ("a", 2, 7))]
+    # The count passes through 0 inside the bundle: no -D/+I, one update.
+    assert fn.process_bundle(state, ("a",), [(D, ("a", 2)), (D, ("a", 7)), (I, ("a", 4))]) == [
+        (UB, ("a", 2, 7)), (UA, ("a", 1, 4))]
+    assert fn.process_bundle(state, ("a",), [(I, ("a", 4)), (D, ("a", 4))]) == []  # same values: nothing
+    assert fn.process_bundle(state, ("a",), [(D, ("a", 4))]) == [(D, ("a", 1, 4))]
+    assert state.accs is None
+
+
+def test_a_bundle_into_a_group_without_state_drops_its_leading_retractions():
+    fn = group_function([("n", "COUNT", None)], KV, ["k", "v"])
+    state = GroupState()
+    assert fn.process_bundle(state, ("a",), [(D, ("a", 1)), (UB, ("a", 2))]) == []
+    assert state.accs is None
+    # Only the leading ones: the -D after the +I retracts it, and the group ends where it began.
+    assert fn.process_bundle(state, ("a",), [(D, ("a", 1)), (I, ("a", 2)), (D, ("a", 2))]) == []
+    assert state.accs is None and state.count == 0
+
+
 def test_min_max_views_hold_multiplicities_and_are_cleared_with_the_group():
     fn = group_function([("lo", "MIN", "v"), ("d", "COUNT_DISTINCT", "v")], KV, ["k", "v"])
     state = GroupState()
@@ -237,6 +262,22 @@ def batch_group_by(rows):
         out[(k, len(vs), len(present), len(set(present)), sum(present) if present else None, flink_avg(vs),
              min(present, default=None), max(present, default=None))] += 1
     return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(changelogs(), st.lists(st.integers(1, 8), min_size=1))
+def test_bundles_materialise_to_the_batch_aggregate_with_one_emission_per_group_and_bundle(changes, sizes):
+    fn = group_function(ALL, KV, ["k", "v"])
+    states: dict = {}
+    out, start, i = [], 0, 0
+    while start < len(changes):
+        bundle = changes[start : start + sizes[i % len(sizes)]]
+        start, i = start + len(bundle), i + 1
+        for k in dict.fromkeys(row[0] for _, row in bundle):
+            emitted = fn.process_bundle(states.setdefault(k, GroupState()), (k,), [c for c in bundle if c[1][0] == k])
+            assert [kind for kind, _ in emitted] in ([], [I], [D], [UB, UA])
+            out += emitted
+    assert materialize(out) == batch_group_by(materialize(changes).elements())
 
 
 @settings(max_examples=300, deadline=None)

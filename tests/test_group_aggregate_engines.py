@@ -67,7 +67,8 @@ VALUES = {
 }
 
 
-def test_the_engines_give_the_same_changelog(spark, tmp_path):
+@pytest.mark.parametrize("mini_batch", [False, True], ids=["per-change", "mini-batch"])
+def test_the_engines_give_the_same_changelog(spark, tmp_path, mini_batch):
     rng = random.Random(14)
     changes = random_changelog(
         rng, 80, lambda: (rng.choice("xy"), *(rng.choice([None, *VALUES[f.name]]) for f in SCHEMA.fields[1:]))
@@ -85,9 +86,11 @@ def test_the_engines_give_the_same_changelog(spark, tmp_path):
     try:
         for engine in ENGINES:
             spark.conf.set(ENGINE_CONF, engine)
-            packed.append(pack(group_aggregate(source, group_by=["k"], aggregates=aggregates), engine, columns))
+            out = group_aggregate(source, group_by=["k"], aggregates=aggregates, mini_batch=mini_batch)
+            packed.append(pack(out, engine, columns))
     finally:
         spark.conf.set(ENGINE_CONF, before)
     results = collect_packed(packed, tmp_path / "checkpoint")
     assert results["jvm"] == results["python"]
-    assert {kind for _, kind, _ in results["python"]} == set(RowKind)
+    # A group empties only where a micro-batch ends with it empty: mini-batch output may hold no -D.
+    assert {kind for _, kind, _ in results["python"]} >= set(RowKind) - ({RowKind.DELETE} if mini_batch else set())

@@ -61,12 +61,14 @@ class QueryPlanner:
         catalog: declared tables and views.
         source: the SQL text the queries come from (for error locations).
         state_ttl_ms: idle state retention for regular joins (``SET 'table.exec.state.ttl'``), or ``None``.
+        mini_batch: group aggregates emit once per group and micro-batch (``SET 'table.exec.mini-batch.enabled'``).
     """
 
-    def __init__(self, catalog: Catalog, source: SqlSource, *, state_ttl_ms: int | None = None):
+    def __init__(self, catalog: Catalog, source: SqlSource, *, state_ttl_ms: int | None = None, mini_batch: bool = False):
         self.catalog = catalog
         self.source = source
         self.state_ttl_ms = state_ttl_ms
+        self.mini_batch = mini_batch
         self.views_in_progress: list[str] = []
 
     # ------------------------------------------------------------------ helpers

@@ -477,14 +477,17 @@ class GroupAggregate(Node):
     """``GROUP BY group_by`` with ``aggregates`` over any changelog; docs/semantics.md §6.
 
     ``state_ttl_ms``: idle state retention (``table.exec.state.ttl``), ``None`` for none.
+    ``mini_batch``: one emission per group and micro-batch (``table.exec.mini-batch.enabled``).
     """
 
     name = "GroupAggregate"
     supports_only_update_after = True
 
-    def __init__(self, input: Node, group_by: list[str], aggregates: list[Aggregate], state_ttl_ms: int | None = None):
+    def __init__(self, input: Node, group_by: list[str], aggregates: list[Aggregate], state_ttl_ms: int | None = None,
+                 *, mini_batch: bool = False):
         self.inputs = [input]
         self.state_ttl_ms = state_ttl_ms
+        self.mini_batch = mini_batch
         self.group_by = group_by
         self.aggregates = aggregates
         self.fields = [Field(g, input.field(g).type.plain() if input.field(g).type else None) for g in group_by]
@@ -494,7 +497,8 @@ class GroupAggregate(Node):
 
     def attributes(self):
         attrs = [("groupBy", _names(self.group_by))] if self.group_by else []
-        return attrs + [("select", _names(self.group_by + [str(a) for a in self.aggregates]))] + _state_ttl(self.state_ttl_ms)
+        attrs += [("select", _names(self.group_by + [str(a) for a in self.aggregates]))] + _state_ttl(self.state_ttl_ms)
+        return attrs + ([("miniBatch", "true")] if self.mini_batch else [])
 
 
 class Union(Node):

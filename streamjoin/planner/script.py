@@ -6,6 +6,8 @@ Statements (separated by ``;``, ``--`` comments allowed), in file order:
 - ``CREATE [TEMPORARY] VIEW name AS query`` → the catalog, planned where used;
 - ``SET 'table.exec.state.ttl' = '1 h'`` → idle state retention of regular joins, group aggregates, deduplications,
   ChangelogNormalize and the SinkUpsertMaterializer (not of event-time deduplication keeping the first row);
+- ``SET 'table.exec.mini-batch.enabled' = 'true'`` → group aggregates emit once per group and micro-batch (Flink's
+  mini-batch aggregation, the micro-batch being the bundle);
 - ``INSERT INTO sink SELECT …`` → a planned statement writing a sink table;
 - ``SELECT …`` → a planned statement collected by the caller (tests, case replay);
 - ``EXPLAIN [CHANGELOG_MODE] <INSERT or SELECT>`` → its plan text.
@@ -47,7 +49,7 @@ from streamjoin.planner.types import common_type
 
 __all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "catalog_scripts", "parse_duration_ms"]
 
-_SETTINGS = ("table.exec.state.ttl",)
+_SETTINGS = ("table.exec.state.ttl", "table.exec.mini-batch.enabled")
 _DURATION_UNITS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
@@ -87,6 +89,7 @@ class Script:
         statements: its INSERTs and SELECTs, planned, in file order.
         explains: the output of its EXPLAIN statements, in file order.
         state_ttl_ms: ``table.exec.state.ttl`` in milliseconds, if set.
+        mini_batch: ``table.exec.mini-batch.enabled``.
     """
 
     source: SqlSource
@@ -94,6 +97,7 @@ class Script:
     statements: list[PlannedStatement] = field(default_factory=list)
     explains: list[str] = field(default_factory=list)
     state_ttl_ms: int | None = None
+    mini_batch: bool = False
 
     @property
     def inserts(self) -> list[PlannedStatement]:
@@ -111,6 +115,13 @@ def parse_duration_ms(text: str) -> int:
     if not match or (match.group(2) and match.group(2).lower() not in _DURATION_UNITS):
         raise ValidationError(f"duration {text!r} is not '<number> <unit>' with unit one of ms, s, min, h, d")
     return int(match.group(1)) * _DURATION_UNITS[match.group(2).lower() or "ms"]
+
+
+def _parse_bool(key: str, text: str) -> bool:
+    """A boolean setting's value, as Flink's configuration reads it (``true``/``false``, any case)."""
+    if text.strip().lower() not in ("true", "false"):
+        raise ValidationError(f"setting '{key}' takes 'true' or 'false', not {text!r}")
+    return text.strip().lower() == "true"
 
 
 def parse_sql(text: str, source: SqlSource) -> list[exp.Expr]:
@@ -211,7 +222,7 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
     script = Script(source, catalog)
 
     def plan_statement(statement: exp.Expr, source: SqlSource) -> PlannedStatement:
-        planner = QueryPlanner(catalog, source, state_ttl_ms=script.state_ttl_ms)
+        planner = QueryPlanner(catalog, source, state_ttl_ms=script.state_ttl_ms, mini_batch=script.mini_batch)
         if isinstance(statement, exp.Insert):
             sink, at = _sink_statement(planner, statement, catalog, source)
         elif isinstance(statement, (exp.Select, exp.Subquery, exp.SetOperation)):
@@ -238,9 +249,12 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
                 else:
                     raise error(UnsupportedPlanError, source, statement, f"CREATE {kind} is not supported", "supported-statements")
             elif isinstance(statement, exp.Set):
-                _, value = _set(statement, source)
+                key, value = _set(statement, source)
                 try:
-                    script.state_ttl_ms = parse_duration_ms(value)
+                    if key == "table.exec.mini-batch.enabled":
+                        script.mini_batch = _parse_bool(key, value)
+                    else:
+                        script.state_ttl_ms = parse_duration_ms(value)
                 except ValidationError as e:
                     raise error(ValidationError, source, statement, str(e), "settings") from None
             elif is_init:

@@ -275,7 +275,7 @@ class Translator:
         df = self._data(self.translate(input), input)
         return group_aggregate(
             df, group_by=node.group_by, aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
-            insert_only_input=input.is_insert_only, state_ttl_ms=node.state_ttl_ms,
+            insert_only_input=input.is_insert_only, state_ttl_ms=node.state_ttl_ms, mini_batch=node.mini_batch,
         )
 
     def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:

@@ -1,7 +1,7 @@
 """Group aggregate over any changelog: ``SELECT key, agg(col), … FROM df GROUP BY key`` (docs/semantics.md §6).
 
-Flink's ``operators/aggregate/GroupAggFunction`` (no mini-batch). Per group
-key, for each input change:
+Flink's ``operators/aggregate/GroupAggFunction``. Per group key, for each
+input change:
 
 - ``+I``/``+U`` accumulate the row, ``-U``/``-D`` retract it; a retraction
   for a group that has no state is ignored (Flink: it may follow a state
@@ -16,6 +16,14 @@ key, for each input change:
   count ≠ 0, values changed ``-U[key, old values]``, ``+U[key, new values]``
   count = 0                 ``-D[key, old values]``; the group's state is cleared
   ========================= =====================================================
+
+In mini-batch mode (``SET 'table.exec.mini-batch.enabled' = 'true'``; Flink's
+``MiniBatchGroupAggFunction``) a group's changes of one micro-batch are applied
+together and decide one emission by the same table, compared with the values
+before the micro-batch: a group updated by 10,000 rows of a micro-batch emits
+one ``-U``/``+U`` pair, not 10,000. The final result is the same; the changelog
+is shorter (Flink's own mini-batch changelog, with the micro-batch as the bundle).
+A group without state drops the leading retractions of its bundle.
 
 MIN and MAX keep every value's multiplicity (not just the extreme) so that a
 retraction of the extreme finds the next one; COUNT(DISTINCT) keeps the same
@@ -74,21 +82,34 @@ class GroupAggFunction:
 
     def process_element(self, state: GroupState, key: tuple, kind: RowKind, row: tuple) -> list[Change]:
         """Apply one change of the input to the group ``key`` and return the output changes."""
+        return self.process_bundle(state, key, [(kind, row)])
+
+    def process_bundle(self, state: GroupState, key: tuple, changes: list[tuple[RowKind, tuple]]) -> list[Change]:
+        """Apply the group's changes of one bundle at once and return the output changes for them all.
+
+        One change is a bundle of one (Flink's ``GroupAggFunction``); in mini-batch mode a group's
+        changes of one micro-batch are one bundle (Flink's ``MiniBatchGroupAggFunction.finishBundle``):
+        for a group without state the leading retractions are dropped, the rest are accumulated or
+        retracted in order, and the group's count at the end decides what is emitted (module docstring).
+        """
         first = state.accs is None
         if first:
-            if kind.is_retract:
+            while changes and changes[0][0].is_retract:
+                changes = changes[1:]
+            if not changes:
                 return []
             state.accs, fresh_views = self.aggregates.create()
             for i, view in fresh_views.items():
                 state.views.setdefault(i, view)
         previous = self.aggregates.get_values(state.accs, state.views)
-        args = self.aggregates.args(row)
-        if kind.is_accumulate:
-            self.aggregates.accumulate(state.accs, state.views, args)
-            state.count += 1
-        else:
-            self.aggregates.retract(state.accs, state.views, args)
-            state.count -= 1
+        for kind, row in changes:
+            args = self.aggregates.args(row)
+            if kind.is_accumulate:
+                self.aggregates.accumulate(state.accs, state.views, args)
+                state.count += 1
+            else:
+                self.aggregates.retract(state.accs, state.views, args)
+                state.count -= 1
         if state.count == 0:
             state.accs = None
             for view in state.views.values():
@@ -157,8 +178,11 @@ class _GroupAggLogic(KeyedLogic):
     state_name = GROUP_STATE
     seq_from_input = True
 
-    def __init__(self, calls, group_by: list[str], columns: list[str], types: dict[str, DataType], retractable: bool):
+    def __init__(self, calls, group_by: list[str], columns: list[str], types: dict[str, DataType], retractable: bool,
+                 mini_batch: bool = False):
         self.calls = calls
+        self.mini_batch = mini_batch
+        self._bundle: list[tuple[RowKind, tuple]] = []  # mini-batch: the visited group's changes so far
         self.group_by = group_by
         self.group_positions = [columns.index(c) for c in group_by]
         self.columns = columns
@@ -194,8 +218,18 @@ class _GroupAggLogic(KeyedLogic):
             yield Element(row[SEQ_COLUMN], RowKind.from_short(row[ROWKIND_COLUMN]), values)
 
     def on_element(self, state, element, now):
+        if self.mini_batch:
+            self._bundle.append((element.kind, element.row))
+            return []
         group = tuple(element.row[i] for i in self.group_positions)
         return self.fn.process_element(state, group, element.kind, element.row)
+
+    def finish_bundle(self, state):
+        if not self._bundle:
+            return []
+        bundle, self._bundle = self._bundle, []
+        group = tuple(bundle[0][1][i] for i in self.group_positions)
+        return self.fn.process_bundle(state, group, bundle)
 
     def jvm_logic(self) -> JvmLogic:
         return JvmLogic(
@@ -205,6 +239,7 @@ class _GroupAggLogic(KeyedLogic):
                 "groupBy": self.group_by,
                 "aggregates": call_specs(self.calls),
                 "retractable": self.retractable,
+                "miniBatch": self.mini_batch,
             },
         )
 
@@ -216,6 +251,7 @@ def group_aggregate(
     aggregates: Sequence[AggregateCall | tuple[str, str, str | None]],
     insert_only_input: bool = False,
     state_ttl_ms: int | None = None,
+    mini_batch: bool = False,
 ) -> DataFrame:
     """GROUP BY aggregation of a changelog stream, emitting a retract changelog (docs/semantics.md §6).
 
@@ -236,6 +272,8 @@ def group_aggregate(
             written for that long (Flink's TTL on the accumulator state and on each MapView entry,
             docs/semantics.md §6.3). A retraction into a forgotten group is ignored; its next row
             starts the group again with ``+I``.
+        mini_batch: emit once per group and micro-batch (``table.exec.mini-batch.enabled``, Flink's
+            ``MiniBatchGroupAggFunction``; module docstring), not once per input change.
 
     Returns:
         A changelog DataFrame: the ``group_by`` columns, one column per
@@ -243,7 +281,8 @@ def group_aggregate(
         :mod:`streamjoin.runtime.aggregates`), ``_rowkind`` and ``_seq`` (the
         i-th change caused by an input row gets ``input _seq × 4 + i``, so a
         key's changes are in emission order and the input's arrival order
-        carries over across keys).
+        carries over across keys; in mini-batch mode a group's changes count
+        as caused by its last input row of the micro-batch).
 
     Raises:
         ValidationError: for unknown columns, an unsupported function,
@@ -280,5 +319,5 @@ def group_aggregate(
     fields = [StructField(c, types[c]) for c in group_by]
     fields += [StructField(c.output, t) for c, t in zip(calls, result_types)]
     schema = output_schema(fields)
-    logic = _GroupAggLogic(calls, list(group_by), columns, types, not insert_only_input)
+    logic = _GroupAggLogic(calls, list(group_by), columns, types, not insert_only_input, mini_batch)
     return KeyedProcessor(logic, schema.names, state_ttl_ms=state_ttl_ms).apply(prepared, keys, schema)

@@ -202,6 +202,12 @@ class KeyedLogic:
         """A timer of the key fires at ``timestamp`` (ms)."""
         return []
 
+    def finish_bundle(self, state: Any) -> list[Change]:
+        """After the key's elements of one micro-batch: the changes of a logic that emits once per bundle
+        (Flink's ``MapBundleFunction.finishBundle``; the micro-batch is the bundle). With
+        :attr:`seq_from_input` they are numbered from the last element's ``_seq``. Default: none."""
+        return []
+
     def timer_seq(self, state: Any) -> int:
         """With :attr:`seq_from_input`: the input ``_seq`` a timer's changes are numbered from."""
         raise NotImplementedError
@@ -216,8 +222,8 @@ class KeyedProcessor(StatefulProcessor):
 
     Per visit of a key: load its state; advance its timers to the current time
     (:data:`Clock`) and fire the due ones; for each element, advance to its
-    per-row watermark, then call :meth:`KeyedLogic.on_element`; with the
-    ``"instant"`` clock, end the instant; keep one Spark timer at the key's next
+    per-row watermark, then call :meth:`KeyedLogic.on_element`; then
+    :meth:`KeyedLogic.finish_bundle`; with the ``"instant"`` clock, end the instant; keep one Spark timer at the key's next
     wake-up; store the state; mirror the late-row count; emit the changes as
     rows ``output columns + _rowkind + _seq``. An expired Spark timer advances
     the key to the current time the same way.
@@ -281,11 +287,15 @@ class KeyedProcessor(StatefulProcessor):
         now = self._now(state, timerValues)
         if now is not None:
             self._advance(state, now, out)
+        last_seq = None
         for element in logic.elements(rows):
             if element.watermark is not None:
                 self._advance(state, element.watermark, out)
             changes = logic.on_element(state, element, now)
             self._emit(out, changes, element.seq * SEQ_STRIDE if logic.seq_from_input else None)
+            last_seq = element.seq
+        if last_seq is not None:
+            self._emit(out, logic.finish_bundle(state), last_seq * SEQ_STRIDE if logic.seq_from_input else None)
         if self.clock == "instant":
             # Every row of this key's instant has arrived: the instant is over.
             self._advance(state, now + 1, out)

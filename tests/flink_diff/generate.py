@@ -272,14 +272,14 @@ def _dedup(rng: random.Random, family: str) -> dict:
     return {"tables": [table], "query": query}
 
 
-def _group_agg(rng: random.Random, family: str) -> dict:
+def _group_agg(rng: random.Random, family: str, max_ops: int = 12) -> dict:
     with_pk = rng.random() < 0.4
 
     def make_row(key):
         return [key if key is not None else rng.randint(1, 6), _maybe_null(rng, rng.choice(["x", "y", "z"])),
                 _maybe_null(rng, rng.randint(0, 30))]
 
-    n_ops = 0 if rng.random() < 0.05 else rng.randint(1, 12)
+    n_ops = 0 if rng.random() < 0.05 else rng.randint(1, max_ops)
     table = {"name": "src", "columns": [["id", "INT"], ["k", "STRING"], ["v", "INT"]],
              "rows": _changelog(rng, make_row, n_ops, 0 if with_pk else None)}
     if with_pk:
@@ -326,14 +326,36 @@ def generate_cases(n: int, seed: int) -> list[dict]:
     return [generate_case(seed, i) for i in range(n)]
 
 
+#: The setting a mini-batch case runs with, on Flink and on streamjoin.
+MINI_BATCH_SETUP = "SET 'table.exec.mini-batch.enabled' = 'true'"
+
+
+def generate_mini_batch_case(seed: int, index: int) -> dict:
+    """Group-aggregate case ``index`` of ``seed`` in mini-batch mode: longer changelogs (up to 40 operations over
+    three groups), so that a bundle of seven rows holds several changes of one group."""
+    rng = random.Random(f"mini-batch-{seed}-{index}")
+    case = _group_agg(rng, "group_agg", max_ops=40)
+    return {
+        "name": f"group_agg_mini_batch_{seed}_{index:04d}",
+        "description": f"generated: group_agg in mini-batch mode, seed {seed}, index {index} (tests/flink_diff/generate.py)",
+        "tables": case["tables"],
+        "arrival": _interleave(rng, case["tables"]),
+        "setup": [MINI_BATCH_SETUP],
+        "query": case["query"],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=len(FAMILIES) * 6)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--mini-batch", action="store_true", help="group-aggregate cases in mini-batch mode instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for case in generate_cases(args.n, args.seed):
+    cases = ([generate_mini_batch_case(args.seed, i) for i in range(args.n)] if args.mini_batch
+             else generate_cases(args.n, args.seed))
+    for case in cases:
         (args.out_dir / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n")
     return 0
 

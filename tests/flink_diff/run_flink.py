@@ -25,6 +25,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 JAVA_SOURCE = HERE / "java" / "ArrivalOrderSource.java"
 SOURCE_CLASS = "streamjoin.flinkdiff.ArrivalOrderSource"
 _MODES = {"insert_only": "insert_only", "all": "all", "upsert": "upsert"}
+_SET = re.compile(r"\s*SET\s+'([^']+)'\s*=\s*'([^']*)'\s*;?\s*", re.IGNORECASE)
 
 
 def build_source_jar(work: Path) -> Path:
@@ -58,9 +60,15 @@ def _type_root(flink_type: str) -> str:
 
 
 class FlinkRunner:
-    """One local Flink (gateway JVM + MiniCluster per job) that runs cases one after the other."""
+    """One local Flink (gateway JVM + MiniCluster per job) that runs cases one after the other.
 
-    def __init__(self, work: Path, pace_ms: int = 30):
+    Args:
+        work: where the source jar is built.
+        pace_ms: wait after each row (ms) before the next row of any table.
+        setup: statements run before every case's own setup (settings only Flink has).
+    """
+
+    def __init__(self, work: Path, pace_ms: int = 30, setup: list[str] | None = None):
         jar = build_source_jar(work)
         # PyFlink's gateway puts FLINK_TEST_LIBS on its JVM's classpath when FLINK_TESTING is set.
         os.environ["FLINK_TESTING"] = "1"
@@ -70,6 +78,7 @@ class FlinkRunner:
         self.gateway = get_gateway()
         self.jvm = self.gateway.jvm
         self.pace_ms = pace_ms
+        self.setup = list(setup or [])
 
     # -- rows as Java objects ---------------------------------------------------------------
     def _type_info(self, flink_type: str):
@@ -171,8 +180,12 @@ class FlinkRunner:
                     "insert_only" if all(r[0] == "+I" for r in table["rows"]) else "all")
                 t_env.create_temporary_view(
                     table["name"], t_env.from_changelog_stream(stream, schema.build(), getattr(ChangelogMode, mode)()))
-            for statement in case.get("setup", []):
-                t_env.execute_sql(statement)
+            for statement in [*self.setup, *case.get("setup", [])]:
+                setting = _SET.fullmatch(statement)
+                if setting:  # as Flink's SQL client runs a SET: the table environment's executeSql has no SET
+                    t_env.get_config().set(setting.group(1), setting.group(2))
+                else:
+                    t_env.execute_sql(statement)
             result_table = t_env.sql_query(case["query"])
             columns = [
                 [c.getName(), _type_name(c.getDataType().getLogicalType().asSummaryString())]
@@ -268,9 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--work", type=Path, default=Path(".local/flink-diff"), help="where the source jar is built")
     parser.add_argument("--pace-ms", type=int, default=30, help="wait after each row (ms) before the next row of any table")
+    parser.add_argument("--setup", action="append", default=[], metavar="SQL",
+                        help="a statement run before every case's own setup (e.g. a SET only Flink knows); repeatable")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    runner = FlinkRunner(args.work, args.pace_ms)
+    runner = FlinkRunner(args.work, args.pace_ms, setup=args.setup)
     for path in args.cases:
         case = json.loads(path.read_text())
         name = case.get("name", path.stem)

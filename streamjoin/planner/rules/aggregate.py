@@ -123,7 +123,7 @@ def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation
         pre = node
     if not pre.is_insert_only and any(a.function in ("FIRST_VALUE", "LAST_VALUE") for a in calls):
         raise planner.error(UnsupportedPlanError, select, "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported", "supported-aggregates")
-    agg = GroupAggregate(pre, group_fields, calls, planner.state_ttl_ms)
+    agg = GroupAggregate(pre, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch)
     agg_scope_types = {f.name: f.type for f in agg.fields}
 
     def rewrite(e: exp.Expr) -> exp.Expr:

@@ -13,8 +13,12 @@ import org.apache.spark.sql.types._
  * accumulators, one struct per aggregate; absent while the group is empty) and, per COUNT(DISTINCT)
  * and per retractable MIN/MAX, a MapState `{function}_{i}` value → multiplicity (Flink's `MapView`).
  *
+ * In mini-batch mode a group's changes of one micro-batch are applied together and emitted once, in
+ * [[finishBundle]] (Flink's `MiniBatchGroupAggFunction`).
+ *
  * Description: `columns` (the input columns, in order), `groupBy` (the GROUP BY columns),
- * `aggregates` (list of `{output, function, column}`), `retractable` (false for an insert-only input).
+ * `aggregates` (list of `{output, function, column}`), `retractable` (false for an insert-only input),
+ * `miniBatch`.
  */
 class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogic {
   private val spec = new Spec(specJson)
@@ -24,6 +28,7 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   private val aggregates = new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, spec.bool("retractable"))
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
+  private val miniBatch = spec.bool("miniBatch")
   private val stateSchema = StructType(Seq(
     StructField("count", LongType, nullable = false),
     StructField("accs", aggregates.accSchema, nullable = false)))
@@ -34,6 +39,8 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   @transient private var count: Long = _
   @transient private var accs: Array[Array[Any]] = _
   @transient private var loaded: Boolean = _
+  // Mini-batch: the visited group's elements so far.
+  @transient private lazy val bundle = scala.collection.mutable.ArrayBuffer[Element]()
 
   override def seqFromInput: Boolean = true
 
@@ -55,18 +62,34 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   override def elements(rows: Iterator[Row]): Iterator[Element] =
     KeyedLogic.changelog(rows, seqIndex, kindIndex, columns)
 
-  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
+  override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] =
+    if (miniBatch) { bundle += e; Nil } else process(Array(e))
+
+  override def finishBundle(ctx: KeyContext): Seq[Change] =
+    if (bundle.isEmpty) Nil else { val changes = process(bundle.toArray); bundle.clear(); changes }
+
+  /** The group's changes of one bundle applied at once (one change, or a micro-batch's in mini-batch mode;
+   * `GroupAggFunction.process_bundle`): leading retractions into a group without state are dropped; the
+   * group's count after the bundle decides what is emitted, against the values before it. */
+  private def process(changes: Array[Element]): Seq[Change] = {
     load()
     val first = accs == null
+    var from = 0
     if (first) {
-      if (!RowKind.isAccumulate(e.kind)) return Nil // a retraction may follow a state clean-up (Flink)
+      while (from < changes.length && !RowKind.isAccumulate(changes(from).kind)) from += 1
+      if (from == changes.length) return Nil // a retraction may follow a state clean-up (Flink)
       accs = aggregates.create()
     }
-    val key = groupPositions.map(e.row(_))
+    val key = groupPositions.map(changes(from).row(_))
     val previous = aggregates.getValues(accs, views)
-    val args = aggregates.args(e.row)
-    if (RowKind.isAccumulate(e.kind)) { aggregates.accumulate(accs, views, args); count += 1 }
-    else { aggregates.retract(accs, views, args); count -= 1 }
+    var i = from
+    while (i < changes.length) {
+      val e = changes(i)
+      val args = aggregates.args(e.row)
+      if (RowKind.isAccumulate(e.kind)) { aggregates.accumulate(accs, views, args); count += 1 }
+      else { aggregates.retract(accs, views, args); count -= 1 }
+      i += 1
+    }
     if (count == 0) {
       accs = null
       views.foreach(v => if (v != null) v.clear())

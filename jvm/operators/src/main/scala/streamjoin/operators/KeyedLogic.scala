@@ -49,6 +49,11 @@ abstract class KeyedLogic extends Serializable {
   /** A timer of the key fires at `timestamp` (ms). */
   def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = Nil
 
+  /** After the key's elements of one micro-batch: the changes of a logic that emits once per bundle (Flink's
+   * `MapBundleFunction.finishBundle`; the micro-batch is the bundle), numbered from the last element's `_seq`
+   * with [[seqFromInput]]. Default: none. */
+  def finishBundle(ctx: KeyContext): Seq[Change] = Nil
+
   /** With [[seqFromInput]]: the input `_seq` a timer's changes are numbered from. */
   def timerSeq(ctx: KeyContext): Long = throw new UnsupportedOperationException("timerSeq")
 

@@ -15,10 +15,10 @@ import org.apache.spark.sql.types._
  * give the same changelog:
  *
  * per visit of a key: advance its timers to the current time ([[Clock]]) and fire the due ones;
- * for each element, advance to its per-row watermark, then call [[KeyedLogic.onElement]]; with the
- * `instant` clock, end the instant; keep one Spark timer at the key's next wake-up; mirror the
- * late-row count; emit the changes as rows `output columns + _rowkind + _seq`. An expired Spark
- * timer advances the key to the current time the same way.
+ * for each element, advance to its per-row watermark, then call [[KeyedLogic.onElement]]; then
+ * [[KeyedLogic.finishBundle]]; with the `instant` clock, end the instant; keep one Spark timer at the
+ * key's next wake-up; mirror the late-row count; emit the changes as rows `output columns + _rowkind
+ * + _seq`. An expired Spark timer advances the key to the current time the same way.
  *
  * A key's timers live in its state (`timers`: time, registered times, the Spark timer standing for
  * them), advanced lazily as Flink's timer service would have fired them: Spark runs a batch's input
@@ -71,11 +71,14 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     val out = new ArrayBuffer[(Long, Change)]()
     val current = now(ctx, timerValues)
     if (current != null) advance(ctx, current, out)
+    var lastSeq: java.lang.Long = null
     logic.elements(inputRows).foreach { element =>
       if (element.watermark != null) advance(ctx, element.watermark, out)
       val changes = logic.onElement(ctx, element, current)
       emit(out, changes, if (logic.seqFromInput) element.seq * KeyedOperator.SeqStride else -1L)
+      lastSeq = element.seq
     }
+    if (lastSeq != null) emit(out, logic.finishBundle(ctx), if (logic.seqFromInput) lastSeq * KeyedOperator.SeqStride else -1L)
     if (clock == Clock.Instant) advance(ctx, current + 1, out) // every row of this key's instant has arrived
     finish(ctx, sparkTimer, out, lateBefore)
   }
