@@ -6,8 +6,9 @@ standard library + PyFlink only. ``bench.run`` writes the job file and starts it
     .local/flink-venv/bin/python bench/flink_job.py JOB.json RESULT.json
 
 ``JOB.json``: ``{"parallelism": int, "phases": [{"name": str, "ddl": [CREATE TABLE…], "queries":
-[{"name": str, "sql": str}…]}…]}``. Each phase gets a fresh streaming ``TableEnvironment`` (its tables,
-e.g. a warm-up phase on a few rows first, then the measured phase); each query runs as one job
+[{"name": str, "sql": str, "settings": {key: value}}…]}…]}`` (phases: e.g. a warm-up phase on a few rows
+first, then the measured phase). Each query gets a fresh streaming ``TableEnvironment`` with its settings
+(e.g. mini-batch) and the phase's tables, and runs as one job
 ``INSERT INTO`` a ``blackhole`` sink of its own schema, to the end of its bounded input (the
 filesystem sources end with Flink's +∞ watermark). ``RESULT.json``: ``{phase: {query: {"ms": net
 runtime} or {"error": text}}}``, the job's net runtime from ``JobExecutionResult.getNetRuntime``:
@@ -24,13 +25,16 @@ def run_phase(phase: dict, parallelism: int) -> dict:
     from pyflink.java_gateway import get_gateway
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    env.get_config().set("parallelism.default", str(parallelism))
-    for ddl in phase["ddl"]:
-        env.execute_sql(ddl)
     jvm = get_gateway().jvm
     results = {}
     for query in phase["queries"]:
+        # A table environment per query: one query's settings (mini-batch) do not leak into the next.
+        env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+        env.get_config().set("parallelism.default", str(parallelism))
+        for key, value in query.get("settings", {}).items():
+            env.get_config().set(key, value)
+        for ddl in phase["ddl"]:
+            env.execute_sql(ddl)
         try:
             table = env.sql_query(query["sql"])._j_table
             schema = jvm.org.apache.flink.table.api.Schema.newBuilder().fromResolvedSchema(table.getResolvedSchema()).build()

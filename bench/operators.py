@@ -10,7 +10,9 @@ Inputs are the tables of :mod:`bench.tpch_streams` (insert-only): ``orders`` (+ 
 - interval joins: Spark's stream-stream join with the same time-range condition and watermarks;
 - temporal join: none (Spark has no event-time temporal join);
 - OVER: none (Spark rejects a window function over a stream);
-- group aggregate: Spark's streaming aggregation in output mode ``update`` (it pre-aggregates before the shuffle);
+- group aggregate: Spark's streaming aggregation in output mode ``update`` (it pre-aggregates before the shuffle
+  and emits one row per group and micro-batch); streamjoin and Flink per change, and in mini-batch mode
+  (streamjoin: one change per group and micro-batch; Flink: its mini-batch settings of :data:`_FLINK_MINI_BATCH`);
 - deduplication: ``dropDuplicates`` on the key (keeps the first row to arrive, state kept forever), for
   Flink's keep-first-on-rowtime deduplication of an input in rowtime order.
 """
@@ -52,6 +54,7 @@ class Case:
         native: builds Spark's native query, or ``None``.
         native_mode: the native query's output mode.
         no_native: why Spark has no native query, when ``native`` is ``None``.
+        flink_settings: settings Flink runs the query with (``SET`` key → value).
     """
 
     name: str
@@ -61,6 +64,7 @@ class Case:
     native: Callable[[Streams], DataFrame] | None = None
     native_mode: str = "append"
     no_native: str = ""
+    flink_settings: tuple[tuple[str, str], ...] = ()
 
 
 def _plain(streams: Streams, table: str) -> DataFrame:
@@ -116,6 +120,11 @@ def _over(s: Streams) -> DataFrame:
 
 
 _GROUP_BY = ["l_returnflag", "l_linestatus"]
+_GROUP_SQL = ("SELECT l_returnflag, l_linestatus, COUNT(*) AS cnt, SUM(l_extendedprice) AS sum_price, "
+              "MAX(l_extendedprice) AS max_price FROM lineitem GROUP BY l_returnflag, l_linestatus")
+#: Flink's mini-batch as its documentation sets it up (local-global aggregation by default).
+_FLINK_MINI_BATCH = (("table.exec.mini-batch.enabled", "true"), ("table.exec.mini-batch.allow-latency", "1 s"),
+                     ("table.exec.mini-batch.size", "5000"))
 _AGGREGATES = [("cnt", "COUNT", None), ("sum_price", "SUM", "l_extendedprice"), ("max_price", "MAX", "l_extendedprice")]
 
 
@@ -149,11 +158,13 @@ CASES: tuple[Case, ...] = (
          f"SELECT {', '.join(_OVER_COLUMNS)}, MAX(l_extendedprice) OVER (PARTITION BY p_type ORDER BY l_shiptime "
          "RANGE BETWEEN INTERVAL '7' DAY PRECEDING AND CURRENT ROW) AS max_price FROM lineitem",
          _over, no_native="Spark rejects a window function over a stream"),
-    Case("group aggregate", ("lineitem",),
-         "SELECT l_returnflag, l_linestatus, COUNT(*) AS cnt, SUM(l_extendedprice) AS sum_price, "
-         "MAX(l_extendedprice) AS max_price FROM lineitem GROUP BY l_returnflag, l_linestatus",
+    Case("group aggregate", ("lineitem",), _GROUP_SQL,
          lambda s: group_aggregate(s["lineitem"](), group_by=_GROUP_BY, aggregates=_AGGREGATES, insert_only_input=True),
          _native_group, native_mode="update"),
+    Case("group aggregate (mini-batch)", ("lineitem",), _GROUP_SQL,
+         lambda s: group_aggregate(s["lineitem"](), group_by=_GROUP_BY, aggregates=_AGGREGATES, insert_only_input=True,
+                                   mini_batch=True),
+         _native_group, native_mode="update", flink_settings=_FLINK_MINI_BATCH),
     Case("deduplication (keep first)", ("lineitem",),
          f"SELECT {_lineitem_columns()} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY l_orderkey "
          "ORDER BY l_shiptime ASC) AS rn FROM lineitem) WHERE rn = 1",

@@ -1,7 +1,7 @@
 """``make bench``: every operator on Spark native, streamjoin's ``jvm`` and ``python`` engines and Apache Flink,
 on the same TPC-H rows, then each ``sql/`` pipeline end to end beside a Kafka → Delta passthrough.
 
-    .venv/bin/python -m bench.run --scale-factor 0.1 --batches 10 --python-batches 1 --record bench/RESULTS.md
+    .venv/bin/python -m bench.run --scale-factor 0.1 --batches 10 --record bench/RESULTS.md
 
 1. The input (:mod:`bench.tpch_streams`): TPC-H at ``--scale-factor`` (insert-only) plus the ECB rates,
    cut into ``--batches`` aligned micro-batches; Parquet files for Spark, CSV files for Flink.
@@ -10,8 +10,9 @@ on the same TPC-H rows, then each ``sql/`` pipeline end to end beside a Kafka �
    figure is the job's net runtime (JVM start excluded).
 3. Spark, one session, each query into the ``noop`` sink (:mod:`bench.harness`): Spark's native
    query where Spark has the operator and streamjoin on the ``jvm`` engine on all micro-batches,
-   streamjoin on the ``python`` engine on the first ``--python-batches`` micro-batches (the same rows,
-   the same batch size: a prefix, so that the run stays within its time), each after a warm-up run
+   streamjoin on the ``python`` engine on all micro-batches too (or, with ``--python-batches n``, on the first
+   ``n``: the same rows and batch size, a prefix, for a shorter run; its ratio then compares a prefix, where
+   state is smaller and fewer timers fire, with the whole input), each after a warm-up run
    on a few rows. The engine is ``spark.streamjoin.engine``, set before each query is built; an
    operator without a Scala twin runs on python even on ``jvm``, and the table says so.
 4. Pipelines (:mod:`bench.pipelines`) at ``--pipeline-scale-factor``.
@@ -56,7 +57,8 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale-factor", type=float, default=0.1)
     parser.add_argument("--batches", type=int, default=10, help="micro-batches of the operator input")
-    parser.add_argument("--python-batches", type=int, default=1, help="the prefix the python engine runs")
+    parser.add_argument("--python-batches", type=int, default=None,
+                        help="the prefix of micro-batches the python engine runs (default: all)")
     parser.add_argument("--pipeline-scale-factor", type=float, default=None, help="default: scale factor / 10")
     parser.add_argument("--record", type=Path, default=PROJECT_ROOT / "bench" / "RESULTS.md",
                         help="the Markdown file the results are appended to")
@@ -70,6 +72,8 @@ def _arguments() -> argparse.Namespace:
     unknown = set(args.engines) - {"native", "jvm", "python"}
     if unknown:
         parser.error(f"unknown engine(s) {', '.join(sorted(unknown))}: native, jvm, python")
+    if args.python_batches is None or args.python_batches > args.batches:
+        args.python_batches = args.batches
     if args.pipeline_scale_factor is None:
         args.pipeline_scale_factor = args.scale_factor / 10
     return args
@@ -97,7 +101,7 @@ def run_flink(tables: dict[str, BenchTable], workdir: Path) -> dict[str, dict]:
     """
     if not FLINK_PYTHON.exists():
         raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make flink` installs Apache Flink")
-    queries = [{"name": c.name, "sql": c.sql} for c in CASES]
+    queries = [{"name": c.name, "sql": c.sql, "settings": dict(c.flink_settings)} for c in CASES]
     phases = []
     for phase, phase_tables in (("warm-up", {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}), ("measured", tables)):
         ddl = [flink_ddl(t, write_csv(t, workdir / phase)) for t in phase_tables.values()]
@@ -110,7 +114,7 @@ def run_flink(tables: dict[str, BenchTable], workdir: Path) -> dict[str, dict]:
 
 
 def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> list[tuple[Case, dict[str, tuple[Measurement, str]]]]:
-    """Each case on Spark native, ``jvm`` (all micro-batches) and ``python`` (the prefix), each after a warm-up run.
+    """Each case on Spark native, ``jvm`` (all micro-batches) and ``python`` (``--python-batches``), each after a warm-up run.
 
     Returns:
         Per case, ``{"native" | "jvm" | "python": (figures, note)}``.
@@ -118,9 +122,13 @@ def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> 
     inputs = {
         "warm-up": spark_streams(spark, {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}, workdir / "input-warmup"),
         "all": spark_streams(spark, tables, workdir / "input-all"),
-        "prefix": spark_streams(spark, {n: t.prefix(args.python_batches) for n, t in tables.items()}, workdir / "input-prefix"),
     }
-    runs = [(engine, input_name) for engine, input_name in (("native", "all"), ("jvm", "all"), ("python", "prefix"))
+    python_input = "all"
+    if args.python_batches < args.batches:
+        python_input = "prefix"
+        inputs["prefix"] = spark_streams(spark, {n: t.prefix(args.python_batches) for n, t in tables.items()},
+                                         workdir / "input-prefix")
+    runs = [(engine, input_name) for engine, input_name in (("native", "all"), ("jvm", "all"), ("python", python_input))
             if engine in args.engines]
     results = []
     print(HEADER, flush=True)
@@ -163,7 +171,9 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1); load averages (1/5/15 min) "
         f"at start {load_start}, at end {load()}.", "",
         "Operators (input: " + ", ".join(f"{t.name} {t.rows:,} rows" for t in tables.values()) + "; "
-        f"python engine on the first {args.python_batches} of {args.batches} micro-batches; Flink: net job runtime, "
+        + (f"python engine on the first {args.python_batches} of {args.batches} micro-batches; "
+           if args.python_batches < args.batches else "")
+        + "Flink: net job runtime, "
         "JVM start excluded, job scheduling in the MiniCluster and CSV parsing included, no micro-batches, state not "
         "reported; Flink ends its bounded input with a +∞ watermark, Spark's queries do not):", "",
         HEADER,

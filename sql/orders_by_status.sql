@@ -4,6 +4,11 @@
 -- deduplication keeping the last row: an order's later event retracts its earlier one with -U/+U),
 -- cancellations filtered out after it (a cancelled order's -U passes, its +U does not: the order
 -- leaves its group), then a group aggregate that consumes those retractions.
+--
+-- Three groups take every order event: in mini-batch mode each emits one -U/+U pair per micro-batch
+-- instead of one per event (docs/semantics.md §6.1), so the sink's MERGE and changelog stay small.
+
+SET 'table.exec.mini-batch.enabled' = 'true';
 
 CREATE TABLE orders_by_status (
   o_orderstatus STRING,
