@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import jvm_only
 from flink_diff.compare import difference
 from flink_diff.generate import MINI_BATCH_SETUP
 from streamjoin.errors import UnsupportedPlanError, ValidationError
@@ -50,6 +51,7 @@ def _replayed(spark, name: str, rows: int, work: Path) -> tuple[dict, dict]:
     return flink, replay_case(spark, case, work, micro_batch_rows=rows)
 
 
+@jvm_only  # the python engine's mini-batch changelog equals the jvm one's: test_group_aggregate_engines.py
 @pytest.mark.parametrize("name", CASES)
 def test_one_arrival_per_micro_batch_gives_flinks_changelog(spark, engine, tmp_path, name):
     flink, ours = _replayed(spark, name, 1, tmp_path)
