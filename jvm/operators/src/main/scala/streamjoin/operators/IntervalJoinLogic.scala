@@ -124,11 +124,12 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     // Flink skips the scan when the whole window is already expired (see interval_join.py).
     if (otherExpiration < to) {
       val cache = caches(other)
-      cache.keys().toArray.sorted.foreach { time =>
+      // One scan reads every time with its rows (MapState's keys() decodes the values anyway).
+      sortedByTime(cache).foreach { case (time, stored) =>
         val inWindow = joinable && from <= time && time <= to
         val expiredNow = time <= otherExpiration
         if (inWindow || expiredNow) {
-          val entries = decode(cache.getValue(time))
+          val entries = decode(stored)
           var updated = false
           if (inWindow) entries.foreach { entry =>
             out += Change(RowKind.Insert, if (side == 0) pair(own, entry) else pair(entry, own))
@@ -167,13 +168,16 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
 
   private def removeExpired(ctx: KeyContext, expiration: Long, side: Int, out: ArrayBuffer[Change]): Unit = {
     val cache = caches(side)
-    val (gone, left) = cache.keys().toArray.sorted.span(_ <= expiration)
-    gone.foreach { time =>
-      if (outer(side)) expired(decode(cache.getValue(time)).toSeq, side, out)
+    val (gone, left) = sortedByTime(cache).span(_._1 <= expiration)
+    gone.foreach { case (time, stored) =>
+      if (outer(side)) expired(decode(stored).toSeq, side, out)
       cache.removeKey(time)
     }
-    if (left.nonEmpty) registerCleanup(ctx, left.head, side) else cleanupTimers(side) = null
+    if (left.nonEmpty) registerCleanup(ctx, left.head._1, side) else cleanupTimers(side) = null
   }
+
+  /** A cache's times with their stored rows, oldest first (RocksDB returns the keys in byte order). */
+  private def sortedByTime(cache: MapState[Long, Row]): Array[(Long, Row)] = cache.iterator().toArray.sortBy(_._1)
 
   private def registerCleanup(ctx: KeyContext, rowTime: Long, side: Int): Unit = {
     val at = rowTime + windowEnd(side) + 1
