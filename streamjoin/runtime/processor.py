@@ -223,9 +223,10 @@ class KeyedProcessor(StatefulProcessor):
     Per visit of a key: load its state; advance its timers to the current time
     (:data:`Clock`) and fire the due ones; for each element, advance to its
     per-row watermark, then call :meth:`KeyedLogic.on_element`; then
-    :meth:`KeyedLogic.finish_bundle`; with the ``"instant"`` clock, end the instant; keep one Spark timer at the key's next
-    wake-up; store the state; mirror the late-row count; emit the changes as
-    rows ``output columns + _rowkind + _seq``. An expired Spark timer advances
+    :meth:`KeyedLogic.finish_bundle`; with the ``"instant"`` clock, end the
+    instant; keep one Spark timer at the key's next wake-up; store the state;
+    mirror the late-row count; emit the changes as rows ``output columns +
+    _rowkind + _seq``. An expired Spark timer advances
     the key to the current time the same way.
 
     Args:

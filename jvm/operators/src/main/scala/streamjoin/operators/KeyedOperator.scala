@@ -78,7 +78,8 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
       emit(out, changes, if (logic.seqFromInput) element.seq * KeyedOperator.SeqStride else -1L)
       lastSeq = element.seq
     }
-    if (lastSeq != null) emit(out, logic.finishBundle(ctx), if (logic.seqFromInput) lastSeq * KeyedOperator.SeqStride else -1L)
+    if (lastSeq != null)
+      emit(out, logic.finishBundle(ctx), if (logic.seqFromInput) lastSeq * KeyedOperator.SeqStride else -1L)
     if (clock == Clock.Instant) advance(ctx, current + 1, out) // every row of this key's instant has arrived
     finish(ctx, sparkTimer, out, lateBefore)
   }
