@@ -28,9 +28,10 @@ OPERATORS_SRC := jvm/operators/pom.xml $(shell find jvm/operators/src -type f 2>
 
 operators: $(OPERATORS_JAR)
 
+# Installed as a new file renamed over the old one: a running Spark session keeps reading the jar it opened.
 $(OPERATORS_JAR): $(OPERATORS_SRC)
 	mvn --batch-mode --quiet -f jvm/operators/pom.xml package
-	mkdir -p $(dir $@) && cp jvm/operators/target/streamjoin-operators-0.1.0.jar $@
+	mkdir -p $(dir $@) && cp jvm/operators/target/streamjoin-operators-0.1.0.jar $@.tmp && mv $@.tmp $@
 
 $(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.xml $(OPERATORS_JAR)
 	$(PYTHON) -m venv $(VENV)
