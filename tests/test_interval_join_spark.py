@@ -113,8 +113,8 @@ def state_rows(spark, checkpoint, batch_id: int, operator_id: int = 0, *, engine
     """Rows held in a join's state after micro-batch ``batch_id``, read with Spark's state data
     source: on the python engine each key's state is one pickled
     :class:`~streamjoin.runtime.keyed_two_input.KeyState`; on the jvm engine the ``interval`` join
-    keeps per side a MapState rowtime -> cached rows, the ``temporal`` join a MapState entry per
-    probe row and per version (Flink's layouts)."""
+    keeps per side a MapState entry per cached row (keyed by rowtime and arrival), the ``temporal`` join
+    a MapState entry per probe row and per version (Flink's layout)."""
 
     def read(name):
         reader = spark.read.format("statestore").option("path", str(checkpoint)).option("operatorId", operator_id)
@@ -122,9 +122,8 @@ def state_rows(spark, checkpoint, batch_id: int, operator_id: int = 0, *, engine
 
     if engine == "python":
         return sum(pickle.loads(r.value.blob).logic.row_count for r in read(STATE_NAME))
-    if join == "interval":
-        return sum(len(r.user_map_value.rows) for name in ("leftRows", "rightRows") for r in read(name))
-    return sum(len(read(name)) for name in ("probeRows", "versions"))
+    names = ("leftRows", "rightRows") if join == "interval" else ("probeRows", "versions")
+    return sum(len(read(name)) for name in names)
 
 
 def by_batch(changes) -> dict[int, Counter]:

@@ -3,7 +3,8 @@ package streamjoin.operators
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
-import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.catalyst.expressions.GenericRow
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 import org.apache.spark.sql.types._
 
 /**
@@ -17,10 +18,14 @@ import org.apache.spark.sql.types._
  * In candidate mode (an outer join with a residual, `streamjoin.runtime.interval_residual`) every
  * pair in the window and every outer row's expiry are emitted with the rows' ids.
  *
- * State per key, as Flink keeps it: per side a MapState rowtime (ms) → the rows cached at that
- * time in arrival order, each `(row, matched, id)` (Flink's
- * `MapState<Long, List<Tuple2<RowData, Boolean>>>`); one value with both clean-up timers and the
- * next row id (candidate mode). Cleared when both caches are empty.
+ * State per key: per side a MapState `(rowtime ms, arrival)` → one cached row `(row, matched, id)`, and
+ * the key value the shell keeps with its timers ([[KeyedLogic.keyValueSchema]]): both clean-up timers
+ * and the key's arrival counter. Flink keeps a
+ * `MapState<Long, List<Tuple2<RowData, Boolean>>>` (rowtime → the rows of that time in arrival
+ * order); the arrival in the map key gives the same order when a scan sorts by `(time, arrival)`, and
+ * lets caching a row or setting its `matched` flag be one put of that row, where a list per time
+ * costs a read and a re-encoding of the whole list through Spark's `Row` encoder. In candidate mode
+ * a row's id is its arrival. Cleared when both caches are empty (arrivals then restart at 0).
  *
  * Description (besides [[TwoInputLogic]]'s): `how` (inner | left | right | full), `lowerMs` /
  * `upperMs` (the range of `right.t - left.t`, inclusive), `candidates`.
@@ -35,64 +40,54 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private val windowEnd = Array(upper, -lower)
   private val nulls = dataSchemas.map(s => new Array[Any](s.length))
   private val cacheSchemas = dataSchemas.map { data =>
-    val entry = StructType(Seq(
+    StructType(Seq(
       StructField("row", data, nullable = false),
       StructField("matched", BooleanType, nullable = false),
       StructField("id", LongType, nullable = true)))
-    StructType(Seq(StructField("rows", ArrayType(entry, containsNull = false), nullable = false)))
   }
-  private val timerSchema = StructType(Seq(
+  override val keyValueSchema: StructType = StructType(Seq(
     StructField("leftCleanupTimer", LongType, nullable = true),
     StructField("rightCleanupTimer", LongType, nullable = true),
-    StructField("nextId", LongType, nullable = false)))
+    StructField("nextArrival", LongType, nullable = false)))
 
-  @transient private var caches: Array[MapState[Long, Row]] = _
-  @transient private var timerState: ValueState[Row] = _
-  // The key's timers and next id during a visit: loaded on first use, written back in finish.
+  @transient private var caches: Array[MapState[(Long, Long), Row]] = _
+  // The key's timers and arrival counter during a visit: loaded on first use, written back in finish.
   @transient private var cleanupTimers: Array[java.lang.Long] = _
-  @transient private var nextId: Long = _
+  @transient private var nextArrival: Long = _
   @transient private var loaded: Boolean = _
-  @transient private var cleared: Boolean = _
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     caches = Array("left", "right").zip(cacheSchemas).map { case (side, schema) =>
-      handle.getMapState[Long, Row](s"${side}Rows", Encoders.scalaLong, Encoders.row(schema), ttl)
+      handle.getMapState[(Long, Long), Row](
+        s"${side}Rows", Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong), Encoders.row(schema), ttl)
     }
-    timerState = handle.getValueState("intervalJoinTimers", Encoders.row(timerSchema), ttl)
     loaded = false
   }
 
-  private def load(): Unit = if (!loaded) {
+  private def load(ctx: KeyContext): Unit = if (!loaded) {
     loaded = true
-    if (timerState.exists()) {
-      val s = timerState.get()
+    val s = ctx.keyValue
+    if (s != null) {
       cleanupTimers = Array(if (s.isNullAt(0)) null else s.getLong(0), if (s.isNullAt(1)) null else s.getLong(1))
-      nextId = s.getLong(2)
-    } else { cleanupTimers = Array(null, null); nextId = 0L }
+      nextArrival = s.getLong(2)
+    } else { cleanupTimers = Array(null, null); nextArrival = 0L }
   }
 
-  override def finish(ctx: KeyContext): Unit = {
-    cleared = false
-    if (loaded) {
-      loaded = false
-      // No timer means both caches are empty: the key's state is cleared (ids restart, as on python).
-      cleared = cleanupTimers(0) == null && cleanupTimers(1) == null
-      if (cleared) timerState.clear()
-      else timerState.update(Row(cleanupTimers(0), cleanupTimers(1), nextId))
-    }
+  override def finish(ctx: KeyContext): Unit = if (loaded) {
+    loaded = false
+    // No timer means both caches are empty: the key's state is cleared (ids restart, as on python).
+    ctx.keyValue =
+      if (cleanupTimers(0) == null && cleanupTimers(1) == null) null
+      else Row(cleanupTimers(0), cleanupTimers(1), nextArrival)
   }
-
-  override def keyCleared: Boolean = cleared
 
   /** A cached row: its values, whether it was joined, its id (candidate mode, else null). */
   private final class Entry(val row: Array[Any], var matched: Boolean, val id: java.lang.Long)
 
-  private def decode(stored: Row): Array[Entry] = stored.getSeq[Row](0).map { e =>
-    new Entry(e.getStruct(0).toSeq.toArray[Any], e.getBoolean(1), if (e.isNullAt(2)) null else e.getLong(2))
-  }.toArray
+  private def decode(stored: Row): Entry =
+    new Entry(stored.getStruct(0).toSeq.toArray[Any], stored.getBoolean(1), if (stored.isNullAt(2)) null else stored.getLong(2))
 
-  private def encode(entries: Seq[Entry]): Row =
-    Row(entries.map(e => Row(Row.fromSeq(e.row.toSeq), e.matched, e.id)))
+  private def encode(e: Entry): Row = Row(new GenericRow(e.row), e.matched, e.id)
 
   private def operatorTime(time: Long): Long = if (eventTime) math.max(time, 0L) else time
 
@@ -105,13 +100,15 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
       throw new IllegalStateException(
         s"an interval join consumes insert-only input; got ${e.kind}${e.row.mkString("[", ", ", "]")} on the " +
           s"${if (e.side == 0) "left" else "right"} input")
-    load()
+    load(ctx)
     process(ctx, e.row, rowtime(e, now), operatorTime(ctx.timers.time), e.side)
   }
 
   private def process(ctx: KeyContext, row: Array[Any], rowTime: Long, opTime: Long, side: Int): Seq[Change] = {
     val out = ArrayBuffer[Change]()
-    val own = new Entry(row, false, if (candidates) { nextId += 1; nextId - 1 } else null)
+    val arrival = nextArrival
+    nextArrival += 1
+    val own = new Entry(row, false, if (candidates) arrival else null)
     if (upper < lower) {
       // Flink plans no join at all: an outer side passes through null-padded.
       if (outer(side)) expired(Seq(own), side, out)
@@ -124,14 +121,14 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     // Flink skips the scan when the whole window is already expired (see interval_join.py).
     if (otherExpiration < to) {
       val cache = caches(other)
-      // One scan reads every time with its rows (MapState's keys() decodes the values anyway).
-      sortedByTime(cache).foreach { case (time, stored) =>
+      // One scan reads every cached row with its key (MapState's keys() decodes the values anyway).
+      sorted(cache).foreach { case (at @ (time, _), stored) =>
         val inWindow = joinable && from <= time && time <= to
         val expiredNow = time <= otherExpiration
         if (inWindow || expiredNow) {
-          val entries = decode(stored)
+          val entry = decode(stored)
           var updated = false
-          if (inWindow) entries.foreach { entry =>
+          if (inWindow) {
             out += Change(RowKind.Insert, if (side == 0) pair(own, entry) else pair(entry, own))
             matched = true
             // Only an outer side reads its rows' flag (as Flink's TimeIntervalJoin): an inner side's
@@ -139,25 +136,22 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
             if (outer(other) && !entry.matched) { entry.matched = true; updated = true }
           }
           if (expiredNow) {
-            if (outer(other)) expired(entries.toSeq, other, out)
-            cache.removeKey(time)
-          } else if (updated) cache.updateValue(time, encode(entries.toSeq))
+            if (outer(other)) expired(Seq(entry), other, out)
+            cache.removeKey(at)
+          } else if (updated) cache.updateValue(at, encode(entry))
         }
       }
     }
     own.matched = matched
     if (opTime < to) {
-      val cache = caches(side)
-      val stored = cache.getValue(rowTime)
-      val entries = if (stored == null) Seq(own) else decode(stored).toSeq :+ own
-      cache.updateValue(rowTime, encode(entries))
+      caches(side).updateValue((rowTime, arrival), encode(own))
       if (cleanupTimers(side) == null) registerCleanup(ctx, rowTime, side)
     } else if (outer(side)) expired(Seq(own), side, out)
     out.toSeq
   }
 
   override def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = {
-    load()
+    load(ctx)
     val out = ArrayBuffer[Change]()
     val opTime = operatorTime(ctx.timers.time)
     // The right cache first when both timers share the timestamp (Flink's order).
@@ -168,16 +162,18 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
 
   private def removeExpired(ctx: KeyContext, expiration: Long, side: Int, out: ArrayBuffer[Change]): Unit = {
     val cache = caches(side)
-    val (gone, left) = sortedByTime(cache).span(_._1 <= expiration)
-    gone.foreach { case (time, stored) =>
-      if (outer(side)) expired(decode(stored).toSeq, side, out)
-      cache.removeKey(time)
+    val (gone, left) = sorted(cache).span(_._1._1 <= expiration)
+    gone.foreach { case (at, stored) =>
+      if (outer(side)) expired(Seq(decode(stored)), side, out)
+      cache.removeKey(at)
     }
-    if (left.nonEmpty) registerCleanup(ctx, left.head._1, side) else cleanupTimers(side) = null
+    if (left.nonEmpty) registerCleanup(ctx, left.head._1._1, side) else cleanupTimers(side) = null
   }
 
-  /** A cache's times with their stored rows, oldest first (RocksDB returns the keys in byte order). */
-  private def sortedByTime(cache: MapState[Long, Row]): Array[(Long, Row)] = cache.iterator().toArray.sortBy(_._1)
+  /** A cache's rows with their `(time, arrival)` keys, oldest first and in arrival order within a time
+   * (RocksDB returns the keys in the byte order of their encoding, not by value). */
+  private def sorted(cache: MapState[(Long, Long), Row]): Array[((Long, Long), Row)] =
+    cache.iterator().toArray.sortBy(_._1)
 
   private def registerCleanup(ctx: KeyContext, rowTime: Long, side: Int): Unit = {
     val at = rowTime + windowEnd(side) + 1

@@ -17,8 +17,11 @@ object Clock {
   val Instant = "instant"
 }
 
-/** The shell's per-key context a logic works with: the key's timers and its late-row count. */
-final class KeyContext(val timers: TimerService, var lateDropped: Long)
+/** The shell's per-key context a logic works with: the key's timers, its late-row count and the logic's key
+ * value ([[KeyedLogic.keyValueSchema]]; null when the logic has none or holds nothing for the key). */
+final class KeyContext(val timers: TimerService, var lateDropped: Long) {
+  var keyValue: Row = null
+}
 
 /**
  * An operator's per-key logic, as [[KeyedOperator]] runs it (Flink's `KeyedProcessFunction`; the
@@ -60,11 +63,14 @@ abstract class KeyedLogic extends Serializable {
   /** After the key's visit (write back what the visit cached). */
   def finish(ctx: KeyContext): Unit = ()
 
-  /** Read after [[finish]]: whether this visit left the key no state of its own. The shell then forgets the key's
-   * time with its last timer, so a key that comes and goes leaves no state row behind (python: `KeyedLogic.is_done`
-   * clears the key's whole state, time included). Safe because the next visit advances to Spark's clock, which is
-   * not behind the forgotten time. Default: never (the logic keeps state the shell does not know of). */
-  def keyCleared: Boolean = false
+  /** The schema of a small per-key value of the logic (its clean-up timers, a counter) that the shell keeps in its
+   * own per-key timer state, so that a key's visit reads and writes one value instead of two; null for none (the
+   * default). Needs a clock. The shell puts the stored value, or null, in [[KeyContext.keyValue]] before the visit
+   * and stores what the logic leaves there after [[finish]]. A logic that has one leaves null when it holds
+   * nothing else for the key: the shell then forgets the key's time with its last timer, so a key that comes and
+   * goes leaves no state row behind (python: `KeyedLogic.is_done` clears the key's whole state, time included).
+   * Safe because the next visit advances to Spark's clock, which is not behind the forgotten time. */
+  def keyValueSchema: StructType = null
 }
 
 /** Helpers for logics: column positions in an input schema, ordering a key's rows. */

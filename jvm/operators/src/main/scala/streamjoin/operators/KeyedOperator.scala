@@ -32,6 +32,7 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var timerState: ValueState[Row] = _
+  private val keyValueSchema = logic.keyValueSchema
   @transient private var lateState: ValueState[Row] = _
 
   /** The wall clock of the `instant` clock, epoch ms ([[LocalRun]] drives it in the differential tests). */
@@ -41,7 +42,14 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val handle = getHandle
-    if (hasTimers) timerState = handle.getValueState("timers", Encoders.row(KeyedOperator.TimerSchema), TTLConfig.NONE)
+    if (keyValueSchema != null && !hasTimers)
+      throw new IllegalArgumentException(s"${logic.getClass.getSimpleName} keeps a key value with the timers, but the clock is $clock")
+    if (hasTimers) {
+      val schema =
+        if (keyValueSchema == null) KeyedOperator.TimerSchema
+        else KeyedOperator.TimerSchema.add(StructField("keyValue", keyValueSchema, nullable = true))
+      timerState = handle.getValueState("timers", Encoders.row(schema), TTLConfig.NONE)
+    }
     if (logic.countsLateRows) lateState = handle.getValueState("numLateRecordsDropped", Encoders.row(KeyedOperator.LateSchema), TTLConfig.NONE)
     val ttl = if (stateTtlMs > 0) TTLConfig(Duration.ofMillis(stateTtlMs)) else TTLConfig.NONE
     logic.open(handle, ttl)
@@ -62,7 +70,9 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     val timers = new java.util.TreeSet[java.lang.Long]()
     stored.getSeq[Long](1).foreach(t => timers.add(t))
     val spark: java.lang.Long = if (stored.isNullAt(2)) null else stored.getLong(2)
-    (new KeyContext(new TimerService(stored.getLong(0), timers), late), spark)
+    val ctx = new KeyContext(new TimerService(stored.getLong(0), timers), late)
+    if (keyValueSchema != null && !stored.isNullAt(3)) ctx.keyValue = stored.getStruct(3)
+    (ctx, spark)
   }
 
   override def handleInputRows(key: Row, inputRows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
@@ -112,12 +122,15 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
         if (registered != null) getHandle.deleteTimer(registered)
         if (wanted != null) getHandle.registerTimer(wanted)
       }
-      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || logic.keyCleared)) timerState.clear()
+      val keyCleared = keyValueSchema != null && ctx.keyValue == null
+      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || keyCleared)) timerState.clear()
       else {
         val times = new Array[Long](ctx.timers.timers.size)
         var i = 0
         ctx.timers.timers.forEach { t => times(i) = t; i += 1 }
-        timerState.update(Row(ctx.timers.time, times.toSeq, wanted))
+        timerState.update(
+          if (keyValueSchema == null) Row(ctx.timers.time, times.toSeq, wanted)
+          else Row(ctx.timers.time, times.toSeq, wanted, ctx.keyValue))
       }
     }
     if (lateState != null && ctx.lateDropped != lateBefore) lateState.update(Row(ctx.lateDropped))

@@ -3,7 +3,7 @@ package streamjoin.operators
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
-import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 import org.apache.spark.sql.types._
 
 /**
@@ -20,8 +20,9 @@ import org.apache.spark.sql.types._
  *
  * State per key, as Flink keeps it: MapState `probeRows` arrival index → (rowtime ms, RowKind,
  * row) (Flink's `left`), MapState `versions` version time (ms) → (RowKind, row) (Flink's
- * `right`), and one value with the next arrival index, the registered timer and the latest
- * version time (Flink's `next-index` and `timer`). The value is cleared when the key holds nothing.
+ * `right`), and the key value the shell keeps with its timers ([[KeyedLogic.keyValueSchema]]): the
+ * next arrival index, the registered timer and the latest version time (Flink's `next-index` and
+ * `timer`), null when the key holds nothing.
  *
  * Description (besides [[TwoInputLogic]]'s): `how` (inner | left), `appendOnlyVersions`.
  */
@@ -36,53 +37,44 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private val versionSchema = StructType(Seq(
     StructField("kind", StringType, nullable = false),
     StructField("row", dataSchemas(1), nullable = false)))
-  private val valueSchema = StructType(Seq(
+  override val keyValueSchema: StructType = StructType(Seq(
     StructField("nextIndex", LongType, nullable = false),
     StructField("timer", LongType, nullable = true),
     StructField("latestVersion", LongType, nullable = true)))
 
   @transient private var probes: MapState[Long, Row] = _
   @transient private var versions: MapState[Long, Row] = _
-  @transient private var valueState: ValueState[Row] = _
   // The key's value during a visit: loaded on first use, written back in finish.
   @transient private var nextIndex: Long = _
   @transient private var timer: java.lang.Long = _
   @transient private var latestVersion: java.lang.Long = _
   @transient private var loaded: Boolean = _
-  @transient private var cleared: Boolean = _
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     probes = handle.getMapState[Long, Row]("probeRows", Encoders.scalaLong, Encoders.row(probeSchema), ttl)
     versions = handle.getMapState[Long, Row]("versions", Encoders.scalaLong, Encoders.row(versionSchema), ttl)
-    valueState = handle.getValueState("temporalJoinTimer", Encoders.row(valueSchema), ttl)
     loaded = false
   }
 
-  private def load(): Unit = if (!loaded) {
+  private def load(ctx: KeyContext): Unit = if (!loaded) {
     loaded = true
-    if (valueState.exists()) {
-      val s = valueState.get()
+    val s = ctx.keyValue
+    if (s != null) {
       nextIndex = s.getLong(0)
       timer = if (s.isNullAt(1)) null else s.getLong(1)
       latestVersion = if (s.isNullAt(2)) null else s.getLong(2)
     } else { nextIndex = 0L; timer = null; latestVersion = null }
   }
 
-  override def finish(ctx: KeyContext): Unit = {
-    cleared = false
-    if (loaded) {
-      loaded = false
-      // Pending probe rows keep a timer and versions a latest time: otherwise the key holds nothing.
-      cleared = timer == null && latestVersion == null && nextIndex == 0L
-      if (cleared) valueState.clear()
-      else valueState.update(Row(nextIndex, timer, latestVersion))
-    }
+  override def finish(ctx: KeyContext): Unit = if (loaded) {
+    loaded = false
+    // Pending probe rows keep a timer and versions a latest time: otherwise the key holds nothing.
+    ctx.keyValue =
+      if (timer == null && latestVersion == null && nextIndex == 0L) null else Row(nextIndex, timer, latestVersion)
   }
 
-  override def keyCleared: Boolean = cleared
-
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
-    load()
+    load(ctx)
     val time = rowtime(e, now)
     if (e.side == 0) {
       probes.updateValue(nextIndex, Row(time, e.kind, Row.fromSeq(e.row.toSeq)))
@@ -107,7 +99,7 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   /** Emit every buffered probe row at or before the watermark (in arrival order), drop versions
    * no later probe row can use, set the next timer. */
   override def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = {
-    load()
+    load(ctx)
     val watermark = ctx.timers.time
     timer = null
     val times = versions.keys().toArray.sorted
