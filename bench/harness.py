@@ -20,7 +20,8 @@ from pyspark.sql import DataFrame
 
 @dataclass
 class Measurement:
-    """One query's figures: rows/s over the whole run, batch latency (ms), state after the last batch."""
+    """One query's figures: rows/s over the whole run, batch latency (ms), state after the last batch, and each
+    micro-batch that read rows, in order, as ``(input rows, triggerExecution ms)`` (``per_batch``)."""
 
     name: str
     input_rows: int
@@ -30,10 +31,18 @@ class Measurement:
     batch_ms_p95: float
     state_rows: int
     state_bytes: int
+    per_batch: tuple[tuple[int, float], ...] = ()
 
     @property
     def rows_per_second(self) -> float:
         return self.input_rows / self.seconds if self.seconds else 0.0
+
+    def rows_per_second_over(self, batches: int) -> float:
+        """Rows/s over the first ``batches`` micro-batches that read rows, from their own durations (the
+        query's start and end excluded): what compares two runs over the same prefix of one input."""
+        first = self.per_batch[:batches]
+        ms = sum(d for _, d in first)
+        return sum(r for r, _ in first) / (ms / 1000) if ms else 0.0
 
 
 def failed(name: str, error: Exception) -> Measurement:
@@ -59,6 +68,7 @@ def from_progress(name: str, progress: list, seconds: float, *, input_rows: int 
         batch_ms_p95=durations[min(len(durations) - 1, int(len(durations) * 0.95))] if durations else 0.0,
         state_rows=sum(op.numRowsTotal for op in last.stateOperators) if last else 0,
         state_bytes=sum(op.memoryUsedBytes for op in last.stateOperators) if last else 0,
+        per_batch=tuple((p.numInputRows, float(p.durationMs["triggerExecution"])) for p in busy),
     )
 
 
