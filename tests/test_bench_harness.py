@@ -1,0 +1,26 @@
+"""The benchmark's figures from Spark's progress reports, and the jvm/python ratio over the same micro-batches."""
+
+from types import SimpleNamespace
+
+from bench.harness import from_progress
+
+
+def _progress(rows: int, ms: float, state_rows: int = 0):
+    return SimpleNamespace(numInputRows=rows, durationMs={"triggerExecution": ms},
+                           stateOperators=[SimpleNamespace(numRowsTotal=state_rows, memoryUsedBytes=0)])
+
+
+def test_rows_per_second_over_a_prefix_use_those_micro_batches_own_durations():
+    # A no-data micro-batch (0 rows) is no micro-batch of the input: it is neither counted nor timed.
+    progress = [_progress(100, 1000), _progress(0, 50), _progress(300, 500), _progress(600, 3000, state_rows=7)]
+    m = from_progress("q", progress, seconds=10.0)
+    assert m.per_batch == ((100, 1000.0), (300, 500.0), (600, 3000.0))
+    assert (m.input_rows, m.batches, m.state_rows) == (1000, 3, 7)
+    assert m.rows_per_second == 100.0  # the whole run's wall clock
+    assert m.rows_per_second_over(1) == 100.0
+    assert m.rows_per_second_over(2) == 400 / 1.5
+    assert m.rows_per_second_over(10) == 1000 / 4.5  # fewer micro-batches than asked: all of them
+
+
+def test_a_run_without_micro_batches_has_no_rate():
+    assert from_progress("q", [], seconds=1.0).rows_per_second_over(2) == 0.0
