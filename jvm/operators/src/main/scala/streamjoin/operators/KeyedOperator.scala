@@ -21,7 +21,7 @@ import org.apache.spark.sql.types._
  * + _seq`. An expired Spark timer advances the key to the current time the same way.
  *
  * A key's timers live in its state (`timers`: time, registered times, the Spark timer standing for
- * them), advanced lazily as Flink's timer service would have fired them: Spark runs a batch's input
+ * them, and the logic's [[KeyedLogic.keyValueSchema]] value when it has one), advanced lazily as Flink's timer service would have fired them: Spark runs a batch's input
  * before its expired timers, Flink fires a watermark's timers before the rows after it.
  *
  * @param logic      the operator's logic
