@@ -14,8 +14,9 @@ on the same TPC-H rows, then each ``sql/`` pipeline end to end beside a Kafka â†
    batch size, a prefix: on all of them python alone would take twice as long as the rest of the run), each
    after a warm-up run on a few rows. The jvm/python ratio compares the two engines over the same micro-batches:
    rows/s from the durations of the first ``--python-batches`` micro-batches of each (a prefix against the
-   whole input would favour python, whose state is then smaller and fewer timers have fired). The engine is ``spark.streamjoin.engine``, set before each query is built; an
-   operator without a Scala twin runs on python even on ``jvm``, and the table says so.
+   whole input would favour python, whose state is then smaller and fewer timers have fired). The engine is
+   ``spark.streamjoin.engine``, set before each query is built; an operator without a Scala twin runs on python
+   even on ``jvm``, and the table says so.
 4. Pipelines (:mod:`bench.pipelines`) at ``--pipeline-scale-factor``.
 
 ``--only QUERY...`` runs only the matching operator queries (steps 1 and 3), ``--engines`` picks the engines
