@@ -199,3 +199,19 @@ def test_a_backfills_restated_days_are_not_changes_of_the_stream(spark):
     df = changelog_violations(spark.createDataFrame(rows, CHANGELOG), ["k"])
     assert sorted((r.k, r._batch_id, r[VIOLATION_COLUMN] or "") for r in df.collect()) == [
         (1, 0, ""), (2, 1, ""), (2, 1, "+I of a key already present")]
+
+
+def test_a_check_whose_other_table_is_missing_is_a_warning_not_evaluated(spark, tmp_path):
+    """Launching one pipeline alone is normal: its check that compares with another pipeline's table, which no run
+    has written yet, reports a WARN naming the missing table instead of failing the run."""
+    from dagster import AssetCheckSeverity, build_asset_check_context
+
+    from checks.lineitem_with_order import lineitem_with_order_checks
+    from resources import TpchResource
+
+    [check] = [c for c in lineitem_with_order_checks if c.spec.name == "lineitem_with_order_matches_current_orders"]
+    context = build_asset_check_context(resources={
+        "spark": SparkResource(), "lakehouse": LakehouseResource(root=str(tmp_path)), "tpch": TpchResource(scale_factor=0.001)})
+    result = check.definition()(context)
+    assert not result.passed and result.severity == AssetCheckSeverity.WARN
+    assert result.metadata["not evaluated"].text.startswith(f"orders_current has no Delta table at {tmp_path / 'orders_current'}")

@@ -6,7 +6,9 @@ dimension tables the lookup joins read; the sink table must then equal the
 batch query over the same input (the recomputation the pipeline's Great
 Expectations check uses), and the input must exercise what the pipeline is
 about. Every pipeline runs on both operator engines (one lakehouse each), so
-the engines also agree with each other on the TPC-H pipelines.
+the engines also agree with each other on the TPC-H pipelines. The ``jvm`` engine's runs are ``slow``
+(``make test-all``): in ``make test`` every pipeline runs on that engine through Dagster in
+``tests/test_e2e_lakehouse.py``, whose checks compare each table with the same batch queries.
 """
 
 import pytest
@@ -36,6 +38,8 @@ def lake(tmp_path_factory, tpch_inputs):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("engine", [pytest.param(e, marks=[pytest.mark.slow] if e == "jvm" else []) for e in ENGINES],
+                         indirect=True)
 def test_streamjoin_run_equals_the_batch_query(name, engine, spark, kafka_bootstrap, demo_topics, tpch_inputs, lake):
     code = main(["run", str(SQL_DIR / f"{name}.sql"), "--available-now", "--bootstrap-servers", kafka_bootstrap,
                  "--lakehouse", str(lake / engine), "--engine", engine])
