@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
@@ -169,7 +171,10 @@ def test_dagster_definitions_load_and_every_job_resolves():
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"orders_current_job", "load_tpch_topics_job"}
 
 
+@pytest.mark.slow  # the same job and checks run from the UI in tests/test_dagster_ui.py (make test)
 def test_dagster_job_runs_from_the_cli_and_its_check_passes(kafka_bootstrap, demo_topics, tmp_path):
+    """``dagster job execute -m dagster_project.definitions``: the code location loaded as a module, not through
+    ``workspace.yaml``; one run in the CLI's own process."""
     env = dict(
         os.environ,
         KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
