@@ -34,10 +34,12 @@ from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import temporal_join
 
-__all__ = ["Case", "CASES"]
+__all__ = ["Case", "CASES", "OVER_COARSE", "COARSE_PARTITIONS"]
 
 Streams = dict[str, Callable[[], DataFrame]]
 _DAY_MS = 86_400_000
+#: The OVER case with 10× the rows per partition (:data:`COARSE_PARTITIONS`).
+OVER_COARSE = "OVER (RANGE 7 days), 10× rows per partition"
 _CHANGELOG = (ROWKIND_COLUMN, SEQ_COLUMN)
 
 
@@ -113,10 +115,21 @@ def _native_interval(how: str):
 _OVER_COLUMNS = ["l_orderkey", "l_linenumber", "l_partkey", "l_extendedprice", "l_shiptime", "p_type"]
 
 
-def _over(s: Streams) -> DataFrame:
-    items = s["lineitem"]().select(*_OVER_COLUMNS, *_CHANGELOG)
-    return over_aggregate(items, partition_by=["p_type"], order_by="l_shiptime", frame="range",
-                          preceding_ms=7 * _DAY_MS, aggregates=[("max_price", "MAX", "l_extendedprice")])
+#: The coarse OVER case partitions by ``l_partkey`` modulo this: 15 partitions against ``p_type``'s 150, so each
+#: partition holds 10× the rows, frame and MAX view (issue: "cost per row flat when the state per key grows 10×").
+COARSE_PARTITIONS = 15
+_OVER_SQL = ("SELECT {columns}, MAX(l_extendedprice) OVER (PARTITION BY {partition} ORDER BY l_shiptime "
+             "RANGE BETWEEN INTERVAL '7' DAY PRECEDING AND CURRENT ROW) AS max_price FROM {source}")
+
+
+def _over(partition: str):
+    def build(s: Streams) -> DataFrame:
+        items = s["lineitem"]().select(*_OVER_COLUMNS, *_CHANGELOG)
+        if partition == "p_group":
+            items = items.withColumn("p_group", F.col("l_partkey") % COARSE_PARTITIONS)
+        return over_aggregate(items, partition_by=[partition], order_by="l_shiptime", frame="range",
+                              preceding_ms=7 * _DAY_MS, aggregates=[("max_price", "MAX", "l_extendedprice")])
+    return build
 
 
 _GROUP_BY = ["l_returnflag", "l_linestatus"]
@@ -155,9 +168,12 @@ CASES: tuple[Case, ...] = (
                                  version_time="rate_time"),
          no_native="Spark has no event-time temporal join"),
     Case("OVER (RANGE 7 days)", ("lineitem",),
-         f"SELECT {', '.join(_OVER_COLUMNS)}, MAX(l_extendedprice) OVER (PARTITION BY p_type ORDER BY l_shiptime "
-         "RANGE BETWEEN INTERVAL '7' DAY PRECEDING AND CURRENT ROW) AS max_price FROM lineitem",
-         _over, no_native="Spark rejects a window function over a stream"),
+         _OVER_SQL.format(columns=", ".join(_OVER_COLUMNS), partition="p_type", source="lineitem"),
+         _over("p_type"), no_native="Spark rejects a window function over a stream"),
+    Case(OVER_COARSE, ("lineitem",),
+         _OVER_SQL.format(columns=", ".join(_OVER_COLUMNS), partition="p_group",
+                          source=f"(SELECT *, MOD(l_partkey, {COARSE_PARTITIONS}) AS p_group FROM lineitem)"),
+         _over("p_group"), no_native="Spark rejects a window function over a stream"),
     Case("group aggregate", ("lineitem",), _GROUP_SQL,
          lambda s: group_aggregate(s["lineitem"](), group_by=_GROUP_BY, aggregates=_AGGREGATES, insert_only_input=True),
          _native_group, native_mode="update"),

@@ -20,18 +20,38 @@ trait AggregateView {
   def remove(value: Any): Unit
   def keys: Iterator[Any]
   def clear(): Unit
+  /** Write the visit's changes to the state: call before the key's visit ends ([[CachedMapState]]). */
+  def flush(): Unit
 }
 
-/** An [[AggregateView]] backed by a `MapState[Row(value), Row(count)]`: one point lookup per change. */
+/**
+ * An [[AggregateView]] backed by a `MapState[Row(value), Row(count)]`, through a key visit's
+ * [[CachedMapState]]: a value's count is read at most once and written at most once per visit.
+ */
 final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
-  def get(value: Any): Long = {
-    val found = state.getValue(Row(value))
-    if (found == null) 0L else found.getLong(0)
+  // Binary values are arrays: compared by content in the cache through a ByteBuffer.
+  private def cacheKey(value: Any): Any = value match {
+    case bytes: Array[Byte] => java.nio.ByteBuffer.wrap(bytes)
+    case other => other
   }
-  def put(value: Any, count: Long): Unit = state.updateValue(Row(value), Row(count))
-  def remove(value: Any): Unit = state.removeKey(Row(value))
-  def keys: Iterator[Any] = state.keys().map(_.get(0))
-  def clear(): Unit = state.clear()
+  private val cached = new CachedMapState[Any, java.lang.Long, Row, Row](
+    state,
+    {
+      case buffer: java.nio.ByteBuffer => Row(buffer.array())
+      case other => Row(other)
+    },
+    count => Row(count.longValue()),
+    row => java.lang.Long.valueOf(row.getLong(0)))
+
+  def get(value: Any): Long = {
+    val count = cached.get(cacheKey(value))
+    if (count == null) 0L else count.longValue()
+  }
+  def put(value: Any, count: Long): Unit = cached.put(cacheKey(value), java.lang.Long.valueOf(count))
+  def remove(value: Any): Unit = cached.remove(cacheKey(value))
+  def keys: Iterator[Any] = cached.keys.map(_.get(0))
+  def clear(): Unit = cached.clear()
+  def flush(): Unit = cached.flush()
 }
 
 /** One aggregate `function(column) AS output` (`streamjoin.runtime.aggregates.AggregateCall`); column null = `COUNT(*)`. */

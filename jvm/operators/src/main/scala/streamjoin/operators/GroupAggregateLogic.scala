@@ -106,5 +106,6 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   override def finish(ctx: KeyContext): Unit = if (loaded) {
     loaded = false
     if (accs == null) state.clear() else state.update(Row(count, aggregates.store(accs)))
+    views.foreach(v => if (v != null) v.flush())
   }
 }

@@ -3,7 +3,7 @@ package streamjoin.operators
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
-import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
+import org.apache.spark.sql.streaming.{StatefulProcessorHandle, TTLConfig, ValueState}
 import org.apache.spark.sql.types._
 
 /**
@@ -18,6 +18,9 @@ import org.apache.spark.sql.types._
  *  - `overState`: one value with the accumulators, Flink's `lastTriggeringTs`, the clean-up timer's
  *    time (bounded RANGE) and `head`/`tail`; read on a key visit's first use, written in [[store]];
  *  - the aggregates' views as MapStates (see [[Aggregates.openViews]]).
+ *
+ * The MapStates are read and written through a key visit's [[CachedMapState]]: a visit buffers
+ * hundreds of rows of a few times and fires a timer per time, each touching the same entries.
  */
 final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: StatefulProcessorHandle, ttl: TTLConfig,
                       bounded: Boolean) {
@@ -31,15 +34,21 @@ final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: Sta
     StructField("cleanupTs", LongType, nullable = true),
     StructField("head", LongType, nullable = false),
     StructField("tail", LongType, nullable = false)))
-  private val longKey = StructType(Seq(StructField("key", LongType, nullable = false)))
   private val rowsSchema = StructType(Seq(StructField("rows", ArrayType(rowSchema, containsNull = false), nullable = false)))
   private val frameSchema = StructType(Seq(
     StructField("time", LongType, nullable = false), StructField("args", argsSchema, nullable = false)))
 
   private val value: ValueState[Row] = handle.getValueState("overState", Encoders.row(valueSchema), ttl)
-  private val pending: MapState[Row, Row] = handle.getMapState("pending", Encoders.row(longKey), Encoders.row(rowsSchema), ttl)
-  private val frame: MapState[Row, Row] =
-    if (bounded) handle.getMapState("frame", Encoders.row(longKey), Encoders.row(frameSchema), ttl) else null
+  private val pending = new CachedMapState[Long, ArrayBuffer[Array[Any]], Long, Row](
+    handle.getMapState("pending", Encoders.scalaLong, Encoders.row(rowsSchema), ttl), identity,
+    rows => Row(rows.map(r => Row.fromSeq(r.toSeq)).toSeq),
+    stored => stored.getSeq[Row](0).iterator.map(_.toSeq.toArray).to(ArrayBuffer))
+  private val frame =
+    if (!bounded) null
+    else new CachedMapState[Long, OverState.FrameRow, Long, Row](
+      handle.getMapState("frame", Encoders.scalaLong, Encoders.row(frameSchema), ttl), identity,
+      f => Row(f.time, Row.fromSeq(f.args.toSeq)),
+      stored => OverState.FrameRow(stored.getLong(0), stored.getStruct(1).toSeq.toArray))
   val views: Array[AggregateView] = aggregates.openViews(handle, ttl)
 
   var accs: Array[Array[Any]] = _
@@ -66,37 +75,44 @@ final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: Sta
     accs = aggregates.create(); lastTriggeringTs = 0L; cleanupTs = null; head = 0L; tail = 0L
   }
 
-  /** Write the key's value back after its visit. */
+  /** Write the key's value and the visit's changes of its MapStates back after its visit. */
   def store(): Unit = if (loaded) {
     loaded = false
     value.update(Row(aggregates.store(accs), lastTriggeringTs, cleanupTs, head, tail))
+    pending.flush()
+    if (frame != null) frame.flush()
+    views.foreach(v => if (v != null) v.flush())
   }
 
   /** The rows waiting at `time`, or null. */
   def pendingAt(time: Long): Array[Array[Any]] = {
-    val found = pending.getValue(Row(time))
-    if (found == null) null else found.getSeq[Row](0).map(_.toSeq.toArray).toArray
+    val rows = pending.get(time)
+    if (rows == null) null else rows.toArray
   }
 
-  def putPending(time: Long, rows: Array[Array[Any]]): Unit =
-    pending.updateValue(Row(time), Row(rows.map(r => Row.fromSeq(r.toSeq)).toSeq))
+  /** Add `row` to the rows waiting at `time`; returns whether it is the first. */
+  def appendPending(time: Long, row: Array[Any]): Boolean = {
+    val rows = pending.get(time)
+    if (rows == null) { pending.put(time, ArrayBuffer(row)); true }
+    else { rows += row; pending.put(time, rows); false }
+  }
 
-  def removePending(time: Long): Unit = pending.removeKey(Row(time))
+  def removePending(time: Long): Unit = pending.remove(time)
 
   def frameSize: Long = tail - head
 
   def frameAppend(time: Long, args: Array[Any]): Unit = {
-    frame.updateValue(Row(tail), Row(time, Row.fromSeq(args.toSeq)))
+    frame.putNew(tail, OverState.FrameRow(time, args))
     tail += 1
   }
 
   /** The oldest frame entry's time and arguments (the frame must not be empty). */
   def frameOldest: (Long, Array[Any]) = {
-    val r = frame.getValue(Row(head))
-    (r.getLong(0), r.getStruct(1).toSeq.toArray)
+    val r = frame.get(head)
+    (r.time, r.args)
   }
 
-  def frameDropOldest(): Unit = { frame.removeKey(Row(head)); head += 1 }
+  def frameDropOldest(): Unit = { frame.remove(head); head += 1 }
 
   /** Forget everything but the timers (Flink's clean-up). */
   def clear(): Unit = {
@@ -105,6 +121,11 @@ final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: Sta
     pending.clear()
     if (frame != null) frame.clear()
   }
+}
+
+object OverState {
+  /** A frame entry: the emitted row's time and its aggregate arguments. */
+  final case class FrameRow(time: Long, args: Array[Any])
 }
 
 /**
@@ -120,10 +141,9 @@ abstract class OverFunction(val aggregates: Aggregates) extends Serializable {
 
   /** Keep `row` with the rows of `time`; the first row of a time registers the timer at `timerAt`. Returns whether it was the first. */
   protected def buffer(s: OverState, ctx: KeyContext, row: Array[Any], time: Long, timerAt: Long): Boolean = {
-    val rows = s.pendingAt(time)
-    if (rows == null) { s.putPending(time, Array(row)); ctx.timers.register(timerAt) }
-    else s.putPending(time, rows :+ row)
-    rows == null
+    val first = s.appendPending(time, row)
+    if (first) ctx.timers.register(timerAt)
+    first
   }
 
   /** The rows waiting at `time`, taken out of the state (null when none). */
