@@ -34,11 +34,12 @@ from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import temporal_join
 
-__all__ = ["Case", "CASES", "OVER_COARSE", "COARSE_PARTITIONS"]
+__all__ = ["Case", "CASES", "OVER", "OVER_COARSE", "COARSE_PARTITIONS"]
 
 Streams = dict[str, Callable[[], DataFrame]]
 _DAY_MS = 86_400_000
-#: The OVER case with 10× the rows per partition (:data:`COARSE_PARTITIONS`).
+#: The OVER case, over ``p_type``'s 150 partitions, and the one with 10× the rows per partition (:data:`COARSE_PARTITIONS`).
+OVER = "OVER (RANGE 7 days)"
 OVER_COARSE = "OVER (RANGE 7 days), 10× rows per partition"
 _CHANGELOG = (ROWKIND_COLUMN, SEQ_COLUMN)
 
@@ -167,7 +168,7 @@ CASES: tuple[Case, ...] = (
          lambda s: temporal_join(s["orders"](), s["rates"](), on=[("o_currency", "currency")], probe_time="o_ordertime",
                                  version_time="rate_time"),
          no_native="Spark has no event-time temporal join"),
-    Case("OVER (RANGE 7 days)", ("lineitem",),
+    Case(OVER, ("lineitem",),
          _OVER_SQL.format(columns=", ".join(_OVER_COLUMNS), partition="p_type", source="lineitem"),
          _over("p_type"), no_native="Spark rejects a window function over a stream"),
     Case(OVER_COARSE, ("lineitem",),

@@ -41,7 +41,7 @@ from pathlib import Path
 import pyspark
 
 from bench.harness import Measurement, failed, load, machine, measure
-from bench.operators import CASES, COARSE_PARTITIONS, OVER_COARSE, Case
+from bench.operators import CASES, COARSE_PARTITIONS, OVER, OVER_COARSE, Case
 from bench.pipelines import run_pipelines
 from bench.tpch_streams import BenchTable, bench_tables, flink_ddl, spark_streams, tpch_changelog, write_csv
 from streamjoin.config import PROJECT_ROOT, local_dir
@@ -223,16 +223,16 @@ def _state_growth(operators, flink, tables: dict[str, BenchTable], prefix: int) 
     """The line on the cost per row when the state per key grows 10×: the coarse OVER case's rows/s as a multiple of
     the OVER case's, per engine (python over the first ``prefix`` micro-batches, as its other figures) and Flink."""
     cases = {case.name: (case, figures) for case, figures in operators}
-    if "OVER (RANGE 7 days)" not in cases or OVER_COARSE not in cases:
+    if OVER not in cases or OVER_COARSE not in cases:
         return []
-    (fine_case, fine), (_, coarse) = cases["OVER (RANGE 7 days)"], cases[OVER_COARSE]
+    (fine_case, fine), (_, coarse) = cases[OVER], cases[OVER_COARSE]
     parts = []
     for engine in ("jvm", "python"):
         if engine in fine and engine in coarse:
             rate = (lambda m: m.rows_per_second_over(prefix)) if engine == "python" else (lambda m: m.rows_per_second)
             parts.append(f"{engine} {_ratio(rate(coarse[engine][0]), rate(fine[engine][0]))}")
-    if "ms" in flink.get("OVER (RANGE 7 days)", {}) and "ms" in flink.get(OVER_COARSE, {}):
-        parts.append(f"Flink {_ratio(1 / flink[OVER_COARSE]['ms'], 1 / flink['OVER (RANGE 7 days)']['ms'])}")
+    if "ms" in flink.get(OVER, {}) and "ms" in flink.get(OVER_COARSE, {}):
+        parts.append(f"Flink {_ratio(1 / flink[OVER_COARSE]['ms'], 1 / flink[OVER]['ms'])}")
     rows = sum(tables[t].rows for t in fine_case.tables)
     return ["", f"Cost per row as the state per key grows 10× (the same {rows:,} rows over {COARSE_PARTITIONS} OVER "
             f"partitions instead of 150): rows/s as a multiple of the 150-partition query's (flat: 1.00×): "

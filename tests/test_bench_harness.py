@@ -27,7 +27,7 @@ def test_a_run_without_micro_batches_has_no_rate():
 
 
 def test_the_cost_per_row_line_compares_the_coarse_over_case_with_the_fine_one():
-    from bench.operators import CASES, OVER_COARSE
+    from bench.operators import CASES, OVER, OVER_COARSE
     from bench.run import _state_growth
 
     cases = {c.name: c for c in CASES}
@@ -35,8 +35,8 @@ def test_the_cost_per_row_line_compares_the_coarse_over_case_with_the_fine_one()
             "python": (from_progress("f", [_progress(100, 1000), _progress(100, 1000)], seconds=30.0), "")}
     coarse = {"jvm": (from_progress("c", [_progress(600, 1000)], seconds=5.0), ""),
               "python": (from_progress("c", [_progress(100, 500), _progress(100, 500)], seconds=30.0), "")}
-    operators = [(cases["OVER (RANGE 7 days)"], fine), (cases[OVER_COARSE], coarse)]
-    flink = {"OVER (RANGE 7 days)": {"ms": 4000}, OVER_COARSE: {"ms": 8000}}
+    operators = [(cases[OVER], fine), (cases[OVER_COARSE], coarse)]
+    flink = {OVER: {"ms": 4000}, OVER_COARSE: {"ms": 8000}}
     tables = {"lineitem": SimpleNamespace(rows=600)}
     [_, line] = _state_growth(operators, flink, tables, prefix=2)
     # jvm over its whole runs (120 against 60 rows/s), python over its first 2 micro-batches, Flink over its net runtimes.
