@@ -165,6 +165,9 @@ class Producer(threading.Thread):
     its own order; slice ``i`` of every topic is written before slice ``i + 1`` of any. After a slice it
     waits until, in each of ``views``, a batch started later has committed, then ``pause_s``: each slice
     gives a live run at least one micro-batch to be killed in, and a killed run stops the input until it is back.
+    The first wait gives up after 600 s, a later one after 600 s or three times the first one (the run's start and first micro-batch),
+    whichever is longer: a restart costs what the first start cost, which grows with the pipelines in the
+    process and the load of the machine.
     """
 
     def __init__(self, bootstrap: str, changelog, views: Sequence[CheckpointView], chunks: int, pause_s: float) -> None:
@@ -190,21 +193,28 @@ class Producer(threading.Thread):
 
         try:
             topics = self.records()
+            timeout_s = None
             for i in range(self.chunks):
                 before = [view.latest_batch() for view in self.views]
+                started = time.monotonic()
                 with self.lock:
                     for topic, records in topics.items():
                         part = records[len(records) * i // self.chunks: len(records) * (i + 1) // self.chunks]
                         if part:
                             self.written += produce(self.bootstrap, topic, part)
                 for view, batch in zip(self.views, before):
-                    _wait_for_batch_after(view, -1 if batch is None else batch)
+                    _wait_for_batch_after(view, -1 if batch is None else batch, timeout_s or _FIRST_WAIT_S)
+                timeout_s = timeout_s or max(_FIRST_WAIT_S, 3 * (time.monotonic() - started))
                 time.sleep(self.pause_s)
         except BaseException as e:  # noqa: BLE001 - reported by the trial
             self.error = e
 
 
-def _wait_for_batch_after(view: CheckpointView, batch: int, timeout_s: float = 300.0) -> None:
+#: The longest the producer waits for the pipelines' first micro-batch (s); later waits scale with it.
+_FIRST_WAIT_S = 600.0
+
+
+def _wait_for_batch_after(view: CheckpointView, batch: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         latest = view.latest_batch()
