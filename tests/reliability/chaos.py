@@ -165,9 +165,9 @@ class Producer(threading.Thread):
     its own order; slice ``i`` of every topic is written before slice ``i + 1`` of any. After a slice it
     waits until, in each of ``views``, a batch started later has committed, then ``pause_s``: each slice
     gives a live run at least one micro-batch to be killed in, and a killed run stops the input until it is back.
-    The first wait gives up after 600 s, a later one after 600 s or three times the first one (the run's start and first micro-batch),
-    whichever is longer: a restart costs what the first start cost, which grows with the pipelines in the
-    process and the load of the machine.
+    The first wait (the run's start and first micro-batch) gives up after 600 s, a later one after 600 s or
+    three times the first, whichever is longer: a restart costs what the first start cost, which grows with
+    the pipelines in the process and the load of the machine.
     """
 
     def __init__(self, bootstrap: str, changelog, views: Sequence[CheckpointView], chunks: int, pause_s: float) -> None:
