@@ -168,10 +168,12 @@ def _cast_error(source: KafkaSource, row: str, *, key: bool = False) -> str:
     return "CASE " + " ".join(checks) + " END"
 
 
-def _object_error(source: KafkaSource, name: str, variant: str) -> str:
+def _object_error(source: KafkaSource, name: str, variant: str, *, labelled: bool = True) -> str:
     """SQL: why the variant ``variant`` (JSON field named by the SQL string ``name``) is not a row of the
-    schema, NULL if it is one or is absent; a cast error names the field."""
-    cast = f"concat('field ', {name}, ': ', {_cast_error(source, variant)})"
+    schema, NULL if it is one or is absent; ``labelled``: a cast error names the field."""
+    cast = _cast_error(source, variant)
+    if labelled:
+        cast = f"concat('field ', {name}, ': ', {cast})"
     return (
         f"CASE WHEN {_absent(variant)} THEN NULL "
         f"WHEN schema_of_variant({variant}) NOT LIKE 'OBJECT%' THEN concat('field ', {name}, ' is not a JSON object') "
@@ -321,50 +323,29 @@ def _old_keys(source: KafkaSource) -> str:
     return "array_compact(array(" + ", ".join(f"CASE WHEN {held.format(name=n)} THEN '{n}' END" for n in source.schema.names) + "))"
 
 
-def _values(source: KafkaSource, c: str) -> str:
+def _values(source: KafkaSource) -> str:
     """SQL: the change ``c``'s row as a struct of the declared columns; a before-image takes ``old``'s held fields."""
     parts = []
     for name in source.schema.names:
-        value = _typed(source, f"{c}.row", name)
+        value = _typed(source, "c.row", name)
         if source.format in ("canal-json", "maxwell-json"):
-            value = f"CASE WHEN {c}.old IS NOT NULL AND array_contains(_old_keys, '{name}') THEN {_typed(source, f'{c}.old', name)} ELSE {value} END"
+            value = f"CASE WHEN c.old IS NOT NULL AND array_contains(_old_keys, '{name}') THEN {_typed(source, 'c.old', name)} ELSE {value} END"
         parts.append(f"{_lit(name)}, {value}")
     for name, path in _fields(source, key=True) if source.upsert else []:
         # The key's value; with ALL the value's overrides it unless this is a tombstone (Flink projects the value last).
         key = _typed(source, "_k", name, path)
         i = source.schema.names.index(name)
-        parts[i] = f"{_lit(name)}, " + (key if source.value_fields_include == "EXCEPT_KEY" else f"CASE WHEN {c}.row IS NULL THEN {key} ELSE {_typed(source, f'{c}.row', name)} END")
+        parts[i] = f"{_lit(name)}, " + (key if source.value_fields_include == "EXCEPT_KEY" else f"CASE WHEN c.row IS NULL THEN {key} ELSE {_typed(source, 'c.row', name)} END")
     return "named_struct(" + ", ".join(parts) + ")"
 
 
-def _values_error(source: KafkaSource, c: str) -> str:
-    """SQL: the first column of the change ``c``'s row whose value does not cast to its type, or NULL.
-
-    Reads the values once cast (``c.values``) instead of casting again. Canal and maxwell rows are not
-    checked here: their format error has checked ``data`` and ``old`` whole, before any change error is read.
-    """
-    if source.format in ("canal-json", "maxwell-json"):
-        return "CAST(NULL AS STRING)"
-    checks = ["WHEN false THEN NULL"]
-    for name, path in _fields(source):
-        value = f"variant_get({c}.row, '$.{path}')"
-        checks.append(
-            f"WHEN {c}.values.`{name}` IS NULL AND {value} IS NOT NULL AND NOT is_variant_null({value}) "
-            f"THEN concat('column {name}: value ', to_json({value}), ' is not {source.schema[name].dataType.simpleString().upper()}')"
-        )
-    return "CASE " + " ".join(checks) + " END"
-
-
-def _change_error(source: KafkaSource, c: str) -> str:
+def _change_error(source: KafkaSource) -> str:
     """SQL: why the change ``c`` (with its ``values``) cannot be emitted, or NULL."""
-    keys = " ".join(f"WHEN {c}.values.{k} IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
+    keys = " ".join(f"WHEN c.values.{k} IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
     # An upsert tombstone has no row: only its key is checked.
-    missing = "CAST(NULL AS STRING)" if source.upsert else f"concat('field ', {c}.field, ' is missing')"
-    row = f"{c}.row"
+    missing = "CAST(NULL AS STRING)" if source.upsert else "concat('field ', c.field, ' is missing')"
     return (
-        f"coalesce(CASE WHEN {_absent(row)} THEN {missing} "
-        f"WHEN schema_of_variant({row}) NOT LIKE 'OBJECT%' THEN concat('field ', {c}.field, ' is not a JSON object') "
-        f"ELSE {_values_error(source, c)} END, "
+        f"coalesce(CASE WHEN {_absent('c.row')} THEN {missing} ELSE {_object_error(source, 'c.field', 'c.row', labelled=False)} END, "
         f"CASE {keys or 'WHEN false THEN NULL'} END)"
     )
 
@@ -398,8 +379,10 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
                                  else "CAST(NULL AS VARIANT)"))
         .withColumn("_old_keys", F.expr(_old_keys(source)))
     )
-    with_changes, change_errors, emitted = (_any_changes if source.format == "canal-json" else _fixed_changes)(
-        parsed, source, changes)
+    with_values = parsed.withColumn(
+        "_raw_changes",
+        F.expr(f"transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, 'row', c.row, 'values', {_values(source)}))"),
+    )
     value_error = (
         # Spark would read invalid UTF-8 as U+FFFD; Flink's JSON parser fails on it.
         f"CASE WHEN {tombstone} THEN NULL WHEN NOT is_valid_utf8(value) THEN 'invalid UTF-8' WHEN _v IS NULL THEN 'malformed JSON' "
@@ -408,46 +391,12 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     error = F.expr(
         f"CASE WHEN {oversized} THEN concat('record of ', {size}, ' bytes (key + value) is over the limit of "
         f"{source.max_record_bytes} bytes (scan.record.max-size)') "
-        f"WHEN {skipped} THEN NULL ELSE coalesce({key_error}, {value_error}, {change_errors}, "
+        f"WHEN {skipped} THEN NULL ELSE coalesce({key_error}, {value_error}, "
+        f"{_first(f'transform(_raw_changes, c -> {_change_error(source)})')}, "
         f"CASE WHEN size(_raw_changes) > {stride} THEN 'more than {stride} changes in one record' END) END"
     )
     return (
-        with_changes.withColumn(ERROR, error)
-        .withColumn(CHANGES, F.expr(f"CASE WHEN {skipped} OR {oversized} THEN NULL ELSE {emitted} END"))
-        .drop("_v", "_k", "_old_keys", "_raw_changes", *(f"_c{j}" for j in range(2)))
+        with_values.withColumn(ERROR, error)
+        .withColumn(CHANGES, F.expr(f"CASE WHEN {skipped} OR {oversized} THEN NULL ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"))
+        .drop("_v", "_k", "_old_keys", "_raw_changes")
     )
-
-
-def _any_changes(parsed: DataFrame, source: KafkaSource, changes: str) -> tuple[DataFrame, str, str]:
-    """Decode a record's changes, any number of them (canal: a change per row of ``data``), with higher-order functions.
-
-    Returns ``parsed`` with ``_raw_changes`` (the changes with their ``values``), the SQL of the first change
-    error and the SQL of the changes to emit (kind, i, values).
-    """
-    with_changes = parsed.withColumn(
-        "_raw_changes",
-        F.expr(f"transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, 'row', c.row, "
-               f"'values', {_values(source, 'c')}))"),
-    )
-    return (with_changes, _first(f"transform(_raw_changes, c -> {_change_error(source, 'c')})"),
-            "transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values))")
-
-
-def _fixed_changes(parsed: DataFrame, source: KafkaSource, changes: str) -> tuple[DataFrame, str, str]:
-    """:func:`_any_changes` for the formats whose record gives at most two changes (json, debezium, maxwell, upsert).
-
-    Each change is a column of its own (``_c0``, ``_c1``) instead of an element seen through a lambda:
-    Spark compiles these expressions to Java (higher-order functions are interpreted, one row at a time),
-    and each change's values are cast once, not again for its error. About 2x faster on TPC-H ``lineitem``.
-    """
-    slots = ("_c0", "_c1")
-    with_changes = parsed.withColumn("_raw_changes", F.expr(changes))
-    for j, c in enumerate(slots):
-        with_changes = with_changes.withColumn(c, F.expr(f"try_element_at(_raw_changes, {j + 1})"))
-        with_changes = with_changes.withColumn(c, F.expr(
-            f"CASE WHEN {c} IS NOT NULL THEN named_struct('kind', {c}.kind, 'i', {c}.i, 'field', {c}.field, "
-            f"'row', {c}.row, 'values', {_values(source, c)}) END"))
-    errors = ", ".join(f"CASE WHEN {c} IS NOT NULL THEN {_change_error(source, c)} END" for c in slots)
-    emitted = [f"named_struct('kind', {c}.kind, 'i', {c}.i, 'values', {c}.values)" for c in slots]
-    return (with_changes, f"coalesce({errors})",
-            f"CASE WHEN _c0 IS NULL THEN NULL WHEN _c1 IS NULL THEN array({emitted[0]}) ELSE array({', '.join(emitted)}) END")
