@@ -181,8 +181,9 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
         ``source.rowtime`` when declared.
     """
     rows = (
-        decoded.where(F.col(ERROR).isNull())
-        .select("offset", F.explode(CHANGES).alias("c"))
+        # Not a filter on the error and then the changes: Spark pushes such a filter below the decoding, and
+        # a record would be decoded twice (once for its error, once for its changes), 2-3x the cost.
+        decoded.select("offset", F.explode(F.when(F.col(ERROR).isNull(), F.col(CHANGES))).alias("c"))
         .select(
             *[F.col(f"c.values.{name}").alias(name) for name in source.schema.names],
             F.col("c.kind").alias(ROWKIND_COLUMN),
