@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"## Kafka decoding: ours beside Spark's from_json, sf {args.scale_factor:g} "
         f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
-        f"`python -m bench.decode --scale-factor {args.scale_factor:g}`; {machine()}, load {load()} at the start; "
+        f"`python -m bench.decode --scale-factor {args.scale_factor:g} --passes {args.passes}`; {machine()}, load {load()} at the start; "
         "one core per topic, records cached in Spark.", "",
         "| topic | format | records | ours records/s | from_json records/s | ours / from_json |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
