@@ -85,6 +85,14 @@ def test_debezium_envelopes(spark):
     assert [(o, r) for o, r, _ in bad] == [(3, "field before is missing"), (4, "unknown Debezium op x")]
 
 
+def test_changelog_rows_decode_each_record_once(spark):
+    # A filter on the error would be pushed below the decoding and evaluate it a second time per record.
+    source = KafkaSource("t", "t", SCHEMA, format="debezium-json", primary_key=("id",))
+    rows = changelog_rows(decode(records(spark, [{"before": None, "after": {"id": 1}, "op": "c"}]), source), source)
+    plan = rows._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("parseJson") == 1, plan  # the JSON of a record is parsed once
+
+
 def canal(kind, data, old=None, database="shop", table="orders", **extra):
     return {"data": data, "old": old, "type": kind, "database": database, "table": table, "isDdl": False, **extra}
 
