@@ -155,28 +155,41 @@ def _first(errors: str) -> str:
     return f"try_element_at(filter({errors}, e -> e IS NOT NULL), 1)"
 
 
-def _cast_error(source: KafkaSource, row: str, *, key: bool = False) -> str:
+def _is_object(variant: str) -> str:
+    """SQL: whether the variant ``variant`` is a JSON object. A cast to the empty struct succeeds for any object and
+    only for one, without reading its fields (``schema_of_variant`` would render the type of every field)."""
+    return f"(try_variant_get({variant}, '$', 'struct<>') IS NOT NULL)"
+
+
+def _cast_error(source: KafkaSource, row: str, *, key: bool = False, typed: str | None = None) -> str:
     """SQL: the first column of the variant object ``row`` (a value, or with ``key`` an upsert key) whose value
-    does not cast to its type, or NULL."""
+    does not cast to its type, or NULL.
+
+    ``typed``: a struct that already holds the row's columns cast (a change's ``values``); a column's value then
+    failed its cast where the struct holds NULL and the field is present, and is not cast a second time.
+    """
     checks = ["WHEN false THEN NULL"]
     for name, path in _fields(source, key=key):
         value = f"variant_get({row}, '$.{path}')"
+        present = f"NOT {_absent(value)}"
+        failed = f"{present} AND {_typed(source, row, name, path)} IS NULL" if typed is None else f"{typed}.`{name}` IS NULL AND {present}"
         checks.append(
-            f"WHEN {value} IS NOT NULL AND NOT is_variant_null({value}) AND {_typed(source, row, name, path)} IS NULL "
+            f"WHEN {failed} "
             f"THEN concat('column {name}: value ', to_json({value}), ' is not {source.schema[name].dataType.simpleString().upper()}')"
         )
     return "CASE " + " ".join(checks) + " END"
 
 
-def _object_error(source: KafkaSource, name: str, variant: str, *, labelled: bool = True) -> str:
+def _object_error(source: KafkaSource, name: str, variant: str, *, labelled: bool = True, typed: str | None = None) -> str:
     """SQL: why the variant ``variant`` (JSON field named by the SQL string ``name``) is not a row of the
-    schema, NULL if it is one or is absent; ``labelled``: a cast error names the field."""
-    cast = _cast_error(source, variant)
+    schema, NULL if it is one or is absent; ``labelled``: a cast error names the field; ``typed``: as in
+    :func:`_cast_error`."""
+    cast = _cast_error(source, variant, typed=typed)
     if labelled:
         cast = f"concat('field ', {name}, ': ', {cast})"
     return (
         f"CASE WHEN {_absent(variant)} THEN NULL "
-        f"WHEN schema_of_variant({variant}) NOT LIKE 'OBJECT%' THEN concat('field ', {name}, ' is not a JSON object') "
+        f"WHEN NOT {_is_object(variant)} THEN concat('field ', {name}, ' is not a JSON object') "
         f"ELSE {cast} END"
     )
 
@@ -304,7 +317,7 @@ def _key_error(source: KafkaSource) -> str:
     """
     return (
         "CASE WHEN key IS NULL THEN 'null key' WHEN length(key) = 0 THEN 'empty key' WHEN NOT is_valid_utf8(key) THEN 'invalid UTF-8 in key' "
-        "WHEN _k IS NULL THEN 'malformed JSON key' WHEN schema_of_variant(_k) NOT LIKE 'OBJECT%' THEN 'key is not a JSON object' "
+        f"WHEN _k IS NULL THEN 'malformed JSON key' WHEN NOT {_is_object('_k')} THEN 'key is not a JSON object' "
         f"ELSE concat('key: ', {_cast_error(source, '_k', key=True)}) END"
     )
 
@@ -341,13 +354,15 @@ def _values(source: KafkaSource) -> str:
 
 def _change_error(source: KafkaSource) -> str:
     """SQL: why the change ``c`` (with its ``values``) cannot be emitted, or NULL."""
-    keys = " ".join(f"WHEN c.values.{k} IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
+    keys = " ".join(f"WHEN c.values.`{k}` IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
     # An upsert tombstone has no row: only its key is checked.
     missing = "CAST(NULL AS STRING)" if source.upsert else "concat('field ', c.field, ' is missing')"
-    return (
-        f"coalesce(CASE WHEN {_absent('c.row')} THEN {missing} ELSE {_object_error(source, 'c.field', 'c.row', labelled=False)} END, "
-        f"CASE {keys or 'WHEN false THEN NULL'} END)"
-    )
+    if source.format in ("canal-json", "maxwell-json") and not source.upsert:
+        # The format's error has checked every data (and old) row already; a before-image's values take old's fields.
+        row = "CAST(NULL AS STRING)"
+    else:
+        row = _object_error(source, "c.field", "c.row", labelled=False, typed="c.values")
+    return f"coalesce(CASE WHEN {_absent('c.row')} THEN {missing} ELSE {row} END, CASE {keys or 'WHEN false THEN NULL'} END)"
 
 
 def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
@@ -386,7 +401,7 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     value_error = (
         # Spark would read invalid UTF-8 as U+FFFD; Flink's JSON parser fails on it.
         f"CASE WHEN {tombstone} THEN NULL WHEN NOT is_valid_utf8(value) THEN 'invalid UTF-8' WHEN _v IS NULL THEN 'malformed JSON' "
-        f"WHEN schema_of_variant(_v) NOT LIKE 'OBJECT%' THEN 'not a JSON object' ELSE {format_error} END"
+        f"WHEN NOT {_is_object('_v')} THEN 'not a JSON object' ELSE {format_error} END"
     )
     error = F.expr(
         f"CASE WHEN {oversized} THEN concat('record of ', {size}, ' bytes (key + value) is over the limit of "
