@@ -91,14 +91,15 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     if (lastSeq != null)
       emit(out, logic.finishBundle(ctx), if (logic.seqFromInput) lastSeq * KeyedOperator.SeqStride else -1L)
     if (clock == Clock.Instant) advance(ctx, current + 1, out) // every row of this key's instant has arrived
-    finish(ctx, sparkTimer, out, lateBefore)
+    finish(ctx, sparkTimer, out, lateBefore, current)
   }
 
   override def handleExpiredTimer(key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     val (ctx, _) = load()
     val out = new ArrayBuffer[(Long, Change)]()
-    advance(ctx, now(ctx, timerValues), out)
-    finish(ctx, null, out, ctx.lateDropped) // Spark deleted the timer that just expired
+    val current = now(ctx, timerValues)
+    advance(ctx, current, out)
+    finish(ctx, null, out, ctx.lateDropped, current) // Spark deleted the timer that just expired
   }
 
   private def advance(ctx: KeyContext, to: Long, out: ArrayBuffer[(Long, Change)]): Unit =
@@ -114,7 +115,7 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
   }
 
   private def finish(ctx: KeyContext, registered: java.lang.Long, out: ArrayBuffer[(Long, Change)],
-                     lateBefore: Long): Iterator[Row] = {
+                     lateBefore: Long, current: java.lang.Long): Iterator[Row] = {
     logic.finish(ctx)
     if (hasTimers) {
       val wanted = if (clock == Clock.Event || clock == Clock.Processing) ctx.timers.nextWakeup else null
@@ -123,7 +124,11 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
         if (wanted != null) getHandle.registerTimer(wanted)
       }
       val keyCleared = keyValueSchema != null && ctx.keyValue == null
-      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || keyCleared)) timerState.clear()
+      // With no timer pending, a time no later than the clock's current one is not kept: the key's next visit
+      // advances to the clock's time then, at least as late (the watermark and the batch's processing time only
+      // move forward), before anything reads it. Without this, every key ever seen keeps a timer row.
+      val restoredOnNextVisit = keyValueSchema == null && current != null && clock != Clock.Instant && ctx.timers.time <= current
+      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || keyCleared || restoredOnNextVisit)) timerState.clear()
       else {
         val times = new Array[Long](ctx.timers.timers.size)
         var i = 0
