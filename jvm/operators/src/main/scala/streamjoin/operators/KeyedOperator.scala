@@ -62,21 +62,22 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     case _ => null
   }
 
-  private def load(): (KeyContext, java.lang.Long) = {
+  /** The key's context, its registered Spark timer, and whether it has a timer row. */
+  private def load(): (KeyContext, java.lang.Long, Boolean) = {
     val late: Long = if (lateState != null && lateState.exists()) lateState.get().getLong(0) else 0L
-    if (!hasTimers) return (new KeyContext(null, late), null)
-    if (!timerState.exists()) return (new KeyContext(new TimerService(), late), null)
+    if (!hasTimers) return (new KeyContext(null, late), null, false)
+    if (!timerState.exists()) return (new KeyContext(new TimerService(), late), null, false)
     val stored = timerState.get()
     val timers = new java.util.TreeSet[java.lang.Long]()
     stored.getSeq[Long](1).foreach(t => timers.add(t))
     val spark: java.lang.Long = if (stored.isNullAt(2)) null else stored.getLong(2)
     val ctx = new KeyContext(new TimerService(stored.getLong(0), timers), late)
     if (keyValueSchema != null && !stored.isNullAt(3)) ctx.keyValue = stored.getStruct(3)
-    (ctx, spark)
+    (ctx, spark, true)
   }
 
   override def handleInputRows(key: Row, inputRows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val (ctx, sparkTimer) = load()
+    val (ctx, sparkTimer, hasTimerRow) = load()
     val lateBefore = ctx.lateDropped
     val out = new ArrayBuffer[(Long, Change)]()
     val current = now(ctx, timerValues)
@@ -91,15 +92,15 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     if (lastSeq != null)
       emit(out, logic.finishBundle(ctx), if (logic.seqFromInput) lastSeq * KeyedOperator.SeqStride else -1L)
     if (clock == Clock.Instant) advance(ctx, current + 1, out) // every row of this key's instant has arrived
-    finish(ctx, sparkTimer, out, lateBefore, current)
+    finish(ctx, sparkTimer, hasTimerRow, out, lateBefore, current)
   }
 
   override def handleExpiredTimer(key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
-    val (ctx, _) = load()
+    val (ctx, _, hasTimerRow) = load()
     val out = new ArrayBuffer[(Long, Change)]()
     val current = now(ctx, timerValues)
     advance(ctx, current, out)
-    finish(ctx, null, out, ctx.lateDropped, current) // Spark deleted the timer that just expired
+    finish(ctx, null, hasTimerRow, out, ctx.lateDropped, current) // Spark deleted the timer that just expired
   }
 
   private def advance(ctx: KeyContext, to: Long, out: ArrayBuffer[(Long, Change)]): Unit =
@@ -114,7 +115,7 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
     changes.foreach { c => out += ((start + i, c)); i += 1 }
   }
 
-  private def finish(ctx: KeyContext, registered: java.lang.Long, out: ArrayBuffer[(Long, Change)],
+  private def finish(ctx: KeyContext, registered: java.lang.Long, hasTimerRow: Boolean, out: ArrayBuffer[(Long, Change)],
                      lateBefore: Long, current: java.lang.Long): Iterator[Row] = {
     logic.finish(ctx)
     if (hasTimers) {
@@ -128,8 +129,9 @@ class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
       // advances to the clock's time then, at least as late (the watermark and the batch's processing time only
       // move forward), before anything reads it. Without this, every key ever seen keeps a timer row.
       val restoredOnNextVisit = keyValueSchema == null && current != null && clock != Clock.Instant && ctx.timers.time <= current
-      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || keyCleared || restoredOnNextVisit)) timerState.clear()
-      else {
+      if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || keyCleared || restoredOnNextVisit)) {
+        if (hasTimerRow) timerState.clear() // a clear is a write (a RocksDB tombstone) even where nothing is stored
+      } else {
         val times = new Array[Long](ctx.timers.timers.size)
         var i = 0
         ctx.timers.timers.forEach { t => times(i) = t; i += 1 }
