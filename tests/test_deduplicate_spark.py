@@ -92,3 +92,10 @@ def test_seeded_random_stream_materialises_to_the_batch_query(spark, engine, tmp
         "stateVarName", LATE_STATE
     ).option("operatorId", 0).load()
     assert sum(r.value[0] for r in dropped.collect()) == len(late)
+    if engine == "jvm":
+        # A key whose row was emitted has no timer pending: it keeps its deduplication row and no timer row
+        # (the watermark it reached is the clock's, read again on its next visit). Only the sentinel waits.
+        timers = spark.read.format("statestore").option("path", str(tmp_path / "checkpoint")).option(
+            "stateVarName", "timers"
+        ).option("operatorId", 0).load()
+        assert {r.key[0] for r in timers.collect()} <= {SENTINEL}
