@@ -357,7 +357,7 @@ def _change_error(source: KafkaSource) -> str:
     keys = " ".join(f"WHEN c.values.`{k}` IS NULL THEN 'primary key column {k} is null'" for k in source.primary_key)
     # An upsert tombstone has no row: only its key is checked.
     missing = "CAST(NULL AS STRING)" if source.upsert else "concat('field ', c.field, ' is missing')"
-    if source.format in ("canal-json", "maxwell-json") and not source.upsert:
+    if source.format in ("canal-json", "maxwell-json"):
         # The format's error has checked every data (and old) row already; a before-image's values take old's fields.
         row = "CAST(NULL AS STRING)"
     else:
