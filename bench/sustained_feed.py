@@ -78,6 +78,7 @@ class Feed:
 
     Attributes:
         first / last: the earliest and latest rowtime of pass 0 (naive UTC datetimes).
+        rates: the ``rates`` rows of pass 0 (:func:`~streamjoin.datagen.topics.rate_rows` of ``base.period``).
         span_days: how much later each pass is (whole days, more than ``last - first``).
         key_step: how much higher each pass's order keys are (above pass 0's highest order key).
     """
@@ -85,7 +86,8 @@ class Feed:
     def __init__(self, base: TpchChangelog) -> None:
         self.base = base
         times = [e["event_time"] for e in base.order_events] + [i["l_shiptime"] for i in base.lineitems]
-        times += [r["rate_time"] for r in rate_rows()]
+        self.rates = rate_rows(base.period)
+        times += [r["rate_time"] for r in self.rates]
         self.first, self.last = min(times), max(times)
         self.span_days = (self.last - self.first).days + 1
         self.key_step = max(o["o_orderkey"] for o in base.orders) + 1
@@ -94,7 +96,7 @@ class Feed:
         """Pass ``k``: ``(topic, record)`` pairs in time order; a record as :func:`topic_records` makes it."""
         days = k * self.span_days
         shifted = _ShiftedChangelog(self.base, days, k * self.key_step)
-        rates = [shift_row(r, days, 0) for r in rate_rows()]
+        rates = [shift_row(r, days, 0) for r in self.rates]
         start = _epoch_ms(self.first + dt.timedelta(days=days))
         length = self.span_days * 86_400_000
         streams = []

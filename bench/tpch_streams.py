@@ -70,8 +70,8 @@ def equal_slices(rows: Sequence, batches: int) -> list[list]:
     return [list(rows[i * size : (i + 1) * size]) for i in range(batches)]
 
 
-def _aligned_rates(order_slices: list[list[dict]]) -> list[list[dict]]:
-    rates, slices, start = rate_rows(), [], 0  # rates in rate_time order
+def _aligned_rates(rates: list[dict], order_slices: list[list[dict]]) -> list[list[dict]]:
+    slices, start = [], 0  # rates in rate_time order
     for index, rows in enumerate(order_slices):
         end = start
         if index == len(order_slices) - 1:
@@ -97,7 +97,7 @@ def bench_tables(tpch: TpchChangelog, batches: int) -> dict[str, BenchTable]:
         "lineitem": BenchTable("lineitem", StructType([*LINEITEM.schema.fields, StructField("p_type", StringType())]),
                                LINEITEM.rowtime, LINEITEM.watermark_delay_ms, LINEITEM.primary_key, items),
         "rates": BenchTable("rates", RATES.schema, RATES.rowtime, RATES.watermark_delay_ms, ("currency",),
-                            _aligned_rates(orders)),
+                            _aligned_rates(rate_rows(tpch.period), orders)),
     }
 
 

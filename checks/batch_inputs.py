@@ -53,7 +53,7 @@ class BatchInputs:
 
     def rates(self) -> DataFrame:
         """The ``rates`` topic."""
-        return rows_frame(self.spark, rate_rows(), RATES.schema)
+        return rows_frame(self.spark, rate_rows(self.changelog.period), RATES.schema)
 
     def customer_currencies(self) -> DataFrame:
         return rows_frame(self.spark, customer_currencies(self.changelog.data_dir), CUSTOMER_CURRENCIES_SCHEMA)
@@ -67,7 +67,7 @@ class BatchInputs:
     # inputs the smallest (Spark's 'min' watermark policy).
 
     def rates_max_time(self) -> dt.datetime:
-        return max(r["rate_time"] for r in rate_rows())
+        return max(r["rate_time"] for r in rate_rows(self.changelog.period))
 
     def order_events_max_time(self) -> dt.datetime:
         return max(e["event_time"] for e in self.changelog.order_events)

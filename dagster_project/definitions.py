@@ -9,7 +9,7 @@ value keeps the one spark-submit set), ``SPARK_PACKAGES``, ``SPARK_SHUFFLE_PARTI
 ``KAFKA_BOOTSTRAP_SERVERS`` (unset: the local broker service of ``make kafka``), ``KAFKA_SECURITY_PROTOCOL``,
 ``KAFKA_SASL_MECHANISM``, ``KAFKA_SASL_USERNAME``, ``KAFKA_SASL_PASSWORD``, ``KAFKA_SSL_TRUSTSTORE_LOCATION``
 (the ``KafkaResource``'s login, for its own clients and Spark's),
-``STREAMJOIN_LAKEHOUSE`` (e.g. ``s3a://bucket/lakehouse``), ``TPCH_SCALE_FACTOR``.
+``STREAMJOIN_LAKEHOUSE`` (e.g. ``s3a://bucket/lakehouse``), ``TPCH_SCALE_FACTOR``, ``TPCH_DAYS``.
 """
 
 import os
@@ -68,6 +68,7 @@ defs = Definitions(
         "kafka": KafkaResource(bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS", None),
                                **{field: _env(f"KAFKA_{field.upper()}", "") for field in KAFKA_SECURITY_FIELDS}),
         "lakehouse": LakehouseResource(root=_env("STREAMJOIN_LAKEHOUSE", "")),
-        "tpch": TpchResource(scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01"))),
+        "tpch": TpchResource(scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01")),
+                             days=int(os.environ["TPCH_DAYS"]) if os.environ.get("TPCH_DAYS") else None),
     },
 )

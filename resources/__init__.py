@@ -137,16 +137,18 @@ class LakehouseResource(ConfigurableResource):
 
 
 class TpchResource(ConfigurableResource):
-    """The generated TPC-H input (``streamjoin.datagen.tpch``): scale factor and seed of the changelogs."""
+    """The generated TPC-H input (``streamjoin.datagen.tpch``): scale factor, seed and days of the changelogs
+    (``days``: the orders placed over that many days; unset, TPC-H's seven years)."""
 
     scale_factor: float = 0.01
     seed: int = 42
+    days: int | None = None
 
     def changelog(self) -> TpchChangelog:
-        return _tpch_changelog(self.scale_factor, self.seed)
+        return _tpch_changelog(self.scale_factor, self.seed, self.days)
 
 
 @functools.lru_cache(maxsize=2)
-def _tpch_changelog(scale_factor: float, seed: int) -> TpchChangelog:
+def _tpch_changelog(scale_factor: float, seed: int, days: int | None) -> TpchChangelog:
     # The loader and every check of a run read the same generated input: parse it once per process.
-    return TpchChangelog(generate_tpch(Path(local_dir("tpch")), scale_factor), seed=seed)
+    return TpchChangelog(generate_tpch(Path(local_dir("tpch")), scale_factor), seed=seed, days=days)

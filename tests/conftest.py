@@ -70,15 +70,18 @@ def kafka_bootstrap(tmp_path_factory):
 
 #: Scale factor of the TPC-H input of the end-to-end tests (1,500 orders, 6,000 line items).
 SCALE_FACTOR = 0.001
+#: Their orders are placed over 60 days (``TpchChangelog(days=...)``), not seven years: ~25 a day, so a table
+#: partitioned by day has 60 partitions (a Delta write costs a file per partition) and the rates are months.
+DAYS = 60
 
 
 @pytest.fixture(scope="session")
 def tpch():
-    """The generated TPC-H changelogs (``streamjoin.datagen.tpch``) at :data:`SCALE_FACTOR`."""
+    """The generated TPC-H changelogs (``streamjoin.datagen.tpch``) at :data:`SCALE_FACTOR` over :data:`DAYS`."""
     from streamjoin.config import local_dir
     from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 
-    return TpchChangelog(generate_tpch(local_dir("tpch"), SCALE_FACTOR))
+    return TpchChangelog(generate_tpch(local_dir("tpch"), SCALE_FACTOR), days=DAYS)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus
 
+from conftest import DAYS, SCALE_FACTOR
 from processes import descendants
 
 from streamjoin.config import PROJECT_ROOT, local_dir
@@ -66,7 +67,8 @@ class DagsterDev:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
-            **os.environ, "DAGSTER_HOME": str(self.home), "STREAMJOIN_LOCAL_DIR": str(state), "TPCH_SCALE_FACTOR": "0.001",
+            **os.environ, "DAGSTER_HOME": str(self.home), "STREAMJOIN_LOCAL_DIR": str(state), "TPCH_SCALE_FACTOR": str(SCALE_FACTOR),
+            "TPCH_DAYS": str(DAYS),
             "GX_HOME": str(self.gx),
         }
         self.env.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # the embedded default
@@ -145,7 +147,8 @@ class DagsterDev:
     def runs(self, job: str | None = None) -> list:
         return [r for r in self.instance.get_runs() if job is None or r.job_name == job]
 
-    def wait(self, run_id: str, statuses=FINISHED, timeout_s: float = 600):
+    def wait(self, run_id: str, statuses=FINISHED, timeout_s: float = 1200):
+        # The default bounds a hang, not the speed: a run with checks took up to 10 minutes beside a busy worker.
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             run = self.instance.get_run_by_id(run_id)

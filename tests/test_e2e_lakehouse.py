@@ -8,7 +8,7 @@ over the final inputs, independently of the GE checks.
 from dagster import DagsterInstance
 
 from assets.sql_pipelines import load_sql_pipelines
-from conftest import SCALE_FACTOR
+from conftest import DAYS, SCALE_FACTOR
 from dagster_project.definitions import defs
 from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 from streamjoin.datagen.topics import LINEITEM, ORDERS
@@ -22,7 +22,7 @@ def test_lakehouse_job_materialises_every_pipeline_and_checks_pass(spark, kafka_
             "spark": SparkResource(),
             "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
             "lakehouse": LakehouseResource(root=str(tmp_path / "lake")),
-            "tpch": TpchResource(scale_factor=SCALE_FACTOR),
+            "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS),
         },
         raise_on_error=False,
     )

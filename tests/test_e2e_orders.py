@@ -21,7 +21,7 @@ from streamjoin.datagen.topics import ORDERS, debezium_record
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
 from streamjoin.planner import load_script, sql_pipelines
 
-from conftest import SCALE_FACTOR
+from conftest import DAYS, SCALE_FACTOR
 
 
 def orders_pipeline(name: str, topic: str = "orders") -> Pipeline:
@@ -180,6 +180,7 @@ def test_dagster_job_runs_from_the_cli_and_its_check_passes(kafka_bootstrap, dem
         KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
         STREAMJOIN_LAKEHOUSE=str(tmp_path / "lake"),
         TPCH_SCALE_FACTOR=str(SCALE_FACTOR),
+        TPCH_DAYS=str(DAYS),
         DAGSTER_HOME=str(tmp_path / "dagster"),
         SPARK_DRIVER_MEMORY="1g",
     )

@@ -16,6 +16,7 @@ from checks import asset_checks, expectation_checks
 from checks.expectations import expectation_metadata
 from checks.generic import VIOLATION_COLUMN, changelog_violations
 from checks.gx_project import GX_HOME_ENV, CheckSpec, context_root, open_context, run_checkpoint, write_definitions
+from conftest import DAYS, SCALE_FACTOR
 from resources import KafkaResource, LakehouseResource, SparkResource
 from streamjoin.config import PROJECT_ROOT
 
@@ -211,7 +212,7 @@ def test_a_check_whose_other_table_is_missing_is_a_warning_not_evaluated(spark, 
 
     [check] = [c for c in lineitem_with_order_checks if c.spec.name == "lineitem_with_order_matches_current_orders"]
     context = build_asset_check_context(resources={
-        "spark": SparkResource(), "lakehouse": LakehouseResource(root=str(tmp_path)), "tpch": TpchResource(scale_factor=0.001)})
+        "spark": SparkResource(), "lakehouse": LakehouseResource(root=str(tmp_path)), "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS)})
     result = check.definition()(context)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     assert result.metadata["not evaluated"].text.startswith(f"orders_current has no Delta table at {tmp_path / 'orders_current'}")

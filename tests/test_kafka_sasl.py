@@ -20,7 +20,7 @@ from streamjoin.cli import main
 from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce, topic_offsets
 from streamjoin.connectors.kafka_client import KafkaConnection, declared_properties, jaas_config
-from tests.conftest import SCALE_FACTOR
+from tests.conftest import DAYS, SCALE_FACTOR
 from tests.sql_folders import orders_current_with_orders_options
 
 USER, PASSWORD = "streamjoin", "sasl-pw-5b1e07"
@@ -66,7 +66,7 @@ def test_loader_sensor_and_spark_log_in_to_a_sasl_cluster(spark, sasl_broker, tp
     servers = sasl_broker.bootstrap_servers
     instance = DagsterInstance.ephemeral()
     loaded = load_tpch_topics_job.execute_in_process(
-        instance=instance, resources={"kafka": _resource(sasl_broker), "tpch": TpchResource(scale_factor=SCALE_FACTOR)})
+        instance=instance, resources={"kafka": _resource(sasl_broker), "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS)})
     assert loaded.success
     counts = loaded.output_for_node("load_tpch_topics")
     assert counts["orders"] > 1000

@@ -142,6 +142,7 @@ class _TinyChangelog:
         self.orders = [{"o_orderkey": k, "o_ordertime": t + dt.timedelta(days=k)} for k in (1, 2)]
         self.lineitems = [{"l_orderkey": k, "l_linenumber": 1, "l_shiptime": t + dt.timedelta(days=k + 3)} for k in (1, 2)]
         self.order_events = [{**o, "op": "c", "event_time": o["o_ordertime"]} for o in self.orders]
+        self.period = (t.date(), t.date() + dt.timedelta(days=5))
 
     def orders_changes(self):
         from streamjoin.changelog import RowKind
@@ -163,7 +164,7 @@ def test_feed_passes_are_in_time_order_with_new_keys_and_later_times(monkeypatch
 
     rates = [{"currency": "USD", "rate": Decimal("1.1"), "rate_time": dt.datetime(2001, 12, 31) + dt.timedelta(days=d)}
              for d in range(0, 10, 2)]
-    monkeypatch.setattr("bench.sustained_feed.rate_rows", lambda: rates)
+    monkeypatch.setattr("bench.sustained_feed.rate_rows", lambda period: rates)
     feed = Feed(_TinyChangelog())
     assert (feed.first, feed.last, feed.span_days, feed.key_step) == (
         dt.datetime(2001, 12, 31), dt.datetime(2002, 1, 8), 9, 3)

@@ -28,11 +28,11 @@ from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.datagen.ecb_rates import ecb_rates
-from streamjoin.datagen.tpch import DATE_SHIFT_DAYS, Change, TpchChangelog
+from streamjoin.datagen.tpch import Change, TpchChangelog
 from streamjoin.planner.script import plan_script
 
 __all__ = [
-    "CATALOG_SQL", "ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "rate_rows", "create_topics", "load_topics",
+    "CATALOG_SQL", "ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "RATE_MARGIN", "rate_rows", "create_topics", "load_topics",
     "topic_records", "debezium_record",
 ]
 
@@ -82,13 +82,18 @@ def debezium_record(change: Change) -> str:
     return _encode(event)
 
 
-@functools.lru_cache(maxsize=1)
-def rate_rows() -> list[dict]:
-    """The ECB rates the ``rates`` topic gets: the shifted TPC-H period (2001-12-01 … 2009-01-31),
-    ``currency`` / ``rate`` (Decimal) / ``rate_time`` (datetime, UTC) rows in time order; read once
-    per process (callers must not modify them)."""
-    first = dt.date(1992, 1, 1) + dt.timedelta(days=DATE_SHIFT_DAYS)
-    return list(ecb_rates(first - dt.timedelta(days=31), dt.date(2009, 1, 31)))
+#: Days of rates before and after a changelog's period: a rate is valid on its period's first day (the ECB
+#: publishes on business days only), and the last changes still find one.
+RATE_MARGIN = dt.timedelta(days=31)
+
+
+@functools.lru_cache(maxsize=4)
+def rate_rows(period: tuple[dt.date, dt.date]) -> list[dict]:
+    """The ECB rates the ``rates`` topic gets for a changelog's :attr:`~streamjoin.datagen.tpch.TpchChangelog.period`
+    (and :data:`RATE_MARGIN` either side): ``currency`` / ``rate`` (Decimal) / ``rate_time`` (datetime, UTC)
+    rows in time order; read once per process and period (callers must not modify them)."""
+    first, last = period
+    return list(ecb_rates(first - RATE_MARGIN, last + RATE_MARGIN))
 
 
 def _epoch_ms(time: dt.datetime) -> int:
@@ -109,22 +114,23 @@ def topic_records(changelog: TpchChangelog, rates: Iterable[dict] | None = None)
 
     Args:
         changelog: anything with ``orders_changes()``, ``lineitem_changes()``, ``order_events`` and
-            ``lineitems`` as :class:`~streamjoin.datagen.tpch.TpchChangelog` has them.
-        rates: the ``rates`` rows (``currency`` / ``rate`` / ``rate_time``), :func:`rate_rows` by default.
+            ``lineitems`` (and ``period`` without ``rates``) as :class:`~streamjoin.datagen.tpch.TpchChangelog` has them.
+        rates: the ``rates`` rows (``currency`` / ``rate`` / ``rate_time``); by default :func:`rate_rows` of the
+            changelog's period.
     """
     return {
         ORDERS.topic: ((str(c.row["o_orderkey"]), debezium_record(c)) for c in changelog.orders_changes()),
         LINEITEM.topic: ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
         ORDER_EVENTS.topic: ((str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events),
         SHIPMENTS.topic: ((str(i["l_orderkey"]), _encode(i), _epoch_ms(i["l_shiptime"])) for i in changelog.lineitems),
-        RATES.topic: ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in (rate_rows() if rates is None else rates)),
+        RATES.topic: ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in (rate_rows(changelog.period) if rates is None else rates)),
     }
 
 
 def load_topics(cluster: Cluster, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
     """Create the demo topics and produce the TPC-H changelogs and the ECB rates into them.
 
-    Rates are :func:`rate_rows`. ``cluster`` is a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`
+    Rates are :func:`rate_rows` of the changelog's period. ``cluster`` is a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`
     (servers and security settings) or bootstrap servers.
 
     Returns:

@@ -23,6 +23,14 @@ the rate valid on their day. ``o_ordertime`` = shifted ``o_orderdate`` plus
 ``(o_orderkey * 7919) mod 86400`` seconds, spreading a day's orders over the
 day; ``l_shiptime`` = shifted ``l_shipdate`` plus the same offset of its order.
 All dates and times are UTC.
+
+``days`` folds the seven years of placements into fewer days (the order's day
+offset from 1992-01-01 modulo ``days``), moving each order's line items with it:
+the same orders and line items, each shipped and received as long after its order
+as in TPC-H, only more orders a day. A day-partitioned table then has ``days``
+partitions rather than ~2,400 (the tests' input: a Delta write costs a file per
+partition it touches), and the ``rates`` of :attr:`TpchChangelog.period` are a few
+months, not seven years.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ __all__ = [
 
 #: Days added to every TPC-H date: 1992-01-01 + 3653 days = 2002-01-01.
 DATE_SHIFT_DAYS = 3653
+#: TPC-H's first order date.
+_TPCH_START = dt.date(1992, 1, 1)
 _STATUS_NEXT = {"O": "P", "P": "F"}
 _PRIORITIES = ("1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW")
 
@@ -87,8 +97,8 @@ def generate_tpch(output_dir: Path, scale_factor: float, tables: tuple[str, ...]
     return target
 
 
-def _shift(day: dt.date, key: int) -> dt.datetime:
-    return dt.datetime.combine(day + dt.timedelta(days=DATE_SHIFT_DAYS), dt.time()) + dt.timedelta(seconds=(key * 7919) % 86400)
+def _at_time_of(day: dt.date, key: int) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time()) + dt.timedelta(seconds=(key * 7919) % 86400)
 
 
 def change_delay(key: int) -> dt.timedelta:
@@ -113,31 +123,40 @@ class TpchChangelog:
         seed: seeds the choice of updated and deleted orders.
         update_fraction: share of orders that get a status/priority update (0..1).
         delete_fraction: share of orders cancelled (deleted with their line items) (0..1).
+        days: place the orders over this many days from 2002-01-01 (module docstring); ``None``: TPC-H's
+            dates (seven years).
 
     Raises:
-        ValidationError: when a fraction is outside [0, 1] or their sum exceeds 1.
+        ValidationError: when a fraction is outside [0, 1] or their sum exceeds 1; ``days`` below 1.
     """
 
-    def __init__(self, data_dir: Path, *, seed: int = 42, update_fraction: float = 0.10, delete_fraction: float = 0.02) -> None:
+    def __init__(self, data_dir: Path, *, seed: int = 42, update_fraction: float = 0.10, delete_fraction: float = 0.02,
+                 days: int | None = None) -> None:
         for name, value in (("update_fraction", update_fraction), ("delete_fraction", delete_fraction)):
             if not 0 <= value <= 1:
                 raise ValidationError(f"{name} must be within [0, 1], got {value}")
         if update_fraction + delete_fraction > 1:
             raise ValidationError(f"update_fraction + delete_fraction must be <= 1, got {update_fraction + delete_fraction}")
+        if days is not None and days < 1:
+            raise ValidationError(f"days must be at least 1, got {days}")
         self.data_dir = data_dir
         self.orders = pq.read_table(data_dir / "orders.parquet").to_pylist()
         self.lineitems = pq.read_table(data_dir / "lineitem.parquet").to_pylist()
+        # Sampled below in TPC-H's own time order, whatever ``days``: the same orders change.
+        keys = [o["o_orderkey"] for o in sorted(self.orders, key=lambda o: (_at_time_of(o["o_orderdate"], o["o_orderkey"]), o["o_orderkey"]))]
+        moved = {}  # order key → days its placement moves
         for order in self.orders:
-            order["o_ordertime"] = _shift(order["o_orderdate"], order["o_orderkey"])
-            order["o_orderdate"] += dt.timedelta(days=DATE_SHIFT_DAYS)
+            offset = (order["o_orderdate"] - _TPCH_START).days
+            moved[order["o_orderkey"]] = dt.timedelta(days=DATE_SHIFT_DAYS - (offset - offset % days if days else 0))
+            order["o_orderdate"] += moved[order["o_orderkey"]]
+            order["o_ordertime"] = _at_time_of(order["o_orderdate"], order["o_orderkey"])
         for item in self.lineitems:
-            item["l_shiptime"] = _shift(item["l_shipdate"], item["l_orderkey"])
             for column in ("l_shipdate", "l_commitdate", "l_receiptdate"):
-                item[column] += dt.timedelta(days=DATE_SHIFT_DAYS)
+                item[column] += moved[item["l_orderkey"]]
+            item["l_shiptime"] = _at_time_of(item["l_shipdate"], item["l_orderkey"])
         self.orders.sort(key=lambda o: (o["o_ordertime"], o["o_orderkey"]))
         self.lineitems.sort(key=lambda i: (i["l_shiptime"], i["l_orderkey"], i["l_linenumber"]))
         rng = random.Random(seed)
-        keys = [o["o_orderkey"] for o in self.orders]
         sample = rng.sample(keys, round(len(keys) * (update_fraction + delete_fraction)))
         n_deletes = round(len(keys) * delete_fraction)
         self.deleted_keys = frozenset(sample[:n_deletes])
@@ -181,6 +200,14 @@ class TpchChangelog:
             events.append({**change.row, "op": op, "event_time": at})
         events.sort(key=lambda e: (e["event_time"], e["o_orderkey"]))
         return events
+
+    @functools.cached_property
+    def period(self) -> tuple[dt.date, dt.date]:
+        """The first and the last day of any time in the changelogs (placements, changes, ship, commit and
+        receipt dates)."""
+        days = [o["o_orderdate"] for o in self.orders] + [e["event_time"].date() for e in self.order_events]
+        days += [i[c] for i in self.lineitems for c in ("l_shipdate", "l_commitdate", "l_receiptdate")]
+        return min(days), max(days)
 
     def final_orders(self) -> dict[tuple, dict]:
         """The orders table after every change, by ``(o_orderkey,)`` (what an upsert sink must equal)."""
