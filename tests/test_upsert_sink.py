@@ -41,6 +41,14 @@ def test_collapse_merge_and_replay(spark, tmp_path):
         (1, 10, "-U"), (1, 11, "+U"), (1, 12, "-D"), (1, 13, "+U"),
     ]
 
+    # A batch without changes (a micro-batch that only moved the watermark) commits to neither table.
+    changelog_versions = DeltaTable.forPath(spark, sink.changelog_path).history().count()
+    materialize(spark.createDataFrame([], BATCH), 2)
+    assert DeltaTable.forPath(spark, sink.path).history().count() == versions
+    assert DeltaTable.forPath(spark, sink.changelog_path).history().count() == changelog_versions
+    materialize(spark.createDataFrame([(5, "e", "-D", 20)], BATCH), 3)
+    assert table(spark, sink.path) == [(1, "a2")]
+
 
 def test_change_data_feed_is_on(spark, tmp_path):
     sink = DeltaSink("t", str(tmp_path / "t"), ("k",))
