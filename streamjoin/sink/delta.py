@@ -8,7 +8,8 @@ Per micro-batch (``foreachBatch``), :class:`DeltaUpsertWriter`
    last one and applies them with one Delta ``MERGE``: ``+I``/``+U`` upsert,
    ``-U``/``-D`` delete.
 
-A micro-batch without changes (one that only moved the watermark) writes nothing. Both writes are idempotent per micro-batch: they carry Delta's transaction
+A micro-batch without changes (one that only moved the watermark) writes nothing.
+Both writes are idempotent per micro-batch: they carry Delta's transaction
 identifiers (``txnAppId`` = the sink's name and the checkpoint's query id,
 ``txnVersion`` = batch id), so a batch replayed after a crash between the Delta
 commit and the checkpoint commit changes nothing. A new checkpoint (deleted or
