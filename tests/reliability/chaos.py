@@ -393,7 +393,7 @@ def trial_aims(pipelines: Sequence[str], kills: int, rng: random.Random) -> list
 
 
 def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
-              broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
+              days: int | None = None, broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
               aims: Sequence[tuple[str, str]] | None = None, log=print) -> list[TrialResult]:
     """Run one kill/restart trial of ``pipelines``, all in one process (module docstring), and check each.
 
@@ -405,6 +405,7 @@ def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills:
         seed: seeds the targets, the moments aimed at and the delays.
         kills: kills while the producer writes (:func:`trial_aims`).
         scale_factor: TPC-H scale factor of the input (0.001: 1,500 orders, 6,000 line items).
+        days: the orders placed over this many days (``TpchChangelog(days=...)``); ``None``: TPC-H's seven years.
         broker_faults: times the broker is stopped (controlled shutdown) and started again on the same data
             folder and port between two slices of the producer, at points the RNG picks among the kills;
             the run must survive or exit with a clear error and resume from its checkpoints on restart.
@@ -432,7 +433,7 @@ def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills:
         steps.insert(rng.randint(0, len(steps)), None)  # a broker stop and restart
     results = {name: TrialResult(name, engine, seed) for name in pipelines}
     shared = TrialResult(",".join(pipelines), engine, seed)  # what the pipelines share: restarts, faults, error
-    changelog = TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor))
+    changelog = TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor), days=days)
     sql = [PROJECT_ROOT / "sql" / f"{name}.sql" for name in pipelines]
     compiled = {pipeline.name: pipeline for path in sql for pipeline in sql_pipelines(load_script(path))}
     with tempfile.TemporaryDirectory(prefix=f"chaos-{engine}-", dir=work) as tmp:
@@ -556,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-faults", type=int, default=0, help="broker stops and restarts per trial")
     parser.add_argument("--chunks", type=int, default=8, help="producer slices per trial (at least 2 per kill + 2)")
     parser.add_argument("--scale-factor", type=float, default=0.001)
+    parser.add_argument("--days", type=int, default=None,
+                        help="place the orders over this many days (default: TPC-H's seven years)")
     parser.add_argument("--seed", type=int, default=17, help="trial i of a pipeline and engine uses seed + i")
     options = parser.parse_args(argv)
     # A SIGTERM (timeout, CI) unwinds through run_trial's cleanup: the pipeline runs in their own sessions.
@@ -573,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{', '.join(group)}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
                 trial = run_trial(spark, group, engine, seed=options.seed + i, kills=options.kills,
                                   broker_faults=options.broker_faults, chunks=options.chunks,
-                                  scale_factor=options.scale_factor, log=lambda line: print(line, flush=True))
+                                  scale_factor=options.scale_factor, days=options.days, log=lambda line: print(line, flush=True))
                 results += trial
                 for result in trial:
                     print(f"  {result.pipeline}: {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
