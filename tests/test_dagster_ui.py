@@ -57,23 +57,6 @@ def dagster_dev(tmp_path_factory):
         dev.stop()
 
 
-def test_a_continuous_run_launched_with_dagster_job_launch_runs_in_the_run_worker(dagster_dev):
-    """A pipeline's continuous run through ``dagster job launch``, the queue and the run worker, until the UI's
-    "Terminate". (Catch-up jobs with their checks are launched from the UI below; ``lakehouse_job`` runs every
-    pipeline in-process in ``tests/test_e2e_lakehouse.py``.)"""
-    streaming = dagster_dev.launch("orders_current_streaming_job")
-    dagster_dev.wait(streaming, {DagsterRunStatus.STARTED, *FINISHED})
-    commits = dagster_dev.state / "lakehouse" / "_checkpoints" / "orders_current" / "main" / "commits"
-    deadline = time.monotonic() + 300
-    while not (commits.is_dir() and any(commits.iterdir())):
-        assert dagster_dev.instance.get_run_by_id(streaming).status == DagsterRunStatus.STARTED, dagster_dev.failure(streaming)
-        assert time.monotonic() < deadline, "the continuous run committed no micro-batch in 300 s"
-        time.sleep(2)
-    # As the UI's "Terminate" button does.
-    assert dagster_dev.instance.run_launcher.terminate(streaming)
-    assert dagster_dev.wait(streaming, timeout_s=120).status == DagsterRunStatus.CANCELED
-
-
 @pytest.fixture(scope="module")
 def browser():
     from selenium import webdriver
@@ -162,8 +145,9 @@ def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev
     # A launched run is created NOT_STARTED and then submitted to the queue.
     assert dagster_dev.wait(second, {s for s in DagsterRunStatus if s != DagsterRunStatus.NOT_STARTED}, 60).status == DagsterRunStatus.QUEUED
     assert dagster_dev.instance.get_run_by_id(first).status in {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
-    # Another pipeline holds another pool: it starts beside the first run, ahead of the queued second.
-    other = dagster_dev.submit("orders_by_status_job")
+    # Another pipeline holds another pool: it starts beside the first run, ahead of the queued second. It is
+    # launched with `dagster job launch`, the CLI's way into the same queue and run worker.
+    other = dagster_dev.launch("orders_by_status_job")
     driver.get(f"{dagster_dev.url}/runs")
     WebDriverWait(driver, 60).until(lambda d: "Queued" in d.find_element("tag name", "body").text)
     _shot(driver, "2-runs-second-queued")
