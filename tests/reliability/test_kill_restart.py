@@ -1,4 +1,4 @@
-"""Kill/restart trials in the suite: one per stateful ``sql/`` pipeline on the jvm engine, one of them in ``make test``
+"""Kill/restart trials in the suite: one per stateful ``sql/`` pipeline on the jvm engine, two of them in ``make test``
 (``make chaos`` runs both engines).
 
 Each trial (``tests.reliability.chaos.run_trial``) runs the pipeline as its own process against a fresh
@@ -30,10 +30,11 @@ TRIALS = [
     ("part_price_over", "jvm", "state_commit", 0),
 ]
 
-#: The trial ``make test`` runs (5 minutes alone on 2 cores): the regular join killed between the sink's Delta
+#: The trials ``make test`` runs (5–7 minutes each on 2 cores): the regular join killed between the sink's Delta
 #: commit and the checkpoint commit, the window in which a replayed batch must still commit its state stores
-#: (issue 17). The others are ``slow``: ``make test-all`` and ``make chaos TRIALS=1`` run them.
-IN_MAKE_TEST = TRIALS[0]
+#: (issue 17), and the temporal join killed during a micro-batch, with a broker stop and restart. The others are
+#: ``slow``: ``make test-all`` and ``make chaos TRIALS=1`` run them.
+IN_MAKE_TEST = TRIALS[:2]
 
 
 def test_the_trials_cover_every_pipeline_and_moment():
@@ -42,7 +43,7 @@ def test_the_trials_cover_every_pipeline_and_moment():
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(("pipeline", "engine", "moment", "broker_faults"), [
-    pytest.param(*t, marks=[pytest.mark.xdist_group(f"kill_{t[0]}"), *([] if t == IN_MAKE_TEST else [pytest.mark.slow])])
+    pytest.param(*t, marks=[pytest.mark.xdist_group(f"kill_{t[0]}"), *([] if t in IN_MAKE_TEST else [pytest.mark.slow])])
     for t in TRIALS
 ])
 def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, broker_faults, spark, tmp_path):
