@@ -7,7 +7,6 @@ import scala.collection.mutable.ArrayBuffer
 import org.apache.hadoop.fs.{FileStatus, FileSystem, Path}
 import org.apache.spark.paths.SparkPath
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
@@ -137,7 +136,7 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
     session, schema, new StructType(), schema, Nil, Map(FileFormat.OPTION_RETURNING_BATCH -> "false"),
     session.sessionState.newHadoopConf())
 
-  override def createReaderFactory(): PartitionReaderFactory = new BatchFileReaderFactory(parquetReader, schema)
+  override def createReaderFactory(): PartitionReaderFactory = new BatchFileReaderFactory(parquetReader)
 
   override def commit(end: Offset): Unit = ()
 
@@ -146,15 +145,16 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
   override def toString: String = s"ChangelogBatchStream[$folder]"
 }
 
-/** Reads a [[BatchFile]] partition in its task: the file's rows, in file order. */
-class BatchFileReaderFactory(read: PartitionedFile => Iterator[InternalRow], schema: StructType) extends PartitionReaderFactory {
+/**
+ * Reads a [[BatchFile]] partition in its task: the file's rows, in file order, as the Parquet reader gives
+ * them (UnsafeRows it reuses: each valid until the next `next()`, as `PartitionReader.get` allows).
+ */
+class BatchFileReaderFactory(read: PartitionedFile => Iterator[InternalRow]) extends PartitionReaderFactory {
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] = new PartitionReader[InternalRow] {
     private val rows = read(partition.asInstanceOf[BatchFile].file)
-    // The Parquet reader reuses its row: get() hands out the projection's, valid until the next next().
-    private val toUnsafe = UnsafeProjection.create(schema)
     private var current: InternalRow = _
 
-    override def next(): Boolean = rows.hasNext && { current = toUnsafe(rows.next()); true }
+    override def next(): Boolean = rows.hasNext && { current = rows.next(); true }
 
     override def get(): InternalRow = current
 
