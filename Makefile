@@ -62,7 +62,7 @@ TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not slow"
 
-# Everything make test runs, and the tests marked slow: the kill trials but two, the resource bounds, the Dagster daemon's
+# Everything make test runs, and the tests marked slow: the resource bounds, the Dagster daemon's
 # schedule and sensor, the python engine's one-row replays, every generated Flink differential case, the TPC-H
 # pipelines through `streamjoin run` on jvm (about 2 hours on 2 cores).
 test-all: setup

@@ -96,7 +96,9 @@ class CheckpointView:
         return max(ids) if ids else None
 
     def batch_offsets(self, batch: int) -> dict[str, int]:
-        """Topic → the sum over its partitions of the end offsets micro-batch ``batch`` reads up to (``offsets/<batch>``)."""
+        """Topic → the sum over its partitions of the end offsets micro-batch ``batch`` reads up to (``offsets/<batch>``);
+        where the query reads a topic in more than one source (``part_price_over`` reads ``shipments`` twice), the
+        least of its sources' sums: the batch has read the topic up to there in every source."""
         try:
             lines = (self.checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]
         except FileNotFoundError:
@@ -104,7 +106,7 @@ class CheckpointView:
         ends: dict[str, int] = {}
         for line in lines:
             for topic, partitions in (json.loads(line) if line.startswith("{") else {}).items():
-                ends[topic] = ends.get(topic, 0) + sum(partitions.values())
+                ends[topic] = min(ends.get(topic, sys.maxsize), sum(partitions.values()))
         return ends
 
     def committed(self, batch: int) -> bool:

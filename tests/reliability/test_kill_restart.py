@@ -1,10 +1,10 @@
-"""Kill/restart trials in the suite: one per stateful ``sql/`` pipeline on the jvm engine, two of them in ``make test``
-(``make chaos`` runs both engines).
+"""Kill/restart trials in the suite: every stateful ``sql/`` pipeline on the jvm engine, in three trials (``make chaos``
+runs both engines and trials of each pipeline alone).
 
-Each trial (``tests.reliability.chaos.run_trial``) runs the pipeline as its own process against a fresh
+Each trial (``tests.reliability.chaos.run_trial``) runs its pipelines as one process against a fresh
 embedded broker while a producer writes the TPC-H changelogs, SIGKILLs it during a micro-batch, during
 the state store commit and between the sink's Delta commit and the checkpoint commit, restarts it, and
-checks the final table against the batch query and the changelog table batch by batch.
+checks each final table against the batch query and its changelog table batch by batch.
 """
 
 import datetime as dt
@@ -19,43 +19,43 @@ from streamjoin.sink.delta import CHANGELOG_METADATA
 from tests.reliability.chaos import MOMENTS, PIPELINES, CheckpointView, run_trial, trial_aims
 from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_going_back
 
-#: One kill per trial, the three moments spread over the pipelines (``make chaos`` aims at each in every trial,
-#: on both engines; the python engine's trials cost the suite ~9 minutes on the reference machine), and in one
-#: trial a broker stop and restart on the same data folder (``make chaos --broker-faults N`` in every trial).
+#: (pipelines in the trial's process, engine, the (target pipeline, moment) of each kill, broker faults). A kill
+#: stops the whole process: in the last trial the kill also hits the two pipelines it does not aim at, at whatever
+#: moment each is in. The regular join is killed between the sink's Delta commit and the checkpoint commit, the
+#: window in which a replayed batch must still commit its state stores (issue 17); the temporal join during a
+#: micro-batch, with a broker stop and restart on the same data folder (``make chaos --broker-faults N``); the
+#: interval join, killed during its state store commit, shares a process with the dedup + group aggregate and OVER
+#: (two Spark driver starts instead of six). 3–6 minutes a trial alone on 2 cores; ``make chaos`` aims three kills
+#: at each pipeline in every trial.
 TRIALS = [
-    ("lineitem_with_order", "jvm", "after_delta_commit", 0),
-    ("orders_in_eur", "jvm", "micro_batch", 1),
-    ("orders_shipped_fast", "jvm", "state_commit", 0),
-    ("orders_by_status", "jvm", "after_delta_commit", 0),
-    ("part_price_over", "jvm", "state_commit", 0),
+    (("lineitem_with_order",), "jvm", (("lineitem_with_order", "after_delta_commit"),), 0),
+    (("orders_in_eur",), "jvm", (("orders_in_eur", "micro_batch"),), 1),
+    (("orders_shipped_fast", "orders_by_status", "part_price_over"), "jvm",
+     (("orders_shipped_fast", "state_commit"),), 0),
 ]
-
-#: The trials ``make test`` runs (5–7 minutes each on 2 cores): the regular join killed between the sink's Delta
-#: commit and the checkpoint commit, the window in which a replayed batch must still commit its state stores
-#: (issue 17), and the temporal join killed during a micro-batch, with a broker stop and restart. The others are
-#: ``slow``: ``make test-all`` and ``make chaos TRIALS=1`` run them.
-IN_MAKE_TEST = TRIALS[:2]
 
 
 def test_the_trials_cover_every_pipeline_and_moment():
-    assert {t[0] for t in TRIALS} == set(PIPELINES) and {t[2] for t in TRIALS} == set(MOMENTS)
+    assert {name for pipelines, *_ in TRIALS for name in pipelines} == set(PIPELINES)
+    assert {moment for _, _, aims, _ in TRIALS for _, moment in aims} == set(MOMENTS)
+    assert all(target in pipelines for pipelines, _, aims, _ in TRIALS for target, _ in aims)
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("pipeline", "engine", "moment", "broker_faults"), [
-    pytest.param(*t, marks=[pytest.mark.xdist_group(f"kill_{t[0]}"), *([] if t in IN_MAKE_TEST else [pytest.mark.slow])])
-    for t in TRIALS
+@pytest.mark.parametrize(("pipelines", "engine", "aims", "broker_faults"), [
+    pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0][0]}"), id="+".join(t[0])) for t in TRIALS
 ])
-def test_a_killed_pipeline_restarts_with_nothing_lost_or_doubled(pipeline, engine, moment, broker_faults, spark, tmp_path):
-    [result] = run_trial(spark, [pipeline], engine, seed=17, aims=[(pipeline, moment)], broker_faults=broker_faults,
-                         chunks=3, days=DAYS, work=tmp_path)
-    assert not result.error and not result.restart_failures, (result.error, result.restart_failures)
-    assert [hit for _, hit in result.kills if hit != "missed"], f"no kill landed: {result.kills}"
-    assert len(result.broker_faults) == broker_faults and "stalled" not in result.broker_faults, result.broker_faults
-    verdict = result.verdict
-    assert verdict.rows_expected > 0
-    assert verdict.ok, verdict
-    assert verdict.rows_in_delta == verdict.rows_expected
+def test_killed_pipelines_restart_with_nothing_lost_or_doubled(pipelines, engine, aims, broker_faults, spark, tmp_path):
+    results = run_trial(spark, list(pipelines), engine, seed=17, aims=list(aims), broker_faults=broker_faults,
+                        chunks=3, days=DAYS, work=tmp_path)
+    for result in results:
+        assert not result.error and not result.restart_failures, (result.pipeline, result.error, result.restart_failures)
+        assert [hit for _, hit in result.kills if hit != "missed"], f"{result.pipeline}: no kill landed: {result.kills}"
+        assert len(result.broker_faults) == broker_faults and "stalled" not in result.broker_faults, result.broker_faults
+        verdict = result.verdict
+        assert verdict.rows_expected > 0, result.pipeline
+        assert verdict.ok, (result.pipeline, verdict)
+        assert verdict.rows_in_delta == verdict.rows_expected, result.pipeline
 
 
 def test_a_trials_kills_take_the_pipelines_in_turn_and_each_moment_once():
@@ -121,3 +121,13 @@ def test_the_moment_is_read_from_the_checkpoint_and_the_delta_log(tmp_path):
     (checkpoint / "commits" / "1").write_text("v1")
     assert view.moment() == "between_batches"
     assert set(MOMENTS) == {"micro_batch", "state_commit", "after_delta_commit"}
+
+
+def test_a_topic_read_by_two_sources_counts_as_read_where_both_are(tmp_path):
+    view = CheckpointView(tmp_path / "main", tmp_path / "table")
+    (tmp_path / "main" / "offsets").mkdir(parents=True)
+    # offsets/N: the version, the batch metadata, then one line per source (part_price_over reads shipments twice).
+    lines = ["v1", "{}", '{"shipments":{"0":6005}}', '{"shipments":{"0":5990}}', '{"order_events":{"0":70,"1":30}}']
+    (tmp_path / "main" / "offsets" / "4").write_text("\n".join(lines))
+    assert view.batch_offsets(4) == {"shipments": 5990, "order_events": 100}
+    assert view.batch_offsets(5) == {}
