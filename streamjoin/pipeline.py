@@ -340,6 +340,7 @@ def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, 
             _collect(events.take_until_terminated(ids), str(main.id), run, callbacks)
     finally:
         spark.streams.removeListener(events)
+        identity.close()
 
 
 def _collect(progresses: list[StreamingQueryProgress], main_id: str, run: PipelineRun, callbacks: tuple) -> None:

@@ -6,6 +6,7 @@ orders table from the same generated input.
 """
 
 import dataclasses
+import gc
 import json
 import os
 import shutil
@@ -33,10 +34,20 @@ def rows(spark, path, columns):
     return {tuple(r[c] for c in columns) for r in spark.read.format("delta").load(path).collect()}
 
 
+def _kafka_clients() -> int:
+    from confluent_kafka.admin import AdminClient
+
+    gc.collect()
+    return sum(isinstance(o, AdminClient) for o in gc.get_objects())
+
+
 def test_upsert_table_equals_batch_recomputation(spark, kafka_bootstrap, demo_topics, tpch, tmp_path):
     lakehouse = Lakehouse(str(tmp_path / "lake"))
     pipeline = orders_pipeline("orders_current")
+    clients = _kafka_clients()
     run = run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
+    # No admin client of the run outlives it (each would keep connecting to the cluster until the process exits).
+    assert _kafka_clients() == clients
 
     assert run.records_read == {"orders": demo_topics["orders"]}
     columns = ORDERS.schema.names

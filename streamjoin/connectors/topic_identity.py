@@ -76,6 +76,15 @@ class TopicIdentity:
             self._write({**current, **recorded})
         self._recorded = {**current, **recorded}
 
+    def close(self) -> None:
+        """Free the admin client (a later :meth:`check` makes a new one).
+
+        Call it when the query has stopped: the query's ``foreachBatch`` function holds this object, and py4j's
+        callback server keeps that function after the query ends, so the client would live, and librdkafka would
+        keep connecting to the cluster (logging ``Connection refused`` once it is gone), until the process exits.
+        """
+        self._admin = None
+
     def _path(self):
         return self.spark.sparkContext._jvm.org.apache.hadoop.fs.Path(f"{self.checkpoint}/{TOPIC_IDS_FILE}")
 
