@@ -29,6 +29,7 @@ import json
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
+from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
@@ -53,6 +54,22 @@ CHANGELOG_METADATA = StructType([
     StructField(SOURCE_OFFSETS_COLUMN, StringType(), True),
     StructField(PROCESSING_TIME_COLUMN, TimestampType(), False),
 ])
+
+
+class _Write(InheritableThread):
+    """A write on its own thread, with the job properties of the thread that starts it (the streaming query's
+    job group: stopping the query cancels the write's jobs too); ``error`` holds what it raised."""
+
+    def __init__(self, write, *args) -> None:
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                write(*args)
+            except BaseException as e:  # noqa: BLE001 - re-raised on the starting thread
+                self.error = e
+
+        super().__init__(run, daemon=True)
 
 
 @dataclass(frozen=True)
@@ -265,26 +282,37 @@ class DeltaUpsertWriter:
             # cost seconds (measured 3-4 s a batch on 2 cores) and change no row.
             if batch.count() == 0:
                 return
-            (
-                batch.select(
-                    *columns,
-                    ROWKIND_COLUMN,
-                    SEQ_COLUMN,
-                    F.lit(batch_id).cast("long").alias(BATCH_ID_COLUMN),
-                    F.lit(_batch_offsets(spark, self.checkpoint, batch_id)).cast("string").alias(SOURCE_OFFSETS_COLUMN),
-                    F.current_timestamp().alias(PROCESSING_TIME_COLUMN),
-                )
-                .write.format("delta")
-                .mode("append")
-                .option("txnAppId", app_id)
-                .option("txnVersion", batch_id)
-                .save(self.sink.changelog_path)
+            changelog = batch.select(
+                *columns,
+                ROWKIND_COLUMN,
+                SEQ_COLUMN,
+                F.lit(batch_id).cast("long").alias(BATCH_ID_COLUMN),
+                F.lit(_batch_offsets(spark, self.checkpoint, batch_id)).cast("string").alias(SOURCE_OFFSETS_COLUMN),
+                F.current_timestamp().alias(PROCESSING_TIME_COLUMN),
             )
-            self._merge(spark, batch, columns, batch_id, app_id)
+            # MERGE has no writer options; Delta reads the transaction identifiers of both writes from these
+            # session settings (the query's own session: Spark gives each streaming query a copy).
+            spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            try:
+                # The two writes go to two tables, each idempotent on its own, so their order does not matter:
+                # they run at once, and one's driver work (planning, log replay, commit) overlaps the other's
+                # tasks. Measured on 2 cores: 5.5-7 s a batch of a few thousand changes down to ~4.5 s.
+                append = _Write(changelog.write.format("delta").mode("append").save, self.sink.changelog_path)
+                append.start()
+                try:
+                    self._merge(spark, batch, columns)
+                finally:
+                    append.join()
+                if append.error is not None:
+                    raise append.error
+            finally:
+                spark.conf.unset("spark.databricks.delta.write.txnAppId")
+                spark.conf.unset("spark.databricks.delta.write.txnVersion")
         finally:
             batch.unpersist()
 
-    def _merge(self, spark: SparkSession, batch: DataFrame, columns: list[str], batch_id: int, app_id: str) -> None:
+    def _merge(self, spark: SparkSession, batch: DataFrame, columns: list[str]) -> None:
         key = list(self.sink.primary_key)
         last = (
             batch.withColumn("_n", F.row_number().over(Window.partitionBy(*key).orderBy(F.col(SEQ_COLUMN).desc())))
@@ -293,19 +321,12 @@ class DeltaUpsertWriter:
         )
         accumulate = f"s.{ROWKIND_COLUMN} IN ('+I', '+U')"
         values = {c: f"s.`{c}`" for c in columns}
-        # MERGE has no writer options; Delta reads the transaction identifiers from these session settings.
-        spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-        spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        try:
-            (
-                DeltaTable.forPath(spark, self.sink.path)
-                .alias("t")
-                .merge(last.alias("s"), " AND ".join(f"t.`{k}` = s.`{k}`" for k in key))
-                .whenMatchedDelete(condition=f"NOT ({accumulate})")
-                .whenMatchedUpdate(set=values)
-                .whenNotMatchedInsert(condition=accumulate, values=values)
-                .execute()
-            )
-        finally:
-            spark.conf.unset("spark.databricks.delta.write.txnAppId")
-            spark.conf.unset("spark.databricks.delta.write.txnVersion")
+        (
+            DeltaTable.forPath(spark, self.sink.path)
+            .alias("t")
+            .merge(last.alias("s"), " AND ".join(f"t.`{k}` = s.`{k}`" for k in key))
+            .whenMatchedDelete(condition=f"NOT ({accumulate})")
+            .whenMatchedUpdate(set=values)
+            .whenNotMatchedInsert(condition=accumulate, values=values)
+            .execute()
+        )
