@@ -33,6 +33,10 @@ SESSION_CONF = {
     # machine; the default 15 s to connect back to the JVM fails them.
     "spark.python.authenticate.socketTimeout": "120s",
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
+    # Spark's cache of generated classes holds 100 (SPARK-24727: "too small for streaming"). One micro-batch
+    # of a pipeline (operators, the dead-letter query, the Delta MERGE and append) uses more than that,
+    # so every batch compiled ~100 classes again, most of them identical: 1-2 s a batch on 2 cores.
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
 
