@@ -6,7 +6,8 @@ or plain Spark projections), and a Delta sink. :func:`run_pipeline` starts
 
 - the main query, whose ``foreachBatch`` is the :class:`~streamjoin.sink.delta.DeltaUpsertWriter`, and
 - one dead-letter query appending every undecodable record of the sources to
-  ``<sink>_dead_letters`` (Delta's streaming sink, idempotent per batch),
+  ``<sink>_dead_letters`` (:class:`~streamjoin.sink.delta.DeltaAppendWriter`: idempotent per batch, no
+  commit for a batch without dead letters),
 
 with checkpoints under the lakehouse's ``_checkpoints/<sink>/``. With
 ``available_now=True`` both process what the topics hold and stop (a backfill);
@@ -43,7 +44,7 @@ from streamjoin.connectors.kafka_client import Cluster, as_connection, declared_
 from streamjoin.connectors.topic_identity import TopicIdentity
 from streamjoin.errors import ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
-from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
+from streamjoin.sink.delta import DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
 
 __all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines", "check_one_pipeline_per_table"]
 
@@ -158,15 +159,17 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
     for source in pipeline.sources:
         letters = dead_letters(decoded[source.name])
         bad = letters if bad is None else bad.unionByName(letters)
+    dead_checkpoint = lakehouse.checkpoint(pipeline.name, "dead_letters")
+    dead_table = DeltaAppendWriter(f"{pipeline.name}_dead_letters", pipeline.dead_letter_path(lakehouse), dead_checkpoint)
+    dead_table.create(spark, bad.schema)
     dead_writer = (
         observe_dead_letters(bad).writeStream.queryName(f"{pipeline.name}_dead_letters")
-        .format("delta")
-        .outputMode("append")
-        .option("checkpointLocation", lakehouse.checkpoint(pipeline.name, "dead_letters"))
+        .foreachBatch(dead_table)
+        .option("checkpointLocation", dead_checkpoint)
     )
     if available_now:
         writer, dead_writer = writer.trigger(availableNow=True), dead_writer.trigger(availableNow=True)
-    return writer.start(), dead_writer.start(pipeline.dead_letter_path(lakehouse))
+    return writer.start(), dead_writer.start()
 
 
 def run_pipeline(
@@ -309,8 +312,8 @@ def run_pipelines(
 
 
 #: The Delta operations the run's writers commit, per table: the writer's MERGE and changelog append,
-#: the dead-letter query's streaming appends (not, e.g., a maintenance job's OPTIMIZE).
-_OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("STREAMING UPDATE",)}
+#: the dead-letter query's appends (not, e.g., a maintenance job's OPTIMIZE).
+_OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("WRITE",)}
 
 
 def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,

@@ -5,7 +5,7 @@ import shutil
 from delta.tables import DeltaTable
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, create_sink_tables
+from streamjoin.sink.delta import DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, create_sink_tables
 
 SCHEMA = StructType([StructField("k", IntegerType()), StructField("v", StringType())])
 BATCH = StructType(SCHEMA.fields + [StructField("_rowkind", StringType()), StructField("_seq", LongType())])
@@ -88,3 +88,18 @@ def test_a_failed_changelog_append_fails_the_batch_and_its_replay_completes_it(s
     assert table(spark, sink.path) == [(1, "a"), (2, "b")]
     assert DeltaTable.forPath(spark, sink.path).history().count() == merges
     assert sorted((r.k, r._batch_id) for r in spark.read.format("delta").load(sink.changelog_path).collect()) == [(1, 0), (2, 0)]
+
+
+def test_the_append_writer_commits_only_batches_with_rows_and_each_once(spark, tmp_path):
+    writer = DeltaAppendWriter("t_dead_letters", str(tmp_path / "dead"), str(tmp_path / "cp"))
+    writer.create(spark, SCHEMA)
+    assert table(spark, writer.path) == []  # exists, empty, before any row
+    created = DeltaTable.forPath(spark, writer.path).history().count()
+
+    writer(spark.createDataFrame([], SCHEMA), 0)  # the usual dead-letter batch: nothing, and no commit
+    assert DeltaTable.forPath(spark, writer.path).history().count() == created
+    rows = spark.createDataFrame([(1, "bad")], SCHEMA)
+    writer(rows, 1)
+    writer(rows, 1)  # replayed after a crash before the checkpoint commit: skipped
+    assert table(spark, writer.path) == [(1, "bad")]
+    assert DeltaTable.forPath(spark, writer.path).history().count() == created + 1

@@ -39,7 +39,7 @@ from streamjoin.errors import SinkError
 
 __all__ = [
     "DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset",
-    "table_version", "commit_metrics",
+    "table_version", "commit_metrics", "DeltaAppendWriter",
 ]
 
 BATCH_ID_COLUMN = "_batch_id"
@@ -195,6 +195,12 @@ def _app_id_prefix(sink: DeltaSink) -> str:
     return f"streamjoin-{sink.name}"
 
 
+def _query_app_id(spark: SparkSession, prefix: str, checkpoint: str) -> str:
+    """``<prefix>-<query id>``, the query id read from the checkpoint's ``metadata``, or ``prefix`` without one."""
+    query_id = _checkpoint_query_id(spark, checkpoint)
+    return prefix + (f"-{query_id}" if query_id else "")
+
+
 def last_writer(spark: SparkSession, sink: DeltaSink) -> str | None:
     """The ``txnAppId`` of the newest commit of the upsert table made by a :class:`DeltaUpsertWriter`
     (``streamjoin-<sink>-<query id>``), among its newest 100 commits; None when there is none (a new table, or
@@ -264,8 +270,7 @@ class DeltaUpsertWriter:
     def app_id(self, spark: SparkSession) -> str:
         """The Delta ``txnAppId`` of this writer's batches (see ``app_id`` above)."""
         if self._app_id is None:
-            query_id = _checkpoint_query_id(spark, self.checkpoint)
-            self._app_id = _app_id_prefix(self.sink) + (f"-{query_id}" if query_id else "")
+            self._app_id = _query_app_id(spark, _app_id_prefix(self.sink), self.checkpoint)
         return self._app_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -330,3 +335,48 @@ class DeltaUpsertWriter:
             .whenNotMatchedInsert(condition=accumulate, values=values)
             .execute()
         )
+
+
+class DeltaAppendWriter:
+    """The ``foreachBatch`` function that appends a stream's rows to a Delta table, idempotent per micro-batch;
+    a micro-batch without rows writes nothing.
+
+    Used for the dead-letter tables. Delta's own streaming sink commits a table version for every micro-batch,
+    empty ones included (the commit records the batch id): a dead-letter table, empty in most batches, got a
+    commit (and a log checkpoint every ten) for every micro-batch of its pipeline, each costing the run a Delta
+    transaction (~1 s on 2 cores) beside the main query's. The batch is appended with Delta's transaction
+    identifiers (``txnAppId`` = ``streamjoin-<name>-<query id>``, ``txnVersion`` = batch id), so a batch replayed
+    after a crash between the Delta commit and the checkpoint commit is skipped, as Delta's sink skips it.
+
+    Args:
+        name: the table's name (the ``txnAppId`` prefix).
+        path: the Delta table's location (:meth:`create` makes it before the query starts).
+        checkpoint: the query's checkpoint location (its ``metadata`` holds the query id).
+    """
+
+    def __init__(self, name: str, path: str, checkpoint: str) -> None:
+        self.name = name
+        self.path = path
+        self.checkpoint = checkpoint
+        self._app_id: str | None = None
+
+    def create(self, spark: SparkSession, schema: StructType) -> None:
+        """Create the table with ``schema`` (the stream's) when there is none: it exists, empty, before any row."""
+        DeltaTable.createIfNotExists(spark).location(self.path).addColumns(schema).execute()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        if self._app_id is None:
+            self._app_id = _query_app_id(spark, f"streamjoin-{self.name}", self.checkpoint)
+        batch = batch.persist()
+        try:
+            if batch.count() == 0:
+                return
+            (
+                batch.write.format("delta").mode("append")
+                .option("txnAppId", self._app_id)
+                .option("txnVersion", batch_id)
+                .save(self.path)
+            )
+        finally:
+            batch.unpersist()
