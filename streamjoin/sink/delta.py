@@ -302,7 +302,7 @@ class DeltaUpsertWriter:
             try:
                 # The two writes go to two tables, each idempotent on its own, so their order does not matter:
                 # they run at once, and one's driver work (planning, log replay, commit) overlaps the other's
-                # tasks. Measured on 2 cores: 5.5-7 s a batch of a few thousand changes down to ~4.5 s.
+                # tasks. Measured on 2 cores: 0.5-0.7 s less a batch of 1,500 changes (from 5.1-6.1 s).
                 append = _Write(changelog.write.format("delta").mode("append").save, self.sink.changelog_path)
                 append.start()
                 try:
