@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Every Spark driver of the suite — the workers' sessions and the ones the tests start in subprocesses
+# (`streamjoin run`, Dagster runs, kill trials), which inherit this environment — compiles with C1 only.
+# A test's driver lives for seconds to minutes on small inputs: a JFR recording of a cold 35 s
+# `streamjoin run` spent 40 s of compiler-thread CPU on 2 cores (30 s of it C2, 3,159 methods), and
+# without C2 the same run took 28 s. Long-running pipelines and `make bench` keep the JVM's default
+# (C2 makes the jvm operators 25-45 % faster once warm; bench/RESULTS.md).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.hookimpl(tryfirst=True)
