@@ -11,7 +11,7 @@ import pytest
 # A test's driver lives for seconds to minutes on small inputs: a JFR recording of a cold 35 s
 # `streamjoin run` spent 40 s of compiler-thread CPU on 2 cores (30 s of it C2, 3,159 methods), and
 # without C2 the same run took 28 s. Long-running pipelines and `make bench` keep the JVM's default
-# (C2 makes the jvm operators 25-45 % faster once warm; bench/RESULTS.md).
+# (C2 makes the jvm operators 23-43 % faster once warm; bench/RESULTS.md, "A cold driver").
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
