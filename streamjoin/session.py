@@ -11,11 +11,14 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from streamjoin.cds import driver_java_options
 from streamjoin.config import local_dir
 from streamjoin.errors import StreamJoinError
 from streamjoin.runtime.engine import DEFAULT_ENGINE, ENGINE_CONF, operators_jar
 
 __all__ = ["spark_session", "SESSION_CONF"]
+
+_DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 #: Settings every streamjoin session needs, whatever the deployment.
 SESSION_CONF = {
@@ -50,7 +53,8 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         app_name: Spark application name.
         master: Spark master; ``local[2]`` by default (``SPARK_MASTER`` overrides),
             ``None`` to keep what spark-submit set. Only a ``local``/``local[N]`` master gets the
-            small-machine settings (loopback driver, 2 shuffle partitions, 2 file-listing tasks, no UI); any other,
+            small-machine settings (loopback driver, 2 shuffle partitions, 2 file-listing tasks, no UI, the driver's
+            class-data-sharing archive of ``make setup``: :mod:`streamjoin.cds`); any other,
             ``local-cluster[N,C,M]`` (executors in their own JVMs) included, is treated as a cluster.
             ``SPARK_SHUFFLE_PARTITIONS`` sets the shuffle partitions on any master. The jars go
             to ``spark.jars`` on every master, so executors fetch them from the driver.
@@ -84,6 +88,11 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         # six files on 2 cores, 4 s with 2.
         builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
+        # The driver maps the classes `make setup` archived instead of loading them again (streamjoin.cds).
+        conf = dict(conf or {})
+        own_options = conf.get(_DRIVER_JAVA_OPTIONS, "")
+        if archive_options := driver_java_options(own_options):
+            conf[_DRIVER_JAVA_OPTIONS] = f"{archive_options} {own_options}".strip()
     elif "SPARK_SHUFFLE_PARTITIONS" in os.environ:
         builder = builder.config("spark.sql.shuffle.partitions", os.environ["SPARK_SHUFFLE_PARTITIONS"])
     for key, value in SESSION_CONF.items():
