@@ -126,11 +126,16 @@ def build_archive(sql_file: Path, archive: Path | None = None, *, scale_factor: 
     with tempfile.TemporaryDirectory(prefix="streamjoin-cds-") as tmp, EmbeddedKafka(Path(tmp) / "kafka") as broker:
         load_topics(broker.bootstrap_servers, TpchChangelog(generate_tpch(Path(tmp) / "tpch", scale_factor), seed=1))
         # -Xlog:cds=error: the dump lists every class it skips (signed jars, classes never linked) as a warning.
-        os.environ[JAVA_OPTIONS_ENV] = (
-            f"{os.environ.get(JAVA_OPTIONS_ENV, '')} -XX:ArchiveClassesAtExit={written} -Xlog:cds=error"
-        ).strip()
-        status = cli.main(["run", "--available-now", "--bootstrap-servers", broker.bootstrap_servers,
-                           "--lakehouse", str(Path(tmp) / "lakehouse"), str(sql_file)])
+        options = os.environ.get(JAVA_OPTIONS_ENV)
+        os.environ[JAVA_OPTIONS_ENV] = f"{options or ''} -XX:ArchiveClassesAtExit={written} -Xlog:cds=error".strip()
+        try:
+            status = cli.main(["run", "--available-now", "--bootstrap-servers", broker.bootstrap_servers,
+                               "--lakehouse", str(Path(tmp) / "lakehouse"), str(sql_file)])
+        finally:
+            if options is None:
+                del os.environ[JAVA_OPTIONS_ENV]
+            else:
+                os.environ[JAVA_OPTIONS_ENV] = options
         if status != 0:
             raise RuntimeError(f"the training run of {sql_file} failed with exit status {status}")
         # The driver JVM exits when its stdin closes (pyspark's gateway server) and writes the archive on the way

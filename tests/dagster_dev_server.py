@@ -51,10 +51,10 @@ class DagsterDev:
         with open(self.home / "dagster.yaml", "a") as config:
             # The queue is polled every 5 s by default: a test waits on each launch and on each run leaving its pool.
             config.write("\nrun_queue:\n  dequeue_interval_seconds: 1\n")
-        # Local state (broker data, lakehouse) of its own; the jars and generated TPC-H are shared.
+        # Local state (broker data, lakehouse) of its own; the jars, the drivers' class archive and generated TPC-H are shared.
         state = root / "local"
         state.mkdir()
-        for shared in ("jars", "tpch"):
+        for shared in ("jars", "cds", "tpch"):
             (state / shared).symlink_to(local_dir(shared))
         self.state = state
         # The local service of `make kafka`, on this local state: the runs and sensors find it there. A test that
