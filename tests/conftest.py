@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The Spark drivers the tests start in subprocesses (`streamjoin run`, Dagster runs, kill trials), which inherit
+# this environment, compile with C1 only: each lives for seconds to minutes on small inputs, and a JFR recording
+# of a cold 35 s `streamjoin run` spent 40 s of compiler-thread CPU on 2 cores (30 s of it C2, 3,159 methods);
+# without C2 the same run took 28 s. The workers' own sessions (the `spark` fixture) keep the JVM's default: they
+# live for the whole suite, and with C1 too the in-process tests lost more than the subprocesses gained (a clean
+# run of the suite 2,117 -> 2,409 s). Pipelines and `make bench` keep the default too (C2 makes the jvm operators
+# 23-43 % faster once warm; bench/RESULTS.md, "A cold driver").
+_SUBPROCESS_JIT = "-XX:TieredStopAtLevel=1"
+_SETS_JIT = "SPARK_SUBMIT_OPTS" not in os.environ
+if _SETS_JIT:
+    os.environ["SPARK_SUBMIT_OPTS"] = _SUBPROCESS_JIT
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -46,7 +60,13 @@ def _start_rank(item) -> int:
 def spark():
     from streamjoin.session import spark_session
 
-    session = spark_session("streamjoin-tests")
+    if _SETS_JIT:
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    try:
+        session = spark_session("streamjoin-tests")
+    finally:
+        if _SETS_JIT:
+            os.environ["SPARK_SUBMIT_OPTS"] = _SUBPROCESS_JIT
     yield session
     session.stop()
 
