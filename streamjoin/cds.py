@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from streamjoin.config import local_dir
+from streamjoin.config import java_executable, local_dir
 
 __all__ = ["archive_path", "build_archive", "driver_java_options", "JAVA_OPTIONS_ENV"]
 
@@ -46,13 +44,6 @@ def _stamp_path(archive: Path) -> Path:
     return archive.with_suffix(".json")
 
 
-def _java() -> Path | None:
-    """The java that spark-submit runs (Spark's ``bin/spark-class``: ``$JAVA_HOME/bin/java``, else ``java`` on PATH)."""
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    return Path(java).resolve() if java and Path(java).is_file() else None
-
-
 def _spark_jars() -> Path:
     from pyspark.find_spark_home import _find_spark_home
 
@@ -61,7 +52,8 @@ def _spark_jars() -> Path:
 
 def _stamp() -> dict:
     """What the JVM checks an archive against: its own build, and each jar of the class path with its size and time."""
-    java, jars = _java(), _spark_jars()
+    java, jars = java_executable(), _spark_jars()
+    java = Path(java).resolve() if java else None
     return {
         "java": [str(java), java.stat().st_size, java.stat().st_mtime_ns] if java else None,
         "jars": str(jars),

@@ -8,9 +8,10 @@ used: Delta paths, checkpoints and Kafka servers come from configuration.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["PROJECT_ROOT", "local_dir"]
+__all__ = ["PROJECT_ROOT", "java_executable", "local_dir"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,3 +23,12 @@ def local_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def java_executable() -> str | None:
+    """The java the local JVMs run (Spark's ``bin/spark-class`` and the embedded broker): ``$JAVA_HOME/bin/java``
+    when it exists, else ``java`` on ``PATH``; ``None`` when there is neither."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    return shutil.which("java")

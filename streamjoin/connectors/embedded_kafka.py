@@ -24,7 +24,6 @@ import base64
 import ctypes
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +34,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from streamjoin.config import local_dir
+from streamjoin.config import java_executable, local_dir
 from streamjoin.connectors.kafka_client import KafkaConnection, jaas_config
 from streamjoin.errors import EmbeddedKafkaError, ValidationError
 
@@ -146,10 +145,7 @@ def _make_preexec(parent_pid: int):
 
 
 def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return str(Path(java_home) / "bin" / "java")
-    java = shutil.which("java")
+    java = java_executable()
     if java is None:
         raise EmbeddedKafkaError("no 'java' on PATH and no JAVA_HOME: the embedded Kafka broker needs a JDK 17+")
     return java
