@@ -113,6 +113,7 @@ def build_archive(sql_file: Path, archive: Path | None = None, *, scale_factor: 
     from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 
     archive = archive or archive_path()
+    archive.parent.mkdir(parents=True, exist_ok=True)  # the JVM writes no archive into a missing folder
     written = archive.with_name(archive.name + ".tmp")
     written.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="streamjoin-cds-") as tmp, EmbeddedKafka(Path(tmp) / "kafka") as broker:
