@@ -323,6 +323,28 @@ def exit_code(error: BaseException) -> int:
     return next((code for kind, code in EXIT_CODES if isinstance(error, kind)), _FAILURE)
 
 
+def unexpected_error_summary(error: BaseException) -> str:
+    """One line for an exception that is not one of ours: a bug, or Spark failing the query.
+
+    Its first line says what failed. When the failure was a Python exception in a ``foreachBatch`` function
+    (Spark's ``FOREACH_BATCH_USER_FUNCTION_ERROR``: the sink's writers run there), the first line ends in
+    ``Traceback (most recent call last):`` and the exception is on the traceback's last line, many lines
+    down: it is appended, so the one line names it (``... Return Message: ValueError: boom``).
+    """
+    lines = str(error).strip().splitlines()
+    if not lines:
+        return ""
+    first = lines[0]
+    traceback_start = "Traceback (most recent call last):"
+    if first.endswith(traceback_start):
+        # The exception raised is the first unindented line after the last frame (a chained traceback has
+        # several; an exception's message may run over several lines).
+        last_frame = max((i for i, line in enumerate(lines) if line.startswith('  File "')), default=0)
+        raised = next((line for line in lines[last_frame + 1:] if line and not line[0].isspace()), "")
+        first = first[: -len(traceback_start)] + raised.strip()
+    return first
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``streamjoin`` console script; returns the exit status (see the module docstring).
 
@@ -340,9 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         elif isinstance(e, StreamJoinError):
             message = str(e)
         else:
-            # Not one of ours: a bug or Spark failing the query. Its first line says what; --debug says where.
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            message = f"unexpected {type(e).__name__}: {first}" + ("" if debug else " (--debug shows the traceback)")
+            message = f"unexpected {type(e).__name__}: {unexpected_error_summary(e)}" + (
+                "" if debug else " (--debug shows the traceback)")
         print(f"streamjoin: error: {message}", file=sys.stderr)
         return exit_code(e)
 

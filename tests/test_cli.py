@@ -265,3 +265,38 @@ def test_run_refuses_two_pipelines_writing_one_table():
     assert result.returncode == 3, result.stderr
     assert result.stderr == ("streamjoin: error: more than one INSERT INTO orders_current: each table is written by one "
                              "pipeline, which keeps its checkpoints under _checkpoints/<table>/\n")
+
+
+def test_a_python_exception_in_the_sinks_foreach_batch_is_named_on_the_one_line(monkeypatch, capsys):
+    # Spark's message for a foreachBatch function that raised (PySpark 4.2, abridged): the exception is on the
+    # traceback's last line, far below the first; a chained traceback's first exception is not the one raised.
+    spark_message = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An "
+        "error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by the "
+        "Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "/venv/py4j/clientserver.py", line 644, in _call_proxy\n'
+        "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+        "KeyError: 'x'\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/work/streamjoin/sink/delta.py", line 300, in __call__\n'
+        "    raise ValueError('boom')\n"
+        "ValueError: boom\n"
+        "on two lines\n"
+        " SQLSTATE: 39000 SQLSTATE: XXKST\n"
+        "=== Streaming Query ===\n"
+    )
+
+    def fails(args):
+        raise RuntimeError(spark_message)
+
+    monkeypatch.setattr(cli, "_explain", fails)
+    assert main(["explain", str(ORDERS_CURRENT_SQL)]) == 1
+    assert capsys.readouterr().err == (
+        "streamjoin: error: unexpected RuntimeError: [STREAM_FAILED] Query [id = 1, runId = 2] terminated with "
+        "exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach "
+        "batch sink. Reason: An exception was raised by the Python Proxy. Return Message: ValueError: boom "
+        "(--debug shows the traceback)\n"
+    )

@@ -282,7 +282,9 @@ class _Run:
     def error_line(self) -> str:
         lines = self.log.read_text(errors="replace").splitlines()
         errors = [line for line in lines if line.startswith("streamjoin: error:")]
-        return (errors or lines[-1:] or [""])[-1][:400]
+        line = (errors or lines[-1:] or [""])[-1]
+        # The CLI's line ends with what was raised (streamjoin.cli.unexpected_error_summary): keep the end.
+        return line if len(line) <= 400 else f"{line[:150]} … {line[-250:]}"
 
 
 def _watch(view: CheckpointView, run: _Run, aim: str, rng: random.Random, producer: Producer, timeout_s: float) -> str:
