@@ -273,15 +273,29 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], *, timeout_s: float = 3
     """Each topic's id (Kafka's ``Uuid`` as text, KIP-516), e.g. ``{"orders": "lT0S3s…"}``; a topic that does
     not exist is left out. ``admin``: an :func:`admin_client`, kept by a caller that asks repeatedly.
 
+    A transient error (retriable, or a leader moving) is retried until ``timeout_s`` has passed: a pipeline asks
+    before every micro-batch, and a busy or restarting broker must not fail the query where Spark's Kafka
+    source itself would wait.
+
     Raises:
-        KafkaException: the cluster refused the request.
+        KafkaException: the cluster refused the request, or still failed it after ``timeout_s``.
     """
-    futures = admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    pending = sorted(set(topics))
     ids = {}
-    for name, future in futures.items():
-        try:
-            ids[name] = str(future.result().topic_id)
-        except KafkaException as e:
-            if e.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise
+    while pending:
+        futures = admin.describe_topics(TopicCollection(pending), request_timeout=timeout_s)
+        pending = []
+        for name, future in futures.items():
+            try:
+                ids[name] = str(future.result().topic_id)
+            except KafkaException as e:
+                error = e.args[0]
+                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                if not (error.retriable() or error.code() in _LEADERSHIP_ERRORS) or time.monotonic() > deadline:
+                    raise
+                pending.append(name)
+        if pending:
+            time.sleep(_POLL_INTERVAL_S)
     return ids

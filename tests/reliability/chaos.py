@@ -279,6 +279,11 @@ class _Run:
             pass
         self.process.wait()
 
+    def error_details(self, limit: int = 20) -> list[str]:
+        """Spark's ERROR log lines and their causes, the first ``limit``: what the one error line leaves out."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return [line[:300] for line in lines if " ERROR " in line or line.startswith("Caused by:")][:limit]
+
     def error_line(self) -> str:
         lines = self.log.read_text(errors="replace").splitlines()
         errors = [line for line in lines if line.startswith("streamjoin: error:")]
@@ -466,6 +471,8 @@ def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills:
                 while not _resumed(list(views.values()), run, timeout_s=180):
                     shared.restart_failures.append(f"run {runs}: {run.error_line()}")
                     log(f"  {engine}: run {runs} exited (status {run.process.returncode}): {run.error_line()}")
+                    for line in run.error_details():
+                        log(f"    {line}")
                     if len(shared.restart_failures) > 3:
                         raise RuntimeError("the pipelines do not restart")
                     run = start()

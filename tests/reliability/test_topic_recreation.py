@@ -95,3 +95,44 @@ def test_a_topic_recreated_under_a_running_pipeline_stops_it_before_the_batch_is
     assert not runner.is_alive(), "the run kept going on a recreated topic"
     assert isinstance(outcome.get("error"), TopicRecreatedError), outcome
     assert _rows(spark, lakehouse) == {(i, f"old{i}") for i in range(3)}
+
+
+class _FlakyAdmin:
+    """An admin client whose ``describe_topics`` fails each topic with ``errors[topic]`` (popped per call) before answering."""
+
+    def __init__(self, errors):
+        self.errors = errors
+        self.calls = []
+
+    def describe_topics(self, topics, request_timeout):
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        from confluent_kafka import KafkaException
+
+        self.calls.append(sorted(topics.topic_names))
+        futures = {}
+        for name in topics.topic_names:
+            future = Future()
+            failures = self.errors.get(name, [])
+            if failures:
+                future.set_exception(KafkaException(failures.pop(0)))
+            else:
+                future.set_result(SimpleNamespace(topic_id=f"id-{name}"))
+            futures[name] = future
+        return futures
+
+
+def test_a_transient_error_asking_for_topic_ids_is_retried_and_a_lasting_one_raised():
+    from confluent_kafka import KafkaError, KafkaException
+
+    timed_out = KafkaError(KafkaError.REQUEST_TIMED_OUT, "busy", retriable=True)
+    admin = _FlakyAdmin({"a": [timed_out, timed_out], "gone": [KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)]})
+    assert topic_ids(admin, ["b", "a", "gone"]) == {"a": "id-a", "b": "id-b"}
+    assert admin.calls == [["a", "b", "gone"], ["a"], ["a"]]  # only what failed is asked again
+
+    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied")
+    with pytest.raises(KafkaException, match="denied"):
+        topic_ids(_FlakyAdmin({"a": [refused]}), ["a"])
+    with pytest.raises(KafkaException, match="busy"):
+        topic_ids(_FlakyAdmin({"a": [timed_out] * 1000}), ["a"], timeout_s=0.3)
