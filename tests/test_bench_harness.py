@@ -42,3 +42,17 @@ def test_the_cost_per_row_line_compares_the_coarse_over_case_with_the_fine_one()
     # jvm over its whole runs (120 against 60 rows/s), python over its first 2 micro-batches, Flink over its net runtimes.
     assert line.endswith("jvm 2.00×, python 2.00×, Flink 0.50×."), line
     assert _state_growth(operators[:1], flink, tables, prefix=2) == []
+
+
+def test_the_pipeline_profile_puts_each_stage_in_its_part():
+    from bench.pipeline_profile import classify
+
+    main = "lineitem_with_order\nid = 8b25\nrunId = 8034\nbatch = 0"
+    assert classify(main, "lineitem_with_order", ["MapPartitionsRDD", "DataSourceRDD"], 78137) == "read + decode"
+    assert classify(main, "lineitem_with_order", ["ShuffledRowRDD", "StateStoreRDD", "MapPartitionsRDD"], 0) == "operators"
+    assert classify("Delta: " + main, "lineitem_with_order", ["MapPartitionsRDD"], 0) == "sink"
+    assert classify(main, "lineitem_with_order", ["MapPartitionsRDD"], 0) == "sink"
+    dead = "lineitem_with_order_dead_letters\nid = 7905\nrunId = 83dd"
+    assert classify(dead, "lineitem_with_order", ["DataSourceRDD"], 78137) == "dead-letter query"
+    assert classify("", "lineitem_with_order", ["MapPartitionsRDD"], 0) == "outside the queries"
+    assert classify("orders_current\nid = 1", "lineitem_with_order", ["DataSourceRDD"], 5) == "outside the queries"
