@@ -341,7 +341,8 @@ def unexpected_error_summary(error: BaseException) -> str:
         # several; an exception's message may run over several lines).
         last_frame = max((i for i, line in enumerate(lines) if line.startswith('  File "')), default=0)
         raised = next((line for line in lines[last_frame + 1:] if line and not line[0].isspace()), "")
-        first = first[: -len(traceback_start)] + raised.strip()
+        if raised:
+            first = first[: -len(traceback_start)] + raised.strip()
     return first
 
 
