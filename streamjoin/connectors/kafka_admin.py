@@ -27,6 +27,13 @@ _LOGIN_CHECK_S = 1.0
 _LEADERSHIP_ERRORS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
+def _transient(error: KafkaError) -> bool:
+    """Whether a request that failed with ``error`` may succeed if asked again: librdkafka says it is retriable,
+    or a leader is moving (just after a topic is created a broker may answer "not leader" for a moment, though
+    the metadata already names it)."""
+    return error.retriable() or error.code() in _LEADERSHIP_ERRORS
+
+
 def admin_client(cluster: Cluster, timeout_s: float = 30.0) -> AdminClient:
     """An admin client of ``cluster`` once the cluster has answered it, so that a refused login fails at once.
 
@@ -257,11 +264,7 @@ def topic_offsets(cluster: Cluster, topic: str, *, timeout_s: float = 30.0) -> d
                 futures = admin.list_offsets(request, request_timeout=timeout_s)
                 return {tp.partition: future.result().offset for tp, future in futures.items()}
             except KafkaException as exc:
-                # Just after a topic is created (or a leader moves) a broker may answer "not leader"
-                # for a moment, though the metadata already names it: retry until the deadline.
-                error = exc.args[0]
-                transient = error.retriable() or error.code() in _LEADERSHIP_ERRORS
-                if not transient or time.monotonic() > deadline:
+                if not _transient(exc.args[0]) or time.monotonic() > deadline:
                     raise
                 time.sleep(_POLL_INTERVAL_S)
 
@@ -293,7 +296,7 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], *, timeout_s: float = 3
                 error = e.args[0]
                 if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
-                if not (error.retriable() or error.code() in _LEADERSHIP_ERRORS) or time.monotonic() > deadline:
+                if not _transient(error) or time.monotonic() > deadline:
                     raise
                 pending.append(name)
         if pending:
