@@ -103,7 +103,7 @@ def _run(spark, paths: list[Path], parallelism: int, durations: _Durations, labe
 
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement (module docstring) and print the table."""
-    from streamjoin.runtime.engine import ENGINE_CONF
+    from streamjoin.jvm import ENGINE_CONF
     from streamjoin.session import spark_session
 
     args = _arguments(argv)

@@ -45,7 +45,7 @@ from bench.operators import CASES, COARSE_PARTITIONS, OVER, OVER_COARSE, Case
 from bench.pipelines import run_pipelines
 from bench.tpch_streams import BenchTable, bench_tables, flink_ddl, spark_streams, tpch_changelog, write_csv
 from streamjoin.config import PROJECT_ROOT, local_dir
-from streamjoin.runtime.engine import ENGINE_CONF
+from streamjoin.jvm import ENGINE_CONF
 from streamjoin.session import spark_session
 
 #: Rows per table of the warm-up input (one micro-batch).

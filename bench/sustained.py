@@ -277,7 +277,7 @@ def _shown(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (module docstring); 1 when a pipeline or the producer failed (the figures so far are still written)."""
-    from streamjoin.runtime.engine import ENGINE_CONF
+    from streamjoin.jvm import ENGINE_CONF
     from streamjoin.session import spark_session
 
     argv = sys.argv[1:] if argv is None else argv

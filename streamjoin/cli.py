@@ -188,7 +188,7 @@ _ENGINE_OPTIONS = {
 
 
 def _spark(engine: str):
-    from streamjoin.runtime.engine import ENGINE_CONF
+    from streamjoin.jvm import ENGINE_CONF
     from streamjoin.session import spark_session
 
     spark = spark_session("streamjoin-cli")

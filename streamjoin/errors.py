@@ -51,7 +51,7 @@ class StateError(StreamJoinError):
 
 class EngineError(StreamJoinError):
     """The jvm operator engine cannot run here: its jar is not on the session's classpath, or it was
-    built for another Spark version (``streamjoin.runtime.engine``)."""
+    built for another Spark version (``streamjoin.jvm``)."""
 
 
 class SinkError(StreamJoinError):

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from streamjoin.cds import driver_java_options
 from streamjoin.config import local_dir
 from streamjoin.errors import StreamJoinError
-from streamjoin.runtime.engine import DEFAULT_ENGINE, ENGINE_CONF, operators_jar
+from streamjoin.jvm import DEFAULT_ENGINE, ENGINE_CONF, operators_jar
 
 __all__ = ["spark_session", "SESSION_CONF"]
 
@@ -101,7 +101,7 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     if not jars:
         raise StreamJoinError(f"no jars in {local_dir('jars', 'spark')}: run `make setup` to fetch Delta and the Kafka connector")
     # The jvm engine's operators (jvm/operators, built by `make setup`); without the jar only the
-    # python engine runs, and the first jvm operator says how to get it (streamjoin.runtime.engine).
+    # python engine runs, and the first jvm operator says how to get it (streamjoin.jvm).
     if operators_jar().exists():
         jars.append(operators_jar())
     builder = builder.config("spark.jars", ",".join(str(j) for j in jars))

@@ -125,7 +125,7 @@ def demo_topics(kafka_bootstrap, tpch):
 @pytest.fixture(params=["jvm", "python"])
 def engine(request, spark):
     """Run the test once per operator engine (``spark.streamjoin.engine``); yields the engine's name."""
-    from streamjoin.runtime.engine import ENGINE_CONF
+    from streamjoin.jvm import ENGINE_CONF
 
     before = spark.conf.get(ENGINE_CONF)
     spark.conf.set(ENGINE_CONF, request.param)

@@ -14,7 +14,7 @@ from streamjoin.config import local_dir
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import EngineError, ValidationError
 from streamjoin.runtime.deduplicate import deduplicate
-from streamjoin.runtime.engine import ENGINE_CONF, check_versions, engine
+from streamjoin.jvm import ENGINE_CONF, check_versions, engine
 
 SCHEMA = StructType([StructField("k", StringType()), StructField("v", LongType())])
 

@@ -29,7 +29,7 @@ import pytest
 
 from flink_diff.compare import difference
 from flink_diff.generate import FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, family_of
-from streamjoin.runtime.engine import ENGINE_CONF
+from streamjoin.jvm import ENGINE_CONF
 from streamjoin.testing.replay import replay_cases
 
 DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"

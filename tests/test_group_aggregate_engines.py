@@ -31,7 +31,7 @@ from operator_replay import small_queries  # noqa: F401  (fixture)
 from operator_replay import collect_packed, pack
 from streamjoin.changelog import RowKind
 from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.runtime.engine import ENGINE_CONF, ENGINES
+from streamjoin.jvm import ENGINE_CONF, ENGINES
 from streamjoin.runtime.group_aggregate import group_aggregate
 from test_group_aggregate_spark import random_changelog
 

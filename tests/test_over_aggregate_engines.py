@@ -17,7 +17,7 @@ from pyspark.sql.types import DecimalType, DoubleType, IntegerType, LongType, St
 from operator_replay import small_queries  # noqa: F401  (fixture)
 from operator_replay import SENTINEL, SENTINEL_MS, collect_packed, pack
 from streamjoin.connectors.changelog_files import changelog_file_stream
-from streamjoin.runtime.engine import ENGINE_CONF, ENGINES
+from streamjoin.jvm import ENGINE_CONF, ENGINES
 from streamjoin.runtime.over_aggregate import over_aggregate
 
 pytestmark = pytest.mark.usefixtures("small_queries")

@@ -17,7 +17,7 @@ import pytest
 
 from flink_cases import CASES_DIR, case_names
 from flink_diff.compare import difference
-from streamjoin.runtime.engine import ENGINE_CONF
+from streamjoin.jvm import ENGINE_CONF
 from streamjoin.testing import replay_cases
 
 NAMES = case_names()

@@ -33,7 +33,8 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from streamjoin.changelog import RowKind
-from streamjoin.runtime.engine import JvmLogic, apply_jvm, engine
+from streamjoin.runtime.engine import JvmLogic, apply_jvm
+from streamjoin.jvm import engine
 
 __all__ = [
     "Change",
@@ -254,7 +255,7 @@ class KeyedProcessor(StatefulProcessor):
     def apply(self, df: DataFrame, key: Sequence[str], output: StructType) -> DataFrame:
         """Run the logic per ``key`` of ``df``; ``output`` names :attr:`output_names`.
 
-        On the engine of :func:`~streamjoin.runtime.engine.engine`: the logic's
+        On the engine of :func:`~streamjoin.jvm.engine`: the logic's
         Scala twin (:meth:`KeyedLogic.jvm_logic`) on the jvm engine when it has
         one, else this processor on PySpark's ``transformWithState``.
         """

@@ -52,7 +52,7 @@ from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.script import PlannedStatement, Script, plan_script
 from streamjoin.planner.translate import Translator
 from streamjoin.planner.types import SqlType, from_spark
-from streamjoin.runtime.engine import engine
+from streamjoin.jvm import engine
 from streamjoin.sink.collect import collect_changelog
 
 __all__ = ["Case", "load_case_file", "case_script", "replay_case", "replay_cases"]

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if not selected:
         parser.error(f"no stored case matches {args.patterns}")
 
-    from streamjoin.runtime.engine import ENGINE_CONF
+    from streamjoin.jvm import ENGINE_CONF
     from streamjoin.session import spark_session
     from streamjoin.testing.replay import replay_cases
 

@@ -210,7 +210,7 @@ def run_case(spark: SparkSession, pipeline: str, engine: str, rows: int, bootstr
     from streamjoin.datagen.dimensions import PART_SCHEMA, rows_frame
     from streamjoin.pipeline import Lakehouse, run_pipeline
     from streamjoin.planner import load_script, sql_pipelines
-    from streamjoin.runtime.engine import ENGINE_CONF
+    from streamjoin.jvm import ENGINE_CONF
     from tests.reliability.verify import verify
 
     result = BoundsResult(pipeline, engine, rows, target or rows)
