@@ -67,6 +67,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", metavar="QUERY", default=None,
                         help="run only the operator queries whose name contains one of these (e.g. 'interval inner' "
                              "'group'), without Flink and the pipelines")
+    parser.add_argument("--pipelines-only", action="store_true",
+                        help="run only the sql/ pipelines beside their passthrough (no operator queries, no Flink)")
     parser.add_argument("--engines", default="native,jvm,python",
                         help="comma-separated engines the operator queries run on (default: native,jvm,python)")
     args = parser.parse_args()
@@ -167,7 +169,8 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
     """The Markdown section: command, machine, load, the figures and the ratios."""
     command = f"python -m bench.run {shlex.join(sys.argv[1:])}".strip() + f"   # make bench SF={args.scale_factor:g}"
     lines = [
-        f"## make bench: sf {args.scale_factor:g}, {args.batches} micro-batches ({started})", "",
+        (f"## make bench, pipelines only: sf {args.pipeline_scale_factor:g} ({started})" if args.pipelines_only
+         else f"## make bench: sf {args.scale_factor:g}, {args.batches} micro-batches ({started})"), "",
         "```", command, "```", "",
         f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1); load averages (1/5/15 min) "
         f"at start {load_start}, at end {load()}.", "",
@@ -181,6 +184,26 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
     ]
     if args.only:
         lines[lines.index(HEADER) - 2] += f" Only the queries matching {', '.join(map(repr, args.only))}, no Flink, no pipelines."
+    if args.pipelines_only:
+        del lines[lines.index(HEADER) - 2:]
+    else:
+        lines += _operator_lines(args, operators, flink, tables)
+    if not pipelines:
+        return "\n".join(lines) + "\n"
+    lines += ["", f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
+              "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
+              "whole run_pipeline call, its dead-letter query included):", "", HEADER]
+    for ours, limit in pipelines:
+        lines += [_row(ours, "jvm"), _row(limit, "passthrough")]
+    lines += ["", "| pipeline | pipeline / passthrough |", "| --- | ---: |"]
+    lines += [f"| {ours.name.removeprefix('pipeline ')} | {_ratio(ours.rows_per_second, limit.rows_per_second)} |"
+              for ours, limit in pipelines]
+    return "\n".join(lines) + "\n"
+
+
+def _operator_lines(args, operators, flink, tables: dict[str, BenchTable]) -> list[str]:
+    """The operator queries' rows (every engine and Flink), their ratios and the state-growth line."""
+    lines = []
     for case, figures in operators:
         for engine, (m, note) in figures.items():
             lines.append(_row(m, engine + (f" ({note})" if note else "")))
@@ -205,18 +228,7 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         lines.append(f"| {case.name} | {_ratio(jvm.rows_per_second, native[0].rows_per_second if native else None)} | "
                      f"{_ratio(jvm.rows_per_second_over(prefix), python[0].rows_per_second_over(prefix) if python else None)} | "
                      f"{_ratio(jvm.rows_per_second, flink_rate)} | {note} |")
-    lines += _state_growth(operators, flink, tables, prefix)
-    if not pipelines:
-        return "\n".join(lines) + "\n"
-    lines += ["", f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
-              "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
-              "whole run_pipeline call, its dead-letter query included):", "", HEADER]
-    for ours, limit in pipelines:
-        lines += [_row(ours, "jvm"), _row(limit, "passthrough")]
-    lines += ["", "| pipeline | pipeline / passthrough |", "| --- | ---: |"]
-    lines += [f"| {ours.name.removeprefix('pipeline ')} | {_ratio(ours.rows_per_second, limit.rows_per_second)} |"
-              for ours, limit in pipelines]
-    return "\n".join(lines) + "\n"
+    return lines + _state_growth(operators, flink, tables, prefix)
 
 
 def _state_growth(operators, flink, tables: dict[str, BenchTable], prefix: int) -> list[str]:
@@ -244,12 +256,12 @@ def main() -> None:
     load_start, started, clock = load(), dt.datetime.now().strftime("%Y-%m-%d %H:%M"), time.perf_counter()
     workdir = local_dir("bench", "run")
     shutil.rmtree(workdir)
-    tables = bench_tables(tpch_changelog(args.scale_factor), args.batches)
+    tables = {} if args.pipelines_only else bench_tables(tpch_changelog(args.scale_factor), args.batches)
     print(f"TPC-H sf {args.scale_factor:g}: " + ", ".join(f"{t.name} {t.rows:,}" for t in tables.values()), flush=True)
-    flink = {} if args.only else run_flink(tables, workdir / "flink")
+    flink = {} if args.only or args.pipelines_only else run_flink(tables, workdir / "flink")
     print("Flink: " + ", ".join(f"{name} {outcome}" for name, outcome in flink.items()), flush=True)
     spark = spark_session("bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
-    operators = run_operators(spark, tables, args, workdir)
+    operators = [] if args.pipelines_only else run_operators(spark, tables, args, workdir)
     spark.conf.set(ENGINE_CONF, "jvm")
     pipelines = [] if args.only else run_pipelines(spark, args.pipeline_scale_factor, workdir / "pipelines")
     section = report(args, operators, flink, pipelines, tables, started, load_start)
