@@ -2,7 +2,7 @@
 
 The Spark SQL decoder of :mod:`streamjoin.connectors.formats` is the definition; on the jvm engine the fast
 decoder reads a record first and leaves to it every record it is not sure of. Property: over random
-(seeded) ``json`` and ``debezium-json`` records — plain good ones, and every kind of value near the edges of what a type
+(seeded) ``json``, ``debezium-json`` and upsert-kafka records — plain good ones, and every kind of value near the edges of what a type
 takes (ranges, scales, exponents, date and time forms, time zones with DST gaps, duplicates, bad UTF-8,
 trailing text) — ``decode``'s changes and error of every record are the same on both engines, and the fast
 decoder did read a good share of them.
@@ -30,6 +30,14 @@ COLUMNS = StructType([
     StructField("ts", TimestampType()), StructField("ntz", TimestampNTZType()), StructField("s", StringType()),
     StructField("flag", BooleanType()),
 ])
+UPSERT_COLUMNS = StructType([StructField("k_id", IntegerType()), StructField("k_region", StringType()), *COLUMNS.fields[1:]])
+SOURCES = {
+    "json": KafkaSource("t", "t", COLUMNS, format="json", primary_key=("id",)),
+    "debezium-json": KafkaSource("t", "t", COLUMNS, format="debezium-json", primary_key=("id",)),
+    "upsert ALL": KafkaSource("t", "t", COLUMNS, format="json", primary_key=("id",), rowkind_field=None, upsert=True),
+    "upsert EXCEPT_KEY": KafkaSource("t", "t", UPSERT_COLUMNS, format="json", primary_key=("k_id", "k_region"), rowkind_field=None,
+                                     upsert=True, key_fields_prefix="k_", value_fields_include="EXCEPT_KEY"),
+}
 KAFKA = StructType([
     StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
     StructField("partition", IntegerType()), StructField("offset", LongType()), StructField("timestamp", TimestampType()),
@@ -78,6 +86,7 @@ def _any_value(r: random.Random) -> str:
 
 def _good(r: random.Random, name: str) -> str:
     """A value column ``name``'s type takes as it is: what a producer of good records writes."""
+    name = {"k_id": "id", "region": "s", "k_region": "s"}.get(name, name)
     if name in ("id", "big", "small", "tiny"):
         bits = {"id": 10, "big": 63, "small": 15, "tiny": 7}[name]
         return str(r.randint(-(2**bits), 2**bits - 1))
@@ -94,12 +103,13 @@ def _good(r: random.Random, name: str) -> str:
     return r.choice(["true", "false"])
 
 
-def _row(r: random.Random, good: bool) -> str:
-    """A JSON object's text with some of the columns (in any order), maybe an extra field or a duplicate."""
+def _row(r: random.Random, good: bool, names: tuple[str, ...] = tuple(COLUMNS.names), key: tuple[str, ...] = ("id",)) -> str:
+    """A JSON object's text with some of the columns ``names`` (in any order), maybe an extra field or a duplicate;
+    a good one has the ``key`` columns."""
     fields = []
-    for name in COLUMNS.names:
+    for name in names:
         shape = r.choice(["good"] * (8 if good else 2) + ["absent", "null"] + ([] if good else ["any"] * 3))
-        if shape == "good" or (name == "id" and good):
+        if shape == "good" or (name in key and good):
             fields.append((name, _good(r, name)))
         elif shape == "null":
             fields.append((name, "null"))
@@ -137,6 +147,19 @@ def _debezium_record(r: random.Random, good: bool) -> str:
     return envelope
 
 
+def _upsert_record(r: random.Random, good: bool, except_key: bool) -> tuple[bytes | None, bytes | None]:
+    """An upsert-kafka record: a JSON key of the primary key, and a JSON value, a tombstone (null) or an empty value."""
+    key_names = ("id", "region") if except_key else ("id",)
+    key = _row(r, good, key_names, key_names)
+    if not good:
+        key = r.choice([key] * 6 + ["", "[1]", "{", '{"id": 1, "id": 2}', "null"])
+    value = r.choice(["row"] * 6 + ["tombstone"] + ([] if good else ["empty", "tombstone"]))
+    names = tuple(UPSERT_COLUMNS.names) if except_key else tuple(COLUMNS.names)
+    text = {"row": lambda: _row(r, good, names, () if except_key else ("id",)), "tombstone": lambda: None, "empty": lambda: ""}[value]()
+    raw_key = None if not good and r.random() < 0.05 else key.encode()
+    return raw_key, None if text is None else _mangled(text, "none" if good else r.choice(["none"] * 8 + ["cut", "bad utf-8"]))
+
+
 def _mangled(text: str, how: str) -> bytes:
     raw = text.encode()
     return {
@@ -145,15 +168,19 @@ def _mangled(text: str, how: str) -> bytes:
     }[how]
 
 
-def _records(seed: int, format: str, n: int) -> list[bytes]:
-    """``n`` random records of ``format``: about half plain good ones, the others anything near an edge."""
+def _records(seed: int, source: str, n: int) -> list[tuple[bytes | None, bytes | None]]:
+    """``n`` random (key, value) records of ``source`` (a key of :data:`SOURCES`): about half plain good ones, the
+    others anything near an edge."""
     r = random.Random(seed)
     records = []
     for _ in range(n):
         good = r.random() < 0.5
-        text = _json_record(r, good) if format == "json" else _debezium_record(r, good)
+        if source.startswith("upsert"):
+            records.append(_upsert_record(r, good, except_key=source == "upsert EXCEPT_KEY"))
+            continue
+        text = _json_record(r, good) if source == "json" else _debezium_record(r, good)
         how = "none" if good else r.choice(["none"] * 6 + ["trailing", "second", "cut", "bad utf-8", "bom", "root"])
-        records.append(_mangled(text, how))
+        records.append((None, _mangled(text, how)))
     return records
 
 
@@ -167,14 +194,15 @@ def _decoded(spark, source: KafkaSource, frame, engine: str) -> dict[int, tuple]
     return {r["offset"]: (r[ERROR], None if r[CHANGES] is None else [c.asDict(recursive=True) for c in r[CHANGES]]) for r in rows}
 
 
-@pytest.mark.parametrize("format, time_zone, seed", [
+@pytest.mark.parametrize("kind, time_zone, seed", [
     ("json", "UTC", 1), ("debezium-json", "UTC", 2), ("json", "America/New_York", 3), ("debezium-json", "Asia/Kolkata", 4),
+    ("upsert ALL", "UTC", 5), ("upsert EXCEPT_KEY", "UTC", 6),
 ])
-def test_the_fast_decoder_gives_the_spark_sql_decoders_rows(spark, format, time_zone, seed):
-    source = KafkaSource("t", "t", COLUMNS, format=format, primary_key=("id",))
-    records = _records(seed, format, 3000)
+def test_the_fast_decoder_gives_the_spark_sql_decoders_rows(spark, kind, time_zone, seed):
+    source = SOURCES[kind]
+    records = _records(seed, kind, 3000)
     now = dt.datetime(2024, 1, 1)
-    frame = spark.createDataFrame([(None, v, "t", 0, i, now) for i, v in enumerate(records)], KAFKA).cache()
+    frame = spark.createDataFrame([(k, v, "t", 0, i, now) for i, (k, v) in enumerate(records)], KAFKA).cache()
     previous_zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", time_zone)
     try:
@@ -188,6 +216,9 @@ def test_the_fast_decoder_gives_the_spark_sql_decoders_rows(spark, format, time_
     good = sum(1 for error, _ in specification.values() if error is None)
     # About half the records are plain good ones: the fast decoder must have read them (and nothing else).
     assert len(records) // 3 < read_fast <= good, (read_fast, good, len(records))
+    if source.upsert:
+        # Tombstones too: the fast decoder's -D of the key's row.
+        assert any(records[o][1] is None and error is None and changes for o, (error, changes) in specification.items())
 
 
 def test_the_python_engine_and_other_formats_have_no_fast_decoder(spark):
@@ -202,3 +233,18 @@ def test_the_python_engine_and_other_formats_have_no_fast_decoder(spark):
     assert _jvm_changes(spark, KafkaSource("t", "t", COLUMNS, format="maxwell-json", primary_key=("id",))) is None
     doubles = StructType([StructField("id", IntegerType()), StructField("x", DoubleType())])
     assert _jvm_changes(spark, KafkaSource("t", "t", doubles, primary_key=("id",))) is None
+
+
+def test_a_date_or_time_that_does_not_exist_is_left_to_the_spark_sql_decoder(spark):
+    # These match the fast decoder's patterns but are no date or time: it must decline them, not fail the query.
+    source = SOURCES["json"]
+    values = ['{"id": 1, "d": "2021-02-30"}', '{"id": 2, "d": "2021-02-00"}', '{"id": 3, "d": "2021-13-01"}',
+              '{"id": 4, "ts": "2021-01-01 24:00:00"}', '{"id": 5, "ntz": "2021-02-29T10:00:00"}', '{"id": 6, "d": "2024-02-29"}']
+    frame = spark.createDataFrame([(None, v.encode(), "t", 0, i, dt.datetime(2024, 1, 1)) for i, v in enumerate(values)], KAFKA)
+    fast, specification = _decoded(spark, source, frame, "jvm"), _decoded(spark, source, frame, "python")
+    assert fast == specification
+    assert [specification[o][0] for o in range(5)] == [
+        'column d: value "2021-02-30" is not DATE', 'column d: value "2021-02-00" is not DATE', 'column d: value "2021-13-01" is not DATE',
+        'column ts: value "2021-01-01 24:00:00" is not TIMESTAMP', 'column ntz: value "2021-02-29T10:00:00" is not TIMESTAMP_NTZ',
+    ]
+    assert specification[5] == (None, [{"kind": "+I", "i": 0, "values": {**dict.fromkeys(COLUMNS.names), "id": 6, "d": dt.date(2024, 2, 29)}}])

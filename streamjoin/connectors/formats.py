@@ -52,7 +52,7 @@ is an empty array.
 
 Decoding is Spark SQL over VARIANT (``try_parse_json`` / ``try_variant_get``),
 so values are cast by Spark's rules, narrowed to Flink's JSON converters where Spark
-would give another value (``_typed``). That is the definition. On the ``jvm`` engine a ``json`` or
+would give another value (``_typed``). That is the definition. On the ``jvm`` engine a ``json`` (upsert-kafka's too) or
 ``debezium-json`` record goes first through the jar's ``streamjoin.connectors.ChangeDecoder``: one pass of
 Jackson's streaming parser that gives the changes of a plain good record and declines every other one, which
 the Spark SQL decoder then reads (:func:`_jvm_changes`); the two give the same rows
@@ -375,13 +375,13 @@ def _change_error(source: KafkaSource) -> str:
 def _jvm_changes(spark: SparkSession, source: KafkaSource) -> Column | None:
     """The jvm engine's fast decoder of ``source``'s records (``ChangeDecoder.scala``) as a column of their changes
     (the type of :func:`decode`'s ``_changes``), NULL for a record it leaves to the Spark SQL decoder; None on the
-    python engine, for canal, maxwell and upsert sources, and for columns of a type it does not read (FLOAT, DOUBLE,
+    python engine, for canal and maxwell sources, and for columns of a type it does not read (FLOAT, DOUBLE,
     BINARY, nested types).
 
     Raises:
         EngineError: on the jvm engine, when the jar is missing or built for another Spark version.
     """
-    if source.upsert or source.format not in ("json", "debezium-json") or engine(spark) != "jvm":
+    if source.format not in ("json", "debezium-json") or engine(spark) != "jvm":
         return None
     decoder = jvm_class(spark, "streamjoin.connectors.ChangeDecoder")
     if not decoder.supports(source.format, source.schema.json()):
@@ -389,8 +389,10 @@ def _jvm_changes(spark: SparkSession, source: KafkaSource) -> Column | None:
     description = json.dumps({
         "format": source.format, "rowkind_field": source.rowkind_field, "columns": source.schema.jsonValue(),
         "primary_key": list(source.primary_key), "time_zone": spark.conf.get("spark.sql.session.timeZone"),
+        "upsert": source.upsert, "key_fields": [path for _, path in _fields(source, key=True)] if source.upsert else [],
+        "except_key": source.upsert and source.value_fields_include == "EXCEPT_KEY",
     })
-    return Column(decoder.column(F.col("value")._jc, description))
+    return Column(decoder.column(F.col("key")._jc, F.col("value")._jc, description))
 
 
 def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
@@ -418,13 +420,13 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     fast = _jvm_changes(raw.sparkSession, source)
     if fast is not None:
         # Up to Kafka's default size only: a larger value could be over VARIANT's size limit, where try_parse_json fails.
-        raw = raw.withColumn("_fast", F.when(F.expr(f"length(value) <= {DEFAULT_MAX_RECORD_BYTES} AND NOT ({oversized})"), fast))
+        raw = raw.withColumn("_fast", F.when(F.expr(f"coalesce(length(value), 0) <= {DEFAULT_MAX_RECORD_BYTES} AND NOT ({oversized})"), fast))
     # A record the fast decoder read is not parsed again: CASE evaluates only the branch it takes.
     read = "_fast IS NOT NULL" if fast is not None else "false"
     parsed = (
         # An oversized record is not parsed either.
         raw.withColumn("_v", F.expr(f"CASE WHEN {oversized} OR {read} THEN NULL ELSE try_parse_json(CAST(value AS STRING)) END"))
-        .withColumn("_k", F.expr(f"CASE WHEN {oversized} THEN NULL ELSE try_parse_json(CAST(key AS STRING)) END" if source.upsert
+        .withColumn("_k", F.expr(f"CASE WHEN {oversized} OR {read} THEN NULL ELSE try_parse_json(CAST(key AS STRING)) END" if source.upsert
                                  else "CAST(NULL AS VARIANT)"))
         .withColumn("_old_keys", F.expr(_old_keys(source)))
     )

@@ -2,15 +2,15 @@ package streamjoin.connectors
 
 import java.math.{BigDecimal => JBigDecimal}
 import java.nio.ByteBuffer
-import java.nio.charset.{CharacterCodingException, CodingErrorAction, StandardCharsets}
+import java.nio.charset.{CodingErrorAction, StandardCharsets}
 import java.time.{DateTimeException, LocalDate, LocalDateTime, ZoneId, ZonedDateTime}
 import java.util.{HashMap => JHashMap}
 
-import scala.util.control.ControlThrowable
+import scala.util.control.{ControlThrowable, NonFatal}
 
 import com.fasterxml.jackson.core.{JsonFactory, JsonFactoryBuilder, JsonParser, JsonToken, StreamReadFeature}
 import org.apache.spark.sql.{Column, Row}
-import org.apache.spark.sql.api.java.UDF1
+import org.apache.spark.sql.api.java.UDF2
 import org.apache.spark.sql.catalyst.expressions.GenericRow
 import org.apache.spark.sql.functions.udf
 import org.apache.spark.sql.types._
@@ -18,18 +18,18 @@ import org.apache.spark.sql.types._
 import streamjoin.operators.Spec
 
 /**
- * The jvm engine's decoder of `json` and `debezium-json` Kafka values: one pass of Jackson's streaming
- * parser per record gives the record's changes, typed.
+ * The jvm engine's decoder of `json` (upsert-kafka's too) and `debezium-json` Kafka records: one pass of
+ * Jackson's streaming parser per record gives the record's changes, typed.
  *
- * It is a fast path, not a second specification. The Spark SQL decoder of
- * `streamjoin/connectors/formats.py` (over VARIANT, with every dead-letter reason) stays the definition;
- * this one answers only for a record it is sure of — valid UTF-8 JSON, no duplicate field anywhere, the
- * envelope and op of its format, every declared column absent, JSON null or of the plain JSON kind its type
- * is read from (a string for STRING / DATE / TIMESTAMP, a number for the integer types, a number or its string for DECIMAL, `true` /
- * `false` for BOOLEAN) with a value that converts exactly, and no primary-key column null — and gives null for
- * any other record, which the Spark SQL decoder then reads (`CASE WHEN fast IS NULL THEN …`). So a good record costs one parse
- * instead of a few variant operations per column, and a bad or unusual one gets exactly the Spark SQL
- * decoder's rows or dead-letter reason. `tests/test_change_decoder.py` checks the two agree on random records.
+ * It is a fast path, not a second specification. The Spark SQL decoder of `streamjoin/connectors/formats.py`
+ * (over VARIANT, with every dead-letter reason) stays the definition; this one answers only for a record it is
+ * sure of — valid UTF-8 JSON, no duplicate field anywhere, the envelope and op of its format, every declared
+ * column absent, JSON null or of the plain JSON kind its type is read from (a string for STRING / DATE /
+ * TIMESTAMP, a number for the integer types, a number or its string for DECIMAL, `true` / `false` for BOOLEAN)
+ * with a value that converts exactly, and no primary-key column null — and gives null for any other record,
+ * which the Spark SQL decoder then reads (`CASE WHEN fast IS NULL THEN …`). So a good record costs one parse
+ * instead of a few variant operations per column, and a bad or unusual one gets exactly the Spark SQL decoder's
+ * rows or dead-letter reason. `tests/test_change_decoder.py` checks the two agree on random records.
  *
  * The values it accepts, and why they equal the Spark SQL decoder's (Spark's casts from VARIANT):
  *  - integers: an integer token in the type's range (no float token: Spark casts `1.7` but the fast
@@ -40,10 +40,14 @@ import streamjoin.operators.Spec
  *  - DATE: `yyyy-MM-dd`; TIMESTAMP: `yyyy-MM-dd[ T]HH:mm:ss[.f{1,6}]` in the session time zone (TIMESTAMP_NTZ:
  *    as it is), a valid date and time of year 0–9999 — as Spark's `stringToTimestamp` reads them.
  *
+ * An upsert-kafka source (format json) reads its primary key from the record key, a JSON object, as
+ * `streamjoin/connectors/formats.py` describes; a tombstone (null value) is `-D` of the key's row.
+ *
  * Built from the JSON description of `streamjoin.connectors.formats._jvm_changes`: `format`,
- * `rowkind_field` (json; null for none), `columns` ([[StructType]] JSON), `primary_key`, `time_zone`.
+ * `rowkind_field` (json; null for none), `columns` ([[StructType]] JSON), `primary_key`, `time_zone`, `upsert`,
+ * `key_fields` (upsert: the primary key's JSON fields in the record key), `except_key` (upsert: EXCEPT_KEY).
  */
-final class ChangeDecoder(description: String) extends UDF1[Array[Byte], Array[Row]] {
+final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[Byte], Array[Row]] {
   import ChangeDecoder._
 
   private val spec = new Spec(description)
@@ -54,24 +58,50 @@ final class ChangeDecoder(description: String) extends UDF1[Array[Byte], Array[R
   private val zone = ZoneId.of(spec.string("time_zone"))
   private val names = columns.fieldNames
   private val types = columns.fields.map(_.dataType)
+  private val upsert = spec.bool("upsert")
+  /** upsert-kafka: the primary-key columns' positions and their JSON fields in the record key. */
+  private val keyColumns = primaryKey.zip(spec.strings("key_fields"))
+  /** upsert-kafka `value.fields-include` EXCEPT_KEY: the key columns come from the key, not the value. */
+  private val exceptKey = spec.bool("except_key")
 
   require(format == "json" || format == "debezium-json", s"no fast decoder for format $format")
+  require(!upsert || format == "json", "an upsert source reads format json")
   require(types.forall(supported), s"no fast decoder for columns $columns")
 
   @transient private lazy val factory: JsonFactory =
     new JsonFactoryBuilder().enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build()
 
-  /** The record's changes, or null when the Spark SQL decoder must read it. */
-  override def call(value: Array[Byte]): Array[Row] = {
-    if (value == null || value.length == 0) return null
+  /** The record's changes, or null when the Spark SQL decoder must read it. `key` is read by an upsert source only. */
+  override def call(key: Array[Byte], value: Array[Byte]): Array[Row] = {
+    // A null value is a tombstone of an upsert source and skipped by the others; an empty one is skipped by all.
+    if ((value == null && !upsert) || (value != null && value.length == 0)) return null
+    if (upsert && (key == null || key.length == 0)) return null
     try {
-      parse(value) match {
-        case record: JHashMap[_, _] => changes(record.asInstanceOf[JObject])
-        case _ => null
-      }
+      if (upsert) upsertChange(objectOf(key), if (value == null) null else objectOf(value))
+      else changes(objectOf(value))
     } catch {
-      case Fallback | _: java.io.IOException | _: CharacterCodingException => null
+      // Any failure (a record it declines, JSON Jackson refuses, bytes that are not UTF-8, a date that does not
+      // exist) leaves the record to the Spark SQL decoder: the fast path never fails a query.
+      case Fallback | NonFatal(_) => null
     }
+  }
+
+  private def objectOf(bytes: Array[Byte]): JObject = parse(bytes) match {
+    case o: JHashMap[_, _] => o.asInstanceOf[JObject]
+    case _ => throw Fallback
+  }
+
+  /** upsert-kafka (`DynamicKafkaDeserializationSchema` in upsert mode): `+I` of the value, or with a null value
+   *  (a tombstone) `-D` of the key's row, the other columns null. With ALL the value's key columns win. */
+  private def upsertChange(key: JObject, value: JObject): Array[Row] = {
+    val fromKey = new Array[Any](names.length)
+    for ((c, field) <- keyColumns) fromKey(c) = typed(types(c), key.get(field))
+    val values = if (value == null) fromKey else {
+      val fromValue = typedRow(value)
+      if (exceptKey) for ((c, _) <- keyColumns) fromValue(c) = fromKey(c)
+      fromValue
+    }
+    Array(checked(if (value == null) "-D" else "+I", 0, values))
   }
 
   private def changes(record: JObject): Array[Row] = format match {
@@ -97,17 +127,25 @@ final class ChangeDecoder(description: String) extends UDF1[Array[Byte], Array[R
   }
 
   private def change(kind: String, i: Int, image: AnyRef): Row = image match {
-    case row: JHashMap[_, _] =>
-      val fields = row.asInstanceOf[JObject]
-      val values = new Array[Any](names.length)
-      var c = 0
-      while (c < names.length) {
-        values(c) = typed(types(c), fields.get(names(c)))
-        c += 1
-      }
-      for (k <- primaryKey if values(k) == null) throw Fallback
-      new GenericRow(Array[Any](kind, i, new GenericRow(values)))
+    case row: JHashMap[_, _] => checked(kind, i, typedRow(row.asInstanceOf[JObject]))
     case _ => throw Fallback
+  }
+
+  /** The declared columns read from the object `fields` (EXCEPT_KEY: the key columns are left null). */
+  private def typedRow(fields: JObject): Array[Any] = {
+    val values = new Array[Any](names.length)
+    var c = 0
+    while (c < names.length) {
+      if (!(exceptKey && primaryKey.contains(c))) values(c) = typed(types(c), fields.get(names(c)))
+      c += 1
+    }
+    values
+  }
+
+  /** The change of `values`; a null primary-key column is a dead letter, which the Spark SQL decoder words. */
+  private def checked(kind: String, i: Int, values: Array[Any]): Row = {
+    for (k <- primaryKey if values(k) == null) throw Fallback
+    new GenericRow(Array[Any](kind, i, new GenericRow(values)))
   }
 
   private def typed(dataType: DataType, json: AnyRef): Any = json match {
@@ -121,7 +159,8 @@ final class ChangeDecoder(description: String) extends UDF1[Array[Byte], Array[R
       case ByteType => integer(json, Byte.MinValue, Byte.MaxValue).toByte
       case d: DecimalType => decimal(json, d)
       case DateType => json match {
-        case s: String if DatePattern.matcher(s).matches() => LocalDate.parse(s)
+        case s: String if DatePattern.matcher(s).matches() =>
+          try LocalDate.parse(s) catch { case _: DateTimeException => throw Fallback }
         case _ => throw Fallback
       }
       case TimestampType =>
@@ -234,13 +273,13 @@ object ChangeDecoder {
       DataType.fromJson(columnsJson).asInstanceOf[StructType].fields.forall(f => supported(f.dataType))
 
   /**
-   * The column of the changes of `value` (BINARY): ARRAY<STRUCT<kind STRING, i INT, values STRUCT<columns>>>,
+   * The column of the changes of the record `key`, `value` (BINARY): ARRAY<STRUCT<kind STRING, i INT, values STRUCT<columns>>>,
    * null where the Spark SQL decoder must read the record. `description`: see [[ChangeDecoder]].
    */
-  def column(value: Column, description: String): Column = {
+  def column(key: Column, value: Column, description: String): Column = {
     val columns = DataType.fromJson(new Spec(description).node("columns").toString).asInstanceOf[StructType]
     val changeType = ArrayType(StructType(Seq(
       StructField("kind", StringType), StructField("i", IntegerType), StructField("values", columns))))
-    udf(new ChangeDecoder(description), changeType).apply(value)
+    udf(new ChangeDecoder(description), changeType).apply(key, value)
   }
 }
