@@ -404,7 +404,11 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
 
     Returns:
         The Kafka columns plus ``_changes`` (ARRAY<STRUCT<kind STRING, i INT, values STRUCT<declared columns>>>,
-        NULL or empty for a record that gives none) and ``_error`` (STRING, NULL for a good or skipped record).
+        NULL or empty for a record that gives none) and ``_error`` (STRING, NULL for a good or skipped record);
+        the same on both engines (on ``jvm`` the fast decoder reads what it can, :func:`_jvm_changes`).
+
+    Raises:
+        EngineError: on the jvm engine, when its jar is missing or built for another Spark version.
     """
     size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
     oversized = f"{size} > {source.max_record_bytes}"
