@@ -9,12 +9,14 @@ on ``orders`` and ``lineitem``, JSON on the event topics. They are cached in Spa
 
 - ours: the changelog rows a pipeline reads, :func:`streamjoin.connectors.kafka.changelog_rows` of
   :func:`streamjoin.connectors.formats.decode`: every check that makes a record a dead letter (UTF-8, JSON,
-  values narrowed to Flink's JSON converters, null keys, unknown ops), then the good records' changes;
+  values narrowed to Flink's JSON converters, null keys, unknown ops), then the good records' changes; on the
+  ``jvm`` engine (the jar's fast decoder first, the Spark SQL decoder for what it declines) and on ``python``
+  (the Spark SQL decoder alone);
 - native: ``from_json`` of the record's envelope (Debezium: ``before``/``after``/``op``) into the declared
   types, what a Spark job without dead letters runs (a value that does not cast is a silent null).
 
 Flink is not measured here: its JSON deserializer runs inside its Kafka source and has no figure of its own.
-Prints, per topic, records and records/s (best of ``--passes``, after one warm-up pass) and ours / native;
+Prints, per topic, records and records/s (best of ``--passes``, after one warm-up pass) and the ratios;
 ``--record`` appends the table to a Markdown file.
 """
 
@@ -35,6 +37,7 @@ from streamjoin.connectors.formats import decode
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows
 from streamjoin.datagen.topics import TOPICS, topic_records
 from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
+from streamjoin.jvm import ENGINE_CONF, ENGINES
 from streamjoin.session import spark_session
 
 __all__ = ["native", "main"]
@@ -77,18 +80,22 @@ def main(argv: list[str] | None = None) -> int:
         f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
         f"`python -m bench.decode --scale-factor {args.scale_factor:g} --passes {args.passes}`; {machine()}, load {load()} at the start; "
         "one core per topic, records cached in Spark.", "",
-        "| topic | format | records | ours records/s | from_json records/s | ours / from_json |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| topic | format | records | jvm records/s | python records/s | from_json records/s | jvm / from_json | jvm / python |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for source in TOPICS:
         rows = [(str(r[0]).encode(), r[1].encode() if isinstance(r[1], str) else r[1], offset)
                 for offset, r in enumerate(records[source.topic])]
         raw = spark.createDataFrame(rows, _RAW).repartition(1).cache()
         raw.count()
-        ours = _best_seconds(changelog_rows(decode(raw, source), source), args.passes)
+        ours = {}
+        for engine in ENGINES:
+            spark.conf.set(ENGINE_CONF, engine)
+            ours[engine] = _best_seconds(changelog_rows(decode(raw, source), source), args.passes)
         theirs = _best_seconds(native(raw, source), args.passes)
-        lines.append(f"| {source.topic} | {source.format} | {len(rows):,} | {len(rows) / ours:,.0f} | "
-                     f"{len(rows) / theirs:,.0f} | {theirs / ours:.2f}× |")
+        lines.append(f"| {source.topic} | {source.format} | {len(rows):,} | {len(rows) / ours['jvm']:,.0f} | "
+                     f"{len(rows) / ours['python']:,.0f} | {len(rows) / theirs:,.0f} | {theirs / ours['jvm']:.2f}× | "
+                     f"{ours['python'] / ours['jvm']:.2f}× |")
         print(lines[-1], flush=True)
         raw.unpersist()
     table = "\n".join(lines)
