@@ -48,10 +48,13 @@ def jvm_class(spark: SparkSession, name: str) -> JavaClass:
     """The class ``name`` (e.g. ``"streamjoin.operators.Operators"``) of the jvm engine's jar, through py4j.
 
     Raises:
-        EngineError: when the jar is not on the session's classpath, or was built for another Spark version.
+        EngineError: when the session has no JVM here (Spark Connect), the jar is not on its classpath, or the jar was
+            built for another Spark version.
     """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # a Spark Connect session: no JVM in this process to reach
+        raise EngineError(f"this Spark session (Spark Connect) cannot load the jvm engine's jar: set {ENGINE_CONF}=python")
     # py4j names a class it cannot load a JavaPackage, not an error.
-    jvm = spark.sparkContext._jvm
     operators, found = jvm.streamjoin.operators.Operators, jvm
     for part in name.split("."):
         found = getattr(found, part)

@@ -71,6 +71,11 @@ def test_a_missing_jar_is_a_clear_error_naming_it(tmp_path):
             deduplicate(stream, key=["k"], order_by=None, keep="last")
         except EngineError as e:
             print("ENGINE_ERROR", e)
+        from streamjoin.connectors.kafka import KafkaSource, decode
+        try:  # the jvm engine's Kafka decoding is in the jar too
+            decode(spark.createDataFrame([(b"k", b"{}")], "key BINARY, value BINARY"), KafkaSource("t", "t", schema))
+        except EngineError as e:
+            print("DECODE_ERROR", e)
         """ % str(tmp_path / "in")
     )
     env = {**os.environ, "STREAMJOIN_LOCAL_DIR": str(tmp_path), "STREAMJOIN_ENGINE": "jvm"}
@@ -78,4 +83,6 @@ def test_a_missing_jar_is_a_clear_error_naming_it(tmp_path):
     message = next((line for line in done.stdout.splitlines() if line.startswith("ENGINE_ERROR")), None)
     assert message is not None, done.stdout + done.stderr[-3000:]
     assert str(tmp_path / "jars" / "operators" / "streamjoin-operators.jar") in message
+    decoding = next((line for line in done.stdout.splitlines() if line.startswith("DECODE_ERROR")), "")
+    assert str(tmp_path / "jars" / "operators" / "streamjoin-operators.jar") in decoding, done.stdout
     assert "make setup" in message and "spark.streamjoin.engine=python" in message
