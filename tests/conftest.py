@@ -13,9 +13,12 @@ import pytest
 # live for the whole suite, and with C1 too the in-process tests lost more than the subprocesses gained (a clean
 # run of the suite 2,117 -> 2,409 s). Pipelines and `make bench` keep the default too (C2 makes the jvm operators
 # 23-43 % faster once warm; bench/RESULTS.md, "A cold driver").
+# C1 alone also shrinks the JVM's default code cache from 240 to 48 MiB, which a driver running three pipelines
+# filled ("Out of space in CodeCache for method handle intrinsic" failed its tasks: the kill trial's first-run
+# failures of 2026-11-27 and -28), so the cache keeps its usual size.
 # Compared by value, not by presence: pytest-xdist's workers inherit the controller's environment, in which
 # this module has already set it, and their sessions must still start without it.
-_SUBPROCESS_JIT = "-XX:TieredStopAtLevel=1"
+_SUBPROCESS_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 _SETS_JIT = os.environ.get("SPARK_SUBMIT_OPTS", _SUBPROCESS_JIT) == _SUBPROCESS_JIT
 if _SETS_JIT:
     os.environ["SPARK_SUBMIT_OPTS"] = _SUBPROCESS_JIT
