@@ -63,6 +63,8 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
   private val keyColumns = primaryKey.zip(spec.strings("key_fields"))
   /** upsert-kafka `value.fields-include` EXCEPT_KEY: the key columns come from the key, not the value. */
   private val exceptKey = spec.bool("except_key")
+  /** Whether column c is read from a row object: all but the key columns with EXCEPT_KEY (decided once, not per row). */
+  private val inRow = names.indices.map(c => !(exceptKey && primaryKey.contains(c))).toArray
 
   require(format == "json" || format == "debezium-json", s"no fast decoder for format $format")
   require(!upsert || format == "json", "an upsert source reads format json")
@@ -136,7 +138,7 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
     val values = new Array[Any](names.length)
     var c = 0
     while (c < names.length) {
-      if (!(exceptKey && primaryKey.contains(c))) values(c) = typed(types(c), fields.get(names(c)))
+      if (inRow(c)) values(c) = typed(types(c), fields.get(names(c)))
       c += 1
     }
     values
