@@ -49,7 +49,10 @@ final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
   }
   def put(value: Any, count: Long): Unit = cached.put(cacheKey(value), java.lang.Long.valueOf(count))
   def remove(value: Any): Unit = cached.remove(cacheKey(value))
-  def keys: Iterator[Any] = cached.keys.map(_.get(0))
+  def keys: Iterator[Any] = cached.keys(row => cacheKey(row.get(0))).map {
+    case buffer: java.nio.ByteBuffer => buffer.array()
+    case other => other
+  }
   def clear(): Unit = cached.clear()
   def flush(): Unit = cached.flush()
 }

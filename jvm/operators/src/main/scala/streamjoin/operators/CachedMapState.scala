@@ -1,5 +1,7 @@
 package streamjoin.operators
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.sql.streaming.MapState
 
 /**
@@ -54,11 +56,42 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], stor
     else { e.value = null.asInstanceOf[V]; e.dirty = true }
   }
 
-  /** Every key with a value, this visit's changes included (writes them to the store first). */
-  def keys: Iterator[SK] = { write(); state.keys() }
+  // Whether `entries` holds every key the store holds (after [[keys]] loaded them): then [[keys]] reads the cache.
+  private var complete = false
+
+  /**
+   * Every key with a value, this visit's changes included, as the operator uses it (`readKey` of the stored key).
+   *
+   * The first call of a visit reads the store's entries into the cache, unless there are more than
+   * [[CachedMapState.CompleteLimit]] (then every call reads the store, with the visit's changes written
+   * first); later calls of the visit iterate the cache. Why: a MIN/MAX with retraction looks for the next
+   * extreme among all of its view's values each time the extreme leaves (as Flink's
+   * `MaxWithRetractAggFunction` does), which in an OVER frame is many times per visit; each look was a
+   * scan of the state store, and its length grows with the frame (issue 14: cost per row as the state
+   * per key grows).
+   */
+  def keys(readKey: SK => K): Iterator[K] = {
+    if (!complete) {
+      val stored = state.iterator()
+      val loaded = new java.util.ArrayList[(K, SV)]()
+      while (stored.hasNext && loaded.size <= CachedMapState.CompleteLimit) {
+        val (key, value) = stored.next()
+        loaded.add((readKey(key), value))
+      }
+      if (stored.hasNext || loaded.size > CachedMapState.CompleteLimit) {
+        write()
+        return state.keys().map(readKey)
+      }
+      loaded.forEach { case (key, value) => if (!entries.containsKey(key)) entries.put(key, new Entry(readValue(value), true, false)) }
+      complete = true
+    }
+    val present = new java.util.ArrayList[K]()
+    entries.forEach((key, e) => if (e.value != null) present.add(key))
+    present.iterator().asScala
+  }
 
   /** Write this visit's changes to the store and forget the cached entries: call before the visit ends. */
-  def flush(): Unit = { write(); entries.clear() }
+  def flush(): Unit = { write(); entries.clear(); complete = false }
 
   private def write(): Unit = entries.forEach { (key, e) =>
     if (e.dirty) {
@@ -69,5 +102,10 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], stor
   }
 
   /** Remove every entry of the key, stored or cached. */
-  def clear(): Unit = { entries.clear(); state.clear() }
+  def clear(): Unit = { entries.clear(); state.clear(); complete = false }
+}
+
+object CachedMapState {
+  /** The most entries [[CachedMapState.keys]] holds in a visit's cache (about 150 bytes each). */
+  val CompleteLimit = 100000
 }
