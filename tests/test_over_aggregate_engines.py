@@ -56,7 +56,23 @@ def by_key(changes):
     return keys
 
 
-def test_the_engines_give_the_same_output(spark, tmp_path):
+#: The jvm engine's system property bounding the MIN/MAX view entries a key visit caches
+#: (``CachedMapState.completeLimit``); 1 takes the path of a view too large to cache: every look reads the state store.
+KEYS_LIMIT = "streamjoin.cachedMapState.keysLimit"
+
+
+@pytest.mark.parametrize("keys_limit", [None, "1"], ids=["views-cached", "views-too-large-to-cache"])
+def test_the_engines_give_the_same_output(spark, tmp_path, keys_limit):
+    system = spark.sparkContext._jvm.java.lang.System
+    if keys_limit:
+        system.setProperty(KEYS_LIMIT, keys_limit)
+    try:
+        _the_engines_give_the_same_output(spark, tmp_path)
+    finally:
+        system.clearProperty(KEYS_LIMIT)
+
+
+def _the_engines_give_the_same_output(spark, tmp_path):
     rng = random.Random(2026)
     rows, highest = [], 10_000
     for i in range(40):

@@ -58,40 +58,42 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], stor
 
   // Whether `entries` holds every key the store holds (after [[keys]] loaded them): then [[keys]] reads the cache.
   private var complete = false
+  // Whether the store held too many entries to load in this visit: then [[keys]] reads the store.
+  private var tooLarge = false
 
   /**
    * Every key with a value, this visit's changes included, as the operator uses it (`readKey` of the stored key).
    *
    * The first call of a visit reads the store's entries into the cache, unless there are more than
-   * [[CachedMapState.CompleteLimit]] (then every call reads the store, with the visit's changes written
-   * first); later calls of the visit iterate the cache. Why: a MIN/MAX with retraction looks for the next
-   * extreme among all of its view's values each time the extreme leaves (as Flink's
-   * `MaxWithRetractAggFunction` does), which in an OVER frame is many times per visit; each look was a
-   * scan of the state store, and its length grows with the frame (issue 14: cost per row as the state
-   * per key grows).
+   * [[CachedMapState.completeLimit]] (then every call of the visit reads the store, with the visit's changes
+   * written first); later calls of the visit iterate the cache. Why: a MIN/MAX with retraction looks for the
+   * next extreme among all of its view's values each time the extreme leaves (as Flink's
+   * `MaxWithRetractAggFunction` does), which in an OVER frame is many times per visit; each look was a scan
+   * of the state store, and its length grows with the frame (issue 14: cost per row as the state per key grows).
    */
   def keys(readKey: SK => K): Iterator[K] = {
-    if (!complete) {
+    if (!complete && !tooLarge) {
+      val limit = CachedMapState.completeLimit
       val stored = state.iterator()
       val loaded = new java.util.ArrayList[(K, SV)]()
-      while (stored.hasNext && loaded.size <= CachedMapState.CompleteLimit) {
+      while (stored.hasNext && loaded.size < limit) {
         val (key, value) = stored.next()
         loaded.add((readKey(key), value))
       }
-      if (stored.hasNext || loaded.size > CachedMapState.CompleteLimit) {
-        write()
-        return state.keys().map(readKey)
+      if (stored.hasNext) tooLarge = true
+      else {
+        loaded.forEach { case (key, value) => if (!entries.containsKey(key)) entries.put(key, new Entry(readValue(value), true, false)) }
+        complete = true
       }
-      loaded.forEach { case (key, value) => if (!entries.containsKey(key)) entries.put(key, new Entry(readValue(value), true, false)) }
-      complete = true
     }
+    if (tooLarge) { write(); return state.keys().map(readKey) }
     val present = new java.util.ArrayList[K]()
     entries.forEach((key, e) => if (e.value != null) present.add(key))
     present.iterator().asScala
   }
 
   /** Write this visit's changes to the store and forget the cached entries: call before the visit ends. */
-  def flush(): Unit = { write(); entries.clear(); complete = false }
+  def flush(): Unit = { write(); entries.clear(); complete = false; tooLarge = false }
 
   private def write(): Unit = entries.forEach { (key, e) =>
     if (e.dirty) {
@@ -102,10 +104,13 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], stor
   }
 
   /** Remove every entry of the key, stored or cached. */
-  def clear(): Unit = { entries.clear(); state.clear(); complete = false }
+  def clear(): Unit = { entries.clear(); state.clear(); complete = false; tooLarge = false }
 }
 
 object CachedMapState {
-  /** The most entries [[CachedMapState.keys]] holds in a visit's cache (about 150 bytes each). */
-  val CompleteLimit = 100000
+  /** The JVM system property that sets [[completeLimit]] (tests set a small one to take the store's path). */
+  val CompleteLimitProperty = "streamjoin.cachedMapState.keysLimit"
+
+  /** The most entries [[CachedMapState.keys]] loads into a visit's cache (about 150 bytes each): 100,000 by default. */
+  def completeLimit: Int = Integer.getInteger(CompleteLimitProperty, 100000)
 }
