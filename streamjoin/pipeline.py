@@ -110,8 +110,8 @@ class PipelineRun:
         commits: ``"sink"`` / ``"changelog"`` / ``"dead_letters"`` → the Delta operation metrics
             (``operationMetrics`` of ``DESCRIBE HISTORY``, e.g. ``numTargetRowsInserted``, ``numOutputRows``)
             summed over the commits the run made to that table: read from the Delta log, no table scan.
-        warnings: e.g. a checkpoint reset (:func:`streamjoin.sink.delta.checkpoint_reset`; also logged on
-            logger ``streamjoin``).
+        warnings: e.g. a checkpoint reset (:func:`streamjoin.sink.delta.checkpoint_reset`), a restart of the
+            queries after a Python worker missed its start-up deadline; also logged on logger ``streamjoin``.
     """
 
     figures: Figures = field(default_factory=Figures)
@@ -316,8 +316,41 @@ def run_pipelines(
 _OPERATIONS = {"sink": ("MERGE",), "changelog": ("WRITE",), "dead_letters": ("WRITE",)}
 
 
+#: How often a run restarts its queries after a Python worker missed its start-up deadline (below).
+WORKER_START_RESTARTS = 3
+
+#: Spark's message when a Python worker it started alone (not through the worker daemon) does not connect back
+#: in time. The python engine's transformWithState starts one on the driver when its query starts (Spark's
+#: ``TransformWithStateInPySparkPythonPreInitRunner``), and Spark gives it 10 s, hard-coded in
+#: ``PythonWorkerFactory.createSimpleWorker`` (``spark.python.authenticate.socketTimeout`` does not apply): on an
+#: overloaded machine the worker can miss it and the query fails before its first micro-batch.
+_WORKER_START_FAILURE = "Python worker failed to connect back"
+
+
 def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
                  available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
+    """Run the pipeline's queries until they end, restarting them from their checkpoints when a Python worker
+    missed its start-up deadline (``_WORKER_START_FAILURE``), up to ``WORKER_START_RESTARTS`` times.
+
+    A restart from the checkpoint is exactly-once (the sink's writers are idempotent per batch), as a restart
+    of Flink's fixed-delay restart strategy is; each restart is a warning in the log and in ``run.warnings``.
+    Any other failure, and this one after the last restart, is raised.
+    """
+    for restart in range(WORKER_START_RESTARTS + 1):
+        try:
+            return _run_queries_once(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
+        except StreamingQueryException as e:
+            if restart == WORKER_START_RESTARTS or _WORKER_START_FAILURE not in str(e):
+                raise
+            warning = (f"pipeline '{pipeline.name}': a Python worker did not connect back to Spark within its start-up "
+                       f"deadline (an overloaded machine?); restarting the queries from their checkpoints "
+                       f"(restart {restart + 1} of {WORKER_START_RESTARTS})")
+            logging.getLogger("streamjoin").warning(warning)
+            run.warnings.append(warning)
+
+
+def _run_queries_once(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
+                      available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
     events = ProgressQueue()
     # The login the tables declare (their `properties.*`) over the cluster's own, as read_kafka applies them.
     cluster = as_connection(bootstrap_servers).with_properties(declared_properties(s.options for s in pipeline.sources))
