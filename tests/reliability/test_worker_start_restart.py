@@ -16,7 +16,6 @@ from pyspark.errors import StreamingQueryException
 from streamjoin import pipeline as pipeline_module
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
-from streamjoin.jvm import ENGINE_CONF
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
 from streamjoin.runtime.group_aggregate import group_aggregate
 
@@ -38,13 +37,11 @@ def slow_driver_worker(spark, tmp_path, monkeypatch):
     )
     script.chmod(0o755)
     monkeypatch.setattr(spark.sparkContext, "pythonExec", str(script))
-    before = spark.conf.get(ENGINE_CONF)
-    spark.conf.set(ENGINE_CONF, "python")
-    yield starts
-    spark.conf.set(ENGINE_CONF, before)
+    return starts
 
 
-def test_a_missed_worker_start_restarts_the_query_and_loses_nothing(spark, kafka_bootstrap, tpch, tmp_path, slow_driver_worker):
+@pytest.mark.parametrize("engine", ["python"], indirect=True)  # the python engine starts the driver worker
+def test_a_missed_worker_start_restarts_the_query_and_loses_nothing(spark, engine, kafka_bootstrap, tpch, tmp_path, slow_driver_worker):
     topic = "orders_for_worker_start"
     ensure_topics(kafka_bootstrap, {topic: 1})
     changes = list(tpch.orders_changes())
