@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from streamjoin.config import java_executable, local_dir
+from streamjoin.jvm import operators_jar
 
 __all__ = ["archive_path", "build_archive", "driver_java_options", "JAVA_OPTIONS_ENV"]
 
@@ -51,13 +52,15 @@ def _spark_jars() -> Path:
 
 
 def _stamp() -> dict:
-    """What the JVM checks an archive against: its own build, and each jar of the class path with its size and time."""
-    java, jars = java_executable(), _spark_jars()
+    """What the JVM checks an archive against: its own build, and each jar of the class path with its size and time
+    (pyspark's, and the jvm engine's jar that :func:`streamjoin.session.spark_session` puts first on it)."""
+    java, jars, operators = java_executable(), _spark_jars(), operators_jar()
     java = Path(java).resolve() if java else None
     return {
         "java": [str(java), java.stat().st_size, java.stat().st_mtime_ns] if java else None,
         "jars": str(jars),
         "jar_files": sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in jars.glob("*.jar")) if jars.is_dir() else [],
+        "operators_jar": [str(operators), operators.stat().st_size, operators.stat().st_mtime_ns] if operators.is_file() else None,
         "env": {name: os.environ.get(name) for name in _CLASS_PATH_ENV},
     }
 
