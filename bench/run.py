@@ -19,8 +19,8 @@ on the same TPC-H rows, then each ``sql/`` pipeline end to end beside a Kafka �
    even on ``jvm``, and the table says so.
 4. Pipelines (:mod:`bench.pipelines`) at ``--pipeline-scale-factor``.
 
-``--only QUERY...`` runs only the matching operator queries (steps 1 and 3), ``--engines`` picks the engines
-they run on: e.g. ``--only 'group' --engines native,jvm`` measures one operator before and after a change.
+``--only QUERY...`` runs only the matching operator queries (steps 1 to 3, no pipelines), ``--engines`` picks the
+engines they run on: e.g. ``--only 'group' --engines native,jvm`` measures one operator before and after a change.
 
 It prints the figures and the ratios and appends them, with the command, the machine and the load
 averages at start and end, to ``--record`` (``bench/RESULTS.md`` by default).
@@ -41,7 +41,7 @@ from pathlib import Path
 import pyspark
 
 from bench.harness import Measurement, failed, load, machine, measure
-from bench.operators import CASES, COARSE_PARTITIONS, OVER, OVER_COARSE, Case
+from bench.operators import CASES, STATE_GROWTH, Case
 from bench.pipelines import run_pipelines
 from bench.tpch_streams import BenchTable, bench_tables, flink_ddl, spark_streams, tpch_changelog, write_csv
 from streamjoin.config import PROJECT_ROOT, local_dir
@@ -51,6 +51,7 @@ from streamjoin.session import spark_session
 #: Rows per table of the warm-up input (one micro-batch).
 WARMUP_ROWS = 500
 FLINK_PYTHON = PROJECT_ROOT / ".local" / "flink-venv" / "bin" / "python"
+ENGINES = ("native", "jvm", "python", "flink")
 HEADER = ("| query | engine | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms | state rows | state MiB |\n"
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
@@ -66,16 +67,16 @@ def _arguments() -> argparse.Namespace:
                         help="the Markdown file the results are appended to")
     parser.add_argument("--only", nargs="+", metavar="QUERY", default=None,
                         help="run only the operator queries whose name contains one of these (e.g. 'interval inner' "
-                             "'group'), without Flink and the pipelines")
+                             "'group'), without the pipelines")
     parser.add_argument("--pipelines-only", action="store_true",
                         help="run only the sql/ pipelines beside their passthrough (no operator queries, no Flink)")
-    parser.add_argument("--engines", default="native,jvm,python",
-                        help="comma-separated engines the operator queries run on (default: native,jvm,python)")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"comma-separated engines the operator queries run on (default: {','.join(ENGINES)})")
     args = parser.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = set(args.engines) - {"native", "jvm", "python"}
+    unknown = set(args.engines) - set(ENGINES)
     if unknown:
-        parser.error(f"unknown engine(s) {', '.join(sorted(unknown))}: native, jvm, python")
+        parser.error(f"unknown engine(s) {', '.join(sorted(unknown))}: {', '.join(ENGINES)}")
     args.python_batches = min(args.python_batches, args.batches)
     if args.pipeline_scale_factor is None:
         args.pipeline_scale_factor = args.scale_factor / 10
@@ -92,8 +93,13 @@ def _runs_python(df) -> bool:
     return "TransformWithStateInPySpark" in df._jdf.queryExecution().logical().toString()
 
 
-def run_flink(tables: dict[str, BenchTable], workdir: Path) -> dict[str, dict]:
-    """Every case's SQL on Flink (warm-up phase on ``WARMUP_ROWS`` rows per table, then all rows).
+def _selected(args) -> list[Case]:
+    """The operator queries ``--only`` names (all by default)."""
+    return [case for case in CASES if not args.only or any(q.lower() in case.name.lower() for q in args.only)]
+
+
+def run_flink(cases: list[Case], tables: dict[str, BenchTable], workdir: Path) -> dict[str, dict]:
+    """The cases' SQL on Flink (warm-up phase on ``WARMUP_ROWS`` rows per table, then all rows).
 
     Returns:
         ``{case name: {"ms": net runtime} or {"error": text}}`` of the measured phase.
@@ -104,7 +110,7 @@ def run_flink(tables: dict[str, BenchTable], workdir: Path) -> dict[str, dict]:
     """
     if not FLINK_PYTHON.exists():
         raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make flink` installs Apache Flink")
-    queries = [{"name": c.name, "sql": c.sql, "settings": dict(c.flink_settings)} for c in CASES]
+    queries = [{"name": c.name, "sql": c.sql, "settings": dict(c.flink_settings)} for c in cases]
     phases = []
     for phase, phase_tables in (("warm-up", {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}), ("measured", tables)):
         ddl = [flink_ddl(t, write_csv(t, workdir / phase)) for t in phase_tables.values()]
@@ -135,9 +141,7 @@ def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> 
             if engine in args.engines]
     results = []
     print(HEADER, flush=True)
-    for index, case in enumerate(CASES):
-        if args.only and not any(q.lower() in case.name.lower() for q in args.only):
-            continue
+    for index, case in enumerate(_selected(args)):
         figures = {}
         for engine, input_name in runs:
             if engine == "native" and case.native is None:
@@ -183,7 +187,7 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         HEADER,
     ]
     if args.only:
-        lines[lines.index(HEADER) - 2] += f" Only the queries matching {', '.join(map(repr, args.only))}, no Flink, no pipelines."
+        lines[lines.index(HEADER) - 2] += f" Only the queries matching {', '.join(map(repr, args.only))}, no pipelines."
     if args.pipelines_only:
         del lines[lines.index(HEADER) - 2:]
     else:
@@ -232,23 +236,26 @@ def _operator_lines(args, operators, flink, tables: dict[str, BenchTable]) -> li
 
 
 def _state_growth(operators, flink, tables: dict[str, BenchTable], prefix: int) -> list[str]:
-    """The line on the cost per row when the state per key grows 10×: the coarse OVER case's rows/s as a multiple of
-    the OVER case's, per engine (python over the first ``prefix`` micro-batches, as its other figures) and Flink."""
+    """The lines on the cost per row when the state per key grows 10× (:data:`bench.operators.STATE_GROWTH`): each
+    coarse query's rows/s as a multiple of its fine query's, per engine (python over the first ``prefix``
+    micro-batches, as its other figures) and Flink."""
     cases = {case.name: (case, figures) for case, figures in operators}
-    if OVER not in cases or OVER_COARSE not in cases:
-        return []
-    (fine_case, fine), (_, coarse) = cases[OVER], cases[OVER_COARSE]
-    parts = []
-    for engine in ("jvm", "python"):
-        if engine in fine and engine in coarse:
-            rate = (lambda m: m.rows_per_second_over(prefix)) if engine == "python" else (lambda m: m.rows_per_second)
-            parts.append(f"{engine} {_ratio(rate(coarse[engine][0]), rate(fine[engine][0]))}")
-    if "ms" in flink.get(OVER, {}) and "ms" in flink.get(OVER_COARSE, {}):
-        parts.append(f"Flink {_ratio(1 / flink[OVER_COARSE]['ms'], 1 / flink[OVER]['ms'])}")
-    rows = sum(tables[t].rows for t in fine_case.tables)
-    return ["", f"Cost per row as the state per key grows 10× (the same {rows:,} rows over {COARSE_PARTITIONS} OVER "
-            f"partitions instead of 150): rows/s as a multiple of the 150-partition query's (flat: 1.00×): "
-            + ", ".join(parts) + "."]
+    lines = []
+    for fine_name, coarse_name, grown in STATE_GROWTH:
+        if fine_name not in cases or coarse_name not in cases:
+            continue
+        (fine_case, fine), (_, coarse) = cases[fine_name], cases[coarse_name]
+        parts = []
+        for engine in ("jvm", "python"):
+            if engine in fine and engine in coarse:
+                rate = (lambda m: m.rows_per_second_over(prefix)) if engine == "python" else (lambda m: m.rows_per_second)
+                parts.append(f"{engine} {_ratio(rate(coarse[engine][0]), rate(fine[engine][0]))}")
+        if "ms" in flink.get(fine_name, {}) and "ms" in flink.get(coarse_name, {}):
+            parts.append(f"Flink {_ratio(1 / flink[coarse_name]['ms'], 1 / flink[fine_name]['ms'])}")
+        rows = sum(tables[t].rows for t in fine_case.tables)
+        lines += ["", f"Cost per row as the state per key grows 10×, {fine_name} (the same {rows:,} rows, {grown}): "
+                  f"rows/s as a multiple of the fine query's (flat: 1.00×): " + ", ".join(parts) + "."]
+    return lines
 
 
 def main() -> None:
@@ -258,7 +265,7 @@ def main() -> None:
     shutil.rmtree(workdir)
     tables = {} if args.pipelines_only else bench_tables(tpch_changelog(args.scale_factor), args.batches)
     print(f"TPC-H sf {args.scale_factor:g}: " + ", ".join(f"{t.name} {t.rows:,}" for t in tables.values()), flush=True)
-    flink = {} if args.only or args.pipelines_only else run_flink(tables, workdir / "flink")
+    flink = {} if args.pipelines_only or "flink" not in args.engines else run_flink(_selected(args), tables, workdir / "flink")
     print("Flink: " + ", ".join(f"{name} {outcome}" for name, outcome in flink.items()), flush=True)
     spark = spark_session("bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
     operators = [] if args.pipelines_only else run_operators(spark, tables, args, workdir)

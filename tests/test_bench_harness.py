@@ -26,8 +26,8 @@ def test_a_run_without_micro_batches_has_no_rate():
     assert from_progress("q", [], seconds=1.0).rows_per_second_over(2) == 0.0
 
 
-def test_the_cost_per_row_line_compares_the_coarse_over_case_with_the_fine_one():
-    from bench.operators import CASES, OVER, OVER_COARSE
+def test_the_cost_per_row_lines_compare_each_coarse_case_with_its_fine_one():
+    from bench.operators import CASES, STATE_GROWTH
     from bench.run import _state_growth
 
     cases = {c.name: c for c in CASES}
@@ -35,12 +35,14 @@ def test_the_cost_per_row_line_compares_the_coarse_over_case_with_the_fine_one()
             "python": (from_progress("f", [_progress(100, 1000), _progress(100, 1000)], seconds=30.0), "")}
     coarse = {"jvm": (from_progress("c", [_progress(600, 1000)], seconds=5.0), ""),
               "python": (from_progress("c", [_progress(100, 500), _progress(100, 500)], seconds=30.0), "")}
-    operators = [(cases[OVER], fine), (cases[OVER_COARSE], coarse)]
-    flink = {OVER: {"ms": 4000}, OVER_COARSE: {"ms": 8000}}
-    tables = {"lineitem": SimpleNamespace(rows=600)}
-    [_, line] = _state_growth(operators, flink, tables, prefix=2)
-    # jvm over its whole runs (120 against 60 rows/s), python over its first 2 micro-batches, Flink over its net runtimes.
-    assert line.endswith("jvm 2.00×, python 2.00×, Flink 0.50×."), line
+    operators = [(cases[name], figures) for pair in STATE_GROWTH for name, figures in zip(pair, (fine, coarse))]
+    flink = {name: {"ms": ms} for pair in STATE_GROWTH for name, ms in zip(pair, (4000, 8000))}
+    tables = {"lineitem": SimpleNamespace(rows=600), "orders": SimpleNamespace(rows=150)}
+    lines = _state_growth(operators, flink, tables, prefix=2)
+    assert [line for line in lines if line] and len(lines) == 2 * len(STATE_GROWTH)
+    for (fine_name, _, _), line in zip(STATE_GROWTH, lines[1::2]):
+        # jvm over its whole runs (120 against 60 rows/s), python over its first 2 micro-batches, Flink over its net runtimes.
+        assert fine_name in line and line.endswith("jvm 2.00×, python 2.00×, Flink 0.50×."), line
     assert _state_growth(operators[:1], flink, tables, prefix=2) == []
 
 
