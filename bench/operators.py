@@ -87,12 +87,12 @@ def _regular(how: str):
 #: residual ``l_orderkey - o_orderkey = 0`` (not an equality, so neither Flink nor streamjoin makes it a join key):
 #: the same output rows, each found among 10× the rows of its key (issue: "a join key with 10× the rows").
 COARSE_ORDERS = 40
-_COARSE_KEY = "{column} - MOD({column}, %d)" % COARSE_ORDERS
+_L_GROUP, _O_GROUP = (f"{column} - MOD({column}, {COARSE_ORDERS})" for column in ("l_orderkey", "o_orderkey"))
 
 
 def _regular_coarse(s: Streams) -> DataFrame:
-    lineitem = s["lineitem"]().withColumn("l_group", F.expr(_COARSE_KEY.format(column="l_orderkey")))
-    orders = s["orders"]().withColumn("o_group", F.expr(_COARSE_KEY.format(column="o_orderkey")))
+    lineitem = s["lineitem"]().withColumn("l_group", F.expr(_L_GROUP))
+    orders = s["orders"]().withColumn("o_group", F.expr(_O_GROUP))
     return regular_join(lineitem, orders, on=[("l_group", "o_group")], condition="l_orderkey - o_orderkey = 0",
                         left_unique_key=LINEITEM.primary_key, right_unique_key=ORDERS.primary_key)
 
@@ -175,9 +175,8 @@ CASES: tuple[Case, ...] = (
          "SELECT * FROM lineitem AS l JOIN orders AS o ON l.l_orderkey = o.o_orderkey",
          _regular("inner"), _native_regular_inner),
     Case(REGULAR_INNER_COARSE, ("lineitem", "orders"),
-         "SELECT * FROM (SELECT *, {l} AS l_group FROM lineitem) AS l JOIN (SELECT *, {o} AS o_group FROM orders) AS o "
-         "ON l.l_group = o.o_group AND l.l_orderkey - o.o_orderkey = 0".format(
-             l=_COARSE_KEY.format(column="l_orderkey"), o=_COARSE_KEY.format(column="o_orderkey")),
+         f"SELECT * FROM (SELECT *, {_L_GROUP} AS l_group FROM lineitem) AS l JOIN (SELECT *, {_O_GROUP} AS o_group "
+         "FROM orders) AS o ON l.l_group = o.o_group AND l.l_orderkey - o.o_orderkey = 0",
          _regular_coarse, no_native="Spark would make the order keys' equality a join key: the fine query"),
     Case("regular left join", ("lineitem", "orders"),
          "SELECT * FROM lineitem AS l LEFT JOIN orders AS o ON l.l_orderkey = o.o_orderkey",

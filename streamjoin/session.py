@@ -95,6 +95,15 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         own_options = conf.get(_DRIVER_JAVA_OPTIONS, "")
         if archive_options := driver_java_options(own_options):
             conf[_DRIVER_JAVA_OPTIONS] = f"{archive_options} {own_options}".strip()
+        if operators_jar().exists():
+            # Hadoop's local file system without a `chmod` process per file created (the jar's streamjoin.hadoop):
+            # ~10 ms less per file. Hadoop looks its class up from spark-submit's start on (spark.jars' paths), before
+            # spark.jars are loaded: the jar goes on the driver's own class path. Local masters only: a cluster's
+            # executors start without it.
+            own_class_path = conf.get(_DRIVER_CLASS_PATH)
+            conf[_DRIVER_CLASS_PATH] = os.pathsep.join(p for p in (str(operators_jar()), own_class_path) if p)
+            builder = builder.config("spark.hadoop.fs.file.impl", "streamjoin.hadoop.LocalFileSystem")
+            builder = builder.config("spark.hadoop.fs.AbstractFileSystem.file.impl", "streamjoin.hadoop.LocalFs")
     elif "SPARK_SHUFFLE_PARTITIONS" in os.environ:
         builder = builder.config("spark.sql.shuffle.partitions", os.environ["SPARK_SHUFFLE_PARTITIONS"])
     for key, value in SESSION_CONF.items():
@@ -106,16 +115,6 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
     # python engine runs, and the first jvm operator says how to get it (streamjoin.jvm).
     if operators_jar().exists():
         jars.append(operators_jar())
-        if master and _is_local(master):
-            # Hadoop's local file system without a `chmod` process per file created (the jar's streamjoin.hadoop):
-            # ~10 ms less per file. Hadoop looks its class up from spark-submit's start on (spark.jars' paths), before
-            # spark.jars are loaded: the jar goes on the driver's own class path. Local masters only: a cluster's
-            # executors start without it.
-            conf = dict(conf or {})
-            own_class_path = conf.get(_DRIVER_CLASS_PATH)
-            conf[_DRIVER_CLASS_PATH] = os.pathsep.join(p for p in (str(operators_jar()), own_class_path) if p)
-            builder = builder.config("spark.hadoop.fs.file.impl", "streamjoin.hadoop.LocalFileSystem")
-            builder = builder.config("spark.hadoop.fs.AbstractFileSystem.file.impl", "streamjoin.hadoop.LocalFs")
     builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     builder = builder.config(ENGINE_CONF, os.environ.get("STREAMJOIN_ENGINE", DEFAULT_ENGINE))
     for key, value in (conf or {}).items():
