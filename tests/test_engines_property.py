@@ -22,6 +22,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from operator_replay import flink_watermarks, replay_keyed, replay_over
 from streamjoin.changelog import RowKind
+from streamjoin.jvm import ENGINE_CONF
 from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
 from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
 from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
@@ -268,11 +269,12 @@ JOIN_PARAMETERS = dict(
 )
 
 
-def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condition=None):
-    """Both random changelogs of :mod:`test_regular_join_property` joined by ``regular_join`` on both
-    engines (``run(build, steps)``: the engines' run of the operator function ``build`` with ``steps``
-    from its first shell); the python engine's changes equal ``LocalRegularJoin``'s (with the Python
-    ``condition``) per arrival, as multisets (one arrival's matches come in state order)."""
+def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condition=None, plan="python"):
+    """Both random changelogs of :mod:`test_regular_join_property` joined by ``regular_join`` as planned
+    for the ``plan`` engine (``run(build, steps)``: the engines' run of the operator function ``build``
+    with ``steps`` from its first shell). A python plan runs on both engines, which must agree, and
+    the python engine's changes equal ``LocalRegularJoin``'s (with the Python ``condition``) per
+    arrival, as multisets (one arrival's matches come in state order); a jvm plan's jvm changes must."""
     rng = random.Random(seed)
     left, _ = random_changelog(rng, sizes[0], unique=0 if unique_keys else None)
     right, _ = random_changelog(rng, sizes[1], unique=1 if unique_keys else None)
@@ -287,22 +289,29 @@ def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condi
         df.withColumn("_seq", F.element_at(F.array(*[F.lit(p) for p in [-1, *pos]]), F.col("_seq").cast("int") + 2))
         for df, pos in zip(sides, positions)
     )
-    result = run(lambda: regular_join(
-        left_df, right_df, on=[("lk", "rk")] if equi else [], how=how.value,
-        condition=None if condition is None else "lv > rv",
-        left_unique_key=["lk"] if unique_keys else None, right_unique_key=["rv"] if unique_keys else None,
-        state_ttl_ms=60_000 if ttl else None,
-    ), lambda first: visits(first.rows()))
-    result.assert_equal(ordered=False)
+    before = spark.conf.get(ENGINE_CONF)
+    spark.conf.set(ENGINE_CONF, plan)  # regular_join plans the residual for the session's engine
+    try:
+        result = run(lambda: regular_join(
+            left_df, right_df, on=[("lk", "rk")] if equi else [], how=how.value,
+            condition=None if condition is None else "lv > rv",
+            left_unique_key=["lk"] if unique_keys else None, right_unique_key=["rv"] if unique_keys else None,
+            state_ttl_ms=60_000 if ttl else None,
+        ), lambda first: visits(first.rows()))
+    finally:
+        spark.conf.set(ENGINE_CONF, before)
+    if plan == "python":
+        result.assert_equal(ordered=False)
     keys = [0] if equi else []
     join = LocalRegularJoin(JoinSpec(how, keys, keys, 2, 2, [0] if unique_keys else None, [1] if unique_keys else None), condition)
     expected = [Counter(join.process(side, kind, row)) for side, _, kind, row in arrivals]
-    assert [Counter(kinds(step)) for step in result.python] == expected
+    assert result.jvm_error is None
+    assert [Counter(kinds(step)) for step in getattr(result, plan)] == expected
 
 
-def one_step(build, steps):
+def one_step(build, steps, *, with_python=True):
     [op] = capture(build)
-    return run_engines(op, steps(op))
+    return run_engines(op, steps(op), with_python=with_python)
 
 
 @EXAMPLES
@@ -314,10 +323,21 @@ def test_regular_join(spark, seed, how, equi, unique_keys, ttl, sizes):
 @EXAMPLES
 @given(how=st.sampled_from([t for t in JoinType if t is not JoinType.INNER]), **JOIN_PARAMETERS)
 def test_regular_join_with_a_residual(spark, seed, how, equi, unique_keys, ttl, sizes):
-    """``lv > rv`` (``test_regular_join_property.greater``): the candidate and associate steps chained on each engine."""
+    """``lv > rv`` (``test_regular_join_property.greater``) as the python engine plans it: the candidate
+    and associate steps chained on each engine."""
     # Candidate pairs come in each engine's state order: the first steps compared as multisets.
     chained = lambda build, steps: run_two_steps(build, steps, ordered=False)  # noqa: E731
     regular_join_run(spark, chained, seed, how, equi, unique_keys, ttl, sizes, condition=greater)
+
+
+@EXAMPLES
+@given(how=st.sampled_from(list(JoinType)), **JOIN_PARAMETERS)
+def test_regular_join_with_a_residual_inside_the_jvm_join(spark, seed, how, equi, unique_keys, ttl, sizes):
+    """``lv > rv`` as the jvm engine plans it: one step, the join evaluating the predicate on each
+    equi-matching pair (Flink's JoinCondition), its Python twin unable to; checked against the
+    plain-Python join with the Python predicate."""
+    jvm_alone = lambda build, steps: one_step(build, steps, with_python=False)  # noqa: E731
+    regular_join_run(spark, jvm_alone, seed, how, equi, unique_keys, ttl, sizes, condition=greater, plan="jvm")
 
 
 # --------------------------------------------------------------------------- OVER (event time)

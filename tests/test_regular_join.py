@@ -473,6 +473,7 @@ def test_each_step_describes_its_scala_twin_for_the_jvm_engine():
         "uniqueKeys": [[0], [1]],
         "stored": [True, False],
         "keyPrefix": "_key",
+        "condition": None,
     }
     assert twins[0].spec["stored"] == [True, True]
     no_keys = _JoinLogic(JoinSpec(JoinType.INNER, [0], [0], 2, 2), (schema, schema), (True, True)).jvm_logic()
@@ -553,13 +554,26 @@ def test_shared_and_reserved_column_names_are_refused(inputs):
         regular_join(left.drop("_seq"), right, on=[("a1", "b1")])
 
 
-def test_explain_line_states_layouts_distribution_and_steps(inputs, caplog):
+def test_explain_line_states_layouts_distribution_and_steps(inputs, caplog, engine):
     caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
     keyed = regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 > b1", left_unique_key=["a1"])
     keyed_explain = caplog.messages[-1]
     assert "leftInputSpec=[JoinKeyContainsUniqueKey], rightInputSpec=[InputSideHasNoUniqueKey]" in keyed_explain
-    assert "distribution=[hash[a1]]" in keyed_explain and "two stateful steps" in keyed_explain
+    residual = "in the join, on each equi-matching pair" if engine == "jvm" else "Spark filter on candidate pairs between two stateful steps"
+    assert "distribution=[hash[a1]]" in keyed_explain and f"residual=[{residual}]" in keyed_explain
     regular_join(*inputs, on=[], how="inner", condition="a2 > b1")
     assert "singleton: no equi-join key, one task" in caplog.messages[-1]
     assert keyed.columns == ["a1", "a2", "b1", "b2", "_rowkind", "_seq"]
     assert regular_join(*inputs, on=[("a1", "b1")], how="anti").columns == ["a1", "a2", "_rowkind", "_seq"]
+
+
+@pytest.mark.parametrize("engine", ["jvm"], indirect=True)
+def test_a_residual_the_jvm_join_cannot_evaluate_runs_as_a_spark_filter(spark, inputs, caplog, engine):
+    # A Python UDF runs in Spark's own Python operator: the join leaves it to a Spark filter, as on the python engine.
+    spark.udf.register("plus_one", lambda v: None if v is None else v + 1, IntegerType())
+    caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
+    regular_join(*inputs, on=[("a1", "b1")], how="left", condition="plus_one(a2) > b1")
+    assert "holds" in caplog.messages[-2] and "a Spark filter evaluates it" in caplog.messages[-2]
+    assert "residual=[Spark filter on candidate pairs between two stateful steps]" in caplog.messages[-1]
+    regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 + 1 > b1")
+    assert "residual=[in the join, on each equi-matching pair]" in caplog.messages[-1]

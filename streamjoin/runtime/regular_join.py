@@ -15,15 +15,18 @@ Layers, one way:
   ``RegularJoinCandidateLogic``, ``RegularJoinAssociateLogic``) on the same prepared input,
   with the same state layouts.
 
-The residual (non-equi) predicate is a Spark SQL expression and Spark evaluates
-it; Python never does. INNER: the equi-join's changes are filtered by it.
-Other types need the predicate's outcome before deciding on null padding, so
-they run in two stateful steps: the first stores both sides and emits each
-input change followed by its equi-matching *candidate pairs*; Spark filters
-the pairs by the predicate; the second step receives each change with the
-pairs that survived as its matches, and keeps only the outer sides' rows
-with their association counts. Cost: one more shuffle, and outer rows are
-stored twice.
+The residual (non-equi) predicate is a Spark SQL expression; Python never
+evaluates it. On the jvm engine the join evaluates it on each equi-matching
+pair, as Flink's ``StreamingJoinOperator`` does with its ``JoinCondition``:
+one step for every join type (``RegularJoinLogic`` binds the predicate on the
+driver). On the python engine Spark evaluates it: INNER filters the
+equi-join's changes; the other types need the predicate's outcome before
+deciding on null padding, so they run in two stateful steps: the first stores
+both sides and emits each input change followed by its equi-matching
+*candidate pairs*; Spark filters the pairs by the predicate; the second step
+receives each change with the pairs that survived as its matches, and keeps
+only the outer sides' rows with their association counts. Cost: one more
+shuffle, and outer rows are stored twice.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from pyspark.sql.streaming import StatefulProcessorHandle
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
-from streamjoin.errors import ValidationError
+from streamjoin.errors import EngineError, ValidationError
+from streamjoin.jvm import engine, jvm_class
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.join_state import StateLayout, TwsRecordStore, view_class
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
@@ -95,15 +99,24 @@ class _JoinLogic(KeyedLogic):
         spec: the join.
         schemas: left and right columns.
         stored: per side, whether this step keeps the side's rows.
+        condition: the residual predicate (Spark SQL) for the Scala twin to evaluate inside the join
+            (jvm engine only: this Python logic never evaluates Spark SQL, and runs without one).
     """
 
     #: The Scala twin (``jvm/operators``: ``RegularJoinLogic.scala``).
     jvm_class = "RegularJoinLogic"
 
-    def __init__(self, spec: JoinSpec, schemas: tuple[StructType, StructType], stored: tuple[bool, bool]) -> None:
+    def __init__(
+        self,
+        spec: JoinSpec,
+        schemas: tuple[StructType, StructType],
+        stored: tuple[bool, bool],
+        condition: str | None = None,
+    ) -> None:
         self._spec = spec
         self._schemas = schemas
         self._stored = stored
+        self._condition = condition
 
     def open(self, handle: StatefulProcessorHandle, state_ttl_ms: int | None) -> None:
         self._variables = [None, None]
@@ -141,6 +154,8 @@ class _JoinLogic(KeyedLogic):
         return ordered_changes(rows)
 
     def on_element(self, state: _KeyJoin, element: Element, now) -> list[Change]:
+        if self._condition is not None:
+            raise EngineError("the python engine evaluates a join's residual predicate as a Spark filter, not in the join")
         logic, side, kind, row = state.logic, element.side, element.kind, element.row
         produced = logic.process_null_key(side, kind, row) if state.null_key else logic.process(side, kind, row, element.matches)
         return [self._spec.output_row(joined) for joined in produced]
@@ -155,6 +170,7 @@ class _JoinLogic(KeyedLogic):
                 "uniqueKeys": [list(key) if key else None for key in spec.unique_keys],
                 "stored": list(self._stored),
                 "keyPrefix": KEY_COLUMN_PREFIX,
+                "condition": self._condition,
             },
         )
 
@@ -293,6 +309,16 @@ def _check_condition(left: DataFrame, joined: StructType, condition: str) -> Non
         raise ValidationError(f"condition {condition!r} is {result_type.simpleString()}, not boolean")
 
 
+def _evaluable_in_join(spark, condition: str, left: StructType, right: StructType) -> bool:
+    """Whether the jvm engine's join can evaluate ``condition`` itself: not when it holds a Python UDF
+    or a subquery, which Spark's planner runs in operators of their own (a Spark filter then does)."""
+    joins = jvm_class(spark, "streamjoin.operators.JoinCondition")
+    unevaluable = joins.unevaluable(condition, left.json(), right.json())
+    if unevaluable is not None:
+        _log.info("residual predicate %r holds %s: a Spark filter evaluates it, not the join", condition, unevaluable)
+    return unevaluable is None
+
+
 def _output_schema(fields: Sequence[StructField]) -> StructType:
     return StructType(
         [StructField(f.name, f.dataType, True) for f in fields]
@@ -318,6 +344,7 @@ def _explain(
     spec: JoinSpec,
     on: Sequence[tuple[str, str]],
     condition: str | None,
+    in_join: bool,
     two_steps: bool,
     state_ttl_ms: int | None,
     upsert_keys: tuple[tuple[str, ...], ...],
@@ -328,6 +355,8 @@ def _explain(
     distribution = f"hash[{', '.join(l for l, _ in on)}]" if on else "singleton: no equi-join key, one task"
     if condition is None:
         residual = "none"
+    elif in_join:
+        residual = "in the join, on each equi-matching pair"
     elif two_steps:
         residual = "Spark filter on candidate pairs between two stateful steps"
     else:
@@ -380,8 +409,10 @@ def regular_join(
             a null never match. Pairs are compared after widening to a common type.
         how: ``"inner"``, ``"left"``, ``"right"``, ``"full"``, ``"semi"`` or ``"anti"``.
         condition: residual non-equi predicate, a Spark SQL boolean expression over
-            the left and right column names (``"a2 > b2"``); evaluated by Spark. A null
-            result counts as false.
+            the left and right column names (``"a2 > b2"``); a pair of rows matches when
+            their equi-join key matches and this is true (a null result counts as false), as in
+            Flink. Evaluated inside the join on the jvm engine, as a Spark filter on the python
+            engine (module docstring).
         left_unique_key: columns forming a unique key of the left input (e.g. its
             primary key), or None. Picks the state layout and the output's keys.
         right_unique_key: the same for the right input.
@@ -449,11 +480,20 @@ def regular_join(
     schemas = (left_schema, right_schema)
     output_fields = joined_fields if join_type.projects_right else list(left_schema.fields)
     output = _output_schema(output_fields)
-    two_steps = condition is not None and join_type is not JoinType.INNER
+    in_join = (
+        condition is not None
+        and engine(left.sparkSession) == "jvm"
+        and _evaluable_in_join(left.sparkSession, condition, left_schema, right_schema)
+    )
+    two_steps = condition is not None and not in_join and join_type is not JoinType.INNER
     if not two_steps:
-        processor = KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), output.names, state_ttl_ms=state_ttl_ms)
+        processor = KeyedProcessor(
+            _JoinLogic(spec, schemas, (True, True), condition if in_join else None),
+            output.names,
+            state_ttl_ms=state_ttl_ms,
+        )
         changelog = processor.apply(both.frame, both.key_columns, output)
-        if condition is not None:
+        if condition is not None and not in_join:
             changelog = changelog.filter(F.coalesce(F.expr(condition), F.lit(False)))
     else:
         candidates_schema = _candidate_schema(both)
@@ -478,6 +518,6 @@ def regular_join(
         _, upsert_keys = derive_output_keys(
             join_type, left_schema.names, right_schema.names, list(on), left_unique_key, right_unique_key
         )
-    explain = _explain(spec, list(on), condition, two_steps, state_ttl_ms, upsert_keys)
+    explain = _explain(spec, list(on), condition, in_join, two_steps, state_ttl_ms, upsert_keys)
     _log.info("%s", explain)
     return changelog

@@ -184,9 +184,13 @@ class EngineRun:
             assert ours == theirs, f"step {i}: python {ours} != jvm {theirs}"
 
 
-def run_engines(captured: Captured, steps: Sequence[Step], jvm_steps: Sequence[Step] | None = None) -> EngineRun:
+def run_engines(
+    captured: Captured, steps: Sequence[Step], jvm_steps: Sequence[Step] | None = None, *, with_python: bool = True
+) -> EngineRun:
     """Feed ``steps`` to the captured operator on both engines (see the module docstring); the jvm
-    engine gets ``jvm_steps`` instead when given (the same kinds of step, in the same order)."""
+    engine gets ``jvm_steps`` instead when given (the same kinds of step, in the same order).
+    ``with_python=False`` runs the jvm shell alone, each python step empty: for a logic only its
+    Scala twin runs (the regular join evaluating its residual predicate inside the join)."""
     processor = captured.processor
     twin = processor.logic.jvm_logic()
     if twin is None:
@@ -218,20 +222,20 @@ def run_engines(captured: Captured, steps: Sequence[Step], jvm_steps: Sequence[S
             assert type(step) is type(jvm_step), (step, jvm_step)
             if isinstance(step, Visit):
                 key = tuple(step.rows[0][c] for c in captured.key)
-                ours = _attempt(lambda: python.test(key, list(step.rows)))
+                ours = _attempt(lambda: python.test(key, list(step.rows)) if with_python else [])
                 jvm_key = tuple(jvm_step.rows[0][c] for c in captured.key)
                 key_json = json.dumps([_to_json(t.toInternal(v), t) for t, v in zip(key_types, jvm_key)])
                 rows_json = json.dumps([_to_json(schema.toInternal(r), schema) for r in jvm_step.rows])
                 theirs = _attempt(lambda: jvm.test(key_json, rows_json))
             elif isinstance(step, Watermark):
-                ours = _attempt(lambda: python.setWatermark(step.ms))
+                ours = _attempt(lambda: python.setWatermark(step.ms) if with_python else [])
                 theirs = _attempt(lambda: jvm.setWatermark(jvm_step.ms))
             elif wall_clock:
                 now_ms[0] = step.ms
                 jvm.setWallClock(jvm_step.ms)
                 ours, theirs = [], "[]"
             else:
-                ours = _attempt(lambda: python.setProcessingTime(step.ms))
+                ours = _attempt(lambda: python.setProcessingTime(step.ms) if with_python else [])
                 theirs = _attempt(lambda: jvm.setProcessingTime(jvm_step.ms))
             if isinstance(ours, Exception) or isinstance(theirs, Exception):
                 run.python_error = _message(ours)

@@ -13,19 +13,30 @@ final case class JoinedChange(kind: String, left: Row, right: Row)
  * `StreamingSemiAntiJoinOperator`). A view is null when the step does not store that side (the
  * inner side in the second step of a join with a residual predicate, where matches are given).
  *
- * @param views per side, its state view or null
- * @param outer per side, whether it keeps association counts
+ * @param views     per side, its state view or null
+ * @param outer     per side, whether it keeps association counts
+ * @param condition the residual predicate a stored row of the other side must also meet to match
+ *                  (Flink's `JoinCondition`), or null for an equi-join
  */
-sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Array[Boolean]) {
+sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Array[Boolean], condition: JoinCondition) {
   /** Apply one change of `side`; `given` are the other side's matching rows when an earlier step found them, else null. */
   def process(side: Int, kind: String, row: Row, given: Seq[Row]): Seq[JoinedChange]
 
   /** A row whose join key holds a null: it matches nothing and is not stored. */
   def processNullKey(side: Int, kind: String, row: Row): Seq[JoinedChange]
 
-  protected def matches(side: Int, given: Seq[Row]): Array[(Row, Int)] = {
+  protected def matches(side: Int, row: Row, given: Seq[Row]): Array[(Row, Int)] = {
     val other = views(1 - side)
-    if (given == null) other.records()
+    if (given == null) {
+      if (condition == null) other.records()
+      else {
+        val self = condition.internal(side, row)
+        other.records().filter { case (r, _) =>
+          val that = condition.internal(1 - side, r)
+          if (side == 0) condition(self, that) else condition(that, self)
+        }
+      }
+    }
     // Every count is looked up before any is updated, as Flink's AssociatedRecords does.
     else if (outer(1 - side)) given.map(m => (m, other.associations(m))).toArray
     else given.map(m => (m, 0)).toArray
@@ -52,15 +63,15 @@ object JoinDecisionTree {
   /** Whether the output carries the right columns (not for SEMI/ANTI). */
   def projectsRight(joinType: String): Boolean = joinType != "semi" && joinType != "anti"
 
-  /** The decision tree for `joinType` over `views` (`streaming_join.join_logic`). */
-  def apply(joinType: String, views: Array[JoinRecordView]): JoinDecisionTree =
-    if (projectsRight(joinType)) new StreamingJoinTree(views, outer(joinType))
-    else new StreamingSemiAntiJoinTree(views, joinType == "anti")
+  /** The decision tree for `joinType` over `views` (`streaming_join.join_logic`), `condition` as the class takes it. */
+  def apply(joinType: String, views: Array[JoinRecordView], condition: JoinCondition = null): JoinDecisionTree =
+    if (projectsRight(joinType)) new StreamingJoinTree(views, outer(joinType), condition)
+    else new StreamingSemiAntiJoinTree(views, joinType == "anti", condition)
 }
 
 /** INNER / LEFT / RIGHT / FULL join of one join key: `streaming_join.StreamingJoin.process`, step for step. */
-final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean])
-    extends JoinDecisionTree(views, outer) {
+final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean], condition: JoinCondition)
+    extends JoinDecisionTree(views, outer, condition) {
 
   def process(side: Int, kind: String, row: Row, given: Seq[Row]): Seq[JoinedChange] = {
     val out = ArrayBuffer[JoinedChange]()
@@ -68,7 +79,7 @@ final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean
       out += (if (side == 0) JoinedChange(outKind, self, other) else JoinedChange(outKind, other, self))
     val inputOuter = outer(side)
     val otherOuter = outer(1 - side)
-    val found = matches(side, given)
+    val found = matches(side, row, given)
     if (RowKind.isAccumulate(kind)) {
       if (inputOuter && found.isEmpty) {
         send(RowKind.Insert, row, null) // +I[record+null]
@@ -111,11 +122,11 @@ final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean
 }
 
 /** SEMI / ANTI join of one join key: `streaming_join.StreamingSemiAntiJoin.process`, step for step. */
-final class StreamingSemiAntiJoinTree(views: Array[JoinRecordView], anti: Boolean)
-    extends JoinDecisionTree(views, Array(true, false)) {
+final class StreamingSemiAntiJoinTree(views: Array[JoinRecordView], anti: Boolean, condition: JoinCondition)
+    extends JoinDecisionTree(views, Array(true, false), condition) {
 
   def process(side: Int, kind: String, row: Row, given: Seq[Row]): Seq[JoinedChange] = {
-    val found = matches(side, given)
+    val found = matches(side, row, given)
     val out = ArrayBuffer[JoinedChange]()
     val accumulate = RowKind.isAccumulate(kind)
     if (side == 0) {

@@ -13,7 +13,9 @@ import org.apache.spark.sql.types.StructType
  * (`streamjoin.runtime.two_input`: key columns, `_side`, `_left`, `_right`, `_rowkind`, `_seq`).
  * This class is the one-step join (no residual predicate, or INNER with one): each change, in
  * `(_seq, _side)` order, goes through [[JoinDecisionTree]]; the output is the left columns, then the
- * right columns (not for SEMI/ANTI), `_seq` numbering the key's changes of the micro-batch.
+ * right columns (not for SEMI/ANTI), `_seq` numbering the key's changes of the micro-batch. A
+ * residual predicate in the description is evaluated on each equi-matching pair inside the tree
+ * ([[JoinCondition]]), as Flink does, so only the pairs that meet it are emitted.
  *
  * State per join key and stored side, as Flink's `JoinRecordStateViews` shape it, named
  * `left_records` / `right_records`, with the state TTL given to [[open]]:
@@ -23,7 +25,8 @@ import org.apache.spark.sql.types.StructType
  *
  * Description: `joinType` (inner|left|right|full|semi|anti), `layouts` (per side),
  * `uniqueKeys` (per side: positions in the side's row, or null), `stored` (per side: whether this
- * step keeps the side), `keyPrefix` (the grouping-key columns' name prefix).
+ * step keeps the side), `keyPrefix` (the grouping-key columns' name prefix), `condition` (optional:
+ * the residual predicate, Spark SQL over the left and right columns).
  */
 class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   protected val spec = new Spec(specJson)
@@ -41,6 +44,9 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   protected val kindIndex: Int = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   protected val seqIndex: Int = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val rowSchemas: Array[StructType] = rowIndexes.map(input(_).dataType.asInstanceOf[StructType])
+  // Bound here, on the driver that builds the operator; shipped to the executors with it.
+  private val condition: JoinCondition =
+    Option(spec.optString("condition")).map(JoinCondition.bind(_, rowSchemas(0), rowSchemas(1))).orNull
   private val projectsRight = JoinDecisionTree.projectsRight(joinType)
 
   @transient private var values: Array[ValueState[Row]] = _
@@ -66,7 +72,7 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   }
 
   /** The decision tree over the views of this step (the candidate step joins inner). */
-  protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree = JoinDecisionTree(joinType, views)
+  protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree = JoinDecisionTree(joinType, views, condition)
 
   /** The decision tree of the current key's visit, over stores opened on first use. */
   protected def visitTree(): JoinDecisionTree = {

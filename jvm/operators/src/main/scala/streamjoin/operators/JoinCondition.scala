@@ -1,0 +1,87 @@
+package streamjoin.operators
+
+import org.apache.spark.sql.{Row, SparkSession}
+import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
+import org.apache.spark.sql.catalyst.expressions.{Alias, BasePredicate, BindReferences, Expression, JoinedRow, Predicate, Unevaluable}
+import org.apache.spark.sql.catalyst.optimizer.{ComputeCurrentTime, ReplaceExpressions}
+import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
+import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.types.{BooleanType, DataType, StructType}
+
+/**
+ * A regular join's residual (non-equi) predicate evaluated inside the join, as Flink's
+ * `StreamingJoinOperator` evaluates its `JoinCondition` on each pair of equi-matching rows: a pair
+ * matches when the predicate is true; null counts as false.
+ *
+ * The predicate is Spark SQL, analysed by the driver's session against the joined row (the left
+ * columns, then the right columns) and bound to it ([[JoinCondition.bind]]); an executor compiles
+ * it once per task (`Predicate.create`: generated code, interpreted when that fails). Rows come in
+ * as the state hands them (external values) and are converted to Spark's internal form per side.
+ */
+final class JoinCondition private (predicate: Expression, schemas: Array[StructType]) extends Serializable {
+  @transient private lazy val evaluator: BasePredicate = {
+    val compiled = Predicate.create(predicate)
+    compiled.initialize(0)
+    compiled
+  }
+  @transient private lazy val converters = schemas.map(CatalystTypeConverters.createToCatalystConverter)
+  @transient private lazy val joined = new JoinedRow()
+
+  /** `row` of `side` (0 left, 1 right) in the internal form [[apply]] takes. */
+  def internal(side: Int, row: Row): InternalRow = converters(side)(row).asInstanceOf[InternalRow]
+
+  /** Whether the pair matches (both rows from [[internal]]). */
+  def apply(left: InternalRow, right: InternalRow): Boolean = evaluator.eval(joined(left, right))
+}
+
+object JoinCondition {
+  /**
+   * Analyse `sql` over the joined row `left ++ right` with the active session's parser, catalog and
+   * settings (time zone, ANSI mode), as a filter on the joined rows would be analysed.
+   *
+   * @throws IllegalArgumentException when `sql` is not a boolean predicate over those columns, or
+   *                                  holds an expression that only Spark's planner can run (a
+   *                                  Python UDF, a subquery: see [[unevaluable]])
+   */
+  def bind(sql: String, left: StructType, right: StructType): JoinCondition = {
+    val expression = analyse(sql, left, right)
+    if (expression.dataType != BooleanType)
+      throw new IllegalArgumentException(s"residual predicate '$sql' is ${expression.dataType.simpleString}, not boolean")
+    unevaluableIn(expression).foreach { name =>
+      throw new IllegalArgumentException(s"residual predicate '$sql' holds $name, which the jvm engine's join cannot evaluate")
+    }
+    new JoinCondition(expression, Array(left, right))
+  }
+
+  /**
+   * The name of an expression in `sql` that the join cannot evaluate itself (a Python UDF, a
+   * subquery: Spark's planner runs those in their own operators), or null when there is none.
+   * For the Python planner (`regular_join`), which runs such a predicate as a Spark filter instead.
+   *
+   * @param leftJson  the left columns (Spark's JSON form of a struct type)
+   * @param rightJson the right columns
+   */
+  def unevaluable(sql: String, leftJson: String, rightJson: String): String = {
+    val Seq(left, right) = Seq(leftJson, rightJson).map(DataType.fromJson(_).asInstanceOf[StructType])
+    unevaluableIn(analyse(sql, left, right)).orNull
+  }
+
+  private def unevaluableIn(expression: Expression): Option[String] =
+    expression.find(_.isInstanceOf[Unevaluable]).map(_.prettyName)
+
+  /** `sql` analysed and bound to the joined row. */
+  private def analyse(sql: String, left: StructType, right: StructType): Expression = {
+    val session = SparkSession.active.asInstanceOf[org.apache.spark.sql.classic.SparkSession]
+    val relation = LocalRelation(DataTypeUtils.toAttributes(StructType(left.fields ++ right.fields)))
+    val plan = Project(Seq(Alias(session.sessionState.sqlParser.parseExpression(sql), "residual")()), relation)
+    val analyzed = session.sessionState.executePlan(plan)
+    analyzed.assertAnalyzed()
+    // What the optimizer's first batch does to any plan: runtime-replaceable functions by their
+    // replacements, current_timestamp() and friends by the query's start time.
+    val finished = ReplaceExpressions(ComputeCurrentTime(analyzed.analyzed))
+    finished match {
+      case Project(Seq(Alias(e, _)), child) => BindReferences.bindReference(e, child.output)
+      case other => throw new IllegalArgumentException(s"residual predicate '$sql' analysed to an unexpected plan: $other")
+    }
+  }
+}
