@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections import Counter
+from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -87,6 +88,18 @@ def two_inputs(spark, schemas, rowtimes, keys, arrivals, driver, delay):
         watermarked = F.col(rowtimes[side]).alias(rowtimes[side], metadata={"spark.watermarkDelayMs": delay})
         frames.append(df.select(*[watermarked if c == rowtimes[side] else c for c in df.columns]))
     return frames, marks
+
+
+@contextmanager
+def planned_for(spark, engine: str):
+    """Operator functions called inside build the plan of ``engine``: a join's residual predicate is
+    evaluated inside the join on jvm, by Spark around the join on python (docs/semantics.md §2.6)."""
+    before = spark.conf.get(ENGINE_CONF)
+    spark.conf.set(ENGINE_CONF, engine)
+    try:
+        yield
+    finally:
+        spark.conf.set(ENGINE_CONF, before)
 
 
 def kinds(changes):
@@ -220,22 +233,42 @@ ID_RESIDUAL = ("CASE WHEN (int(substring(lid, 2)) + int(substring(rid, 2))) % 5 
                "ELSE (int(substring(lid, 2)) + int(substring(rid, 2))) % 3 <> 0 END")
 
 
-@EXAMPLES
-@given(**{**INTERVAL_PARAMETERS, "how": st.sampled_from(["left", "right", "full"])})
-def test_interval_join_with_a_residual(spark, seed, how, lower, width, delay):
-    """Outer interval join with a residual: the candidate step and ResidualPadding chained on each engine."""
+def interval_residual_run(spark, run, seed, how, lower, width, delay, plan):
+    """A random interval join with :data:`ID_RESIDUAL` as planned for the ``plan`` engine (``run(build,
+    steps)``: the engines' run of the operator function ``build``); the ``plan`` engine's changes, as a
+    multiset, equal :class:`test_interval_join.ResidualPipeline`'s (the Spark plan of the python
+    engine in plain Python, ``id_residual`` in place of Spark's filter)."""
     pipeline = ResidualPipeline(how, IntervalBounds(lower, lower + width), (3, 3), id_residual, (delay, delay))
     schemas = [StructType([StructField(f"{p}{c}", t) for c, t in ID_KEY_TIME]) for p in "lr"]
     arrivals = [(side, RowKind.INSERT, (ident, key, t)) for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)]
     (left, right), marks = two_inputs(spark, schemas, ("lt", "rt"), (1, 1), arrivals, pipeline.driver, delay)
-    run = run_two_steps(
-        lambda: interval_join(left, right, on=[("lk", "rk")], left_time="lt", right_time="rt", lower_bound_ms=lower,
-                              upper_bound_ms=lower + width, how=how, row_watermark_column="_wm", condition=ID_RESIDUAL),
-        lambda first: visits(first.rows(), marks) + [Watermark(END_MS)],
-    )
-    run.assert_equal()
+    with planned_for(spark, plan):
+        result = run(
+            lambda: interval_join(left, right, on=[("lk", "rk")], left_time="lt", right_time="rt", lower_bound_ms=lower,
+                                  upper_bound_ms=lower + width, how=how, row_watermark_column="_wm", condition=ID_RESIDUAL),
+            lambda first: visits(first.rows(), marks) + [Watermark(END_MS)],
+        )
     pipeline.finish()
-    assert Counter(back_to_ints(run.changes(), {2, 5})) == Counter(pipeline.changelog)
+    assert result.jvm_error is None
+    assert Counter(back_to_ints(result.changes(plan), {2, 5})) == Counter(pipeline.changelog)
+    return result
+
+
+@EXAMPLES
+@given(**{**INTERVAL_PARAMETERS, "how": st.sampled_from(["left", "right", "full"])})
+def test_interval_join_with_a_residual(spark, seed, how, lower, width, delay):
+    """Outer interval join with a residual as the python engine plans it: the candidate step and
+    ResidualPadding chained on each engine."""
+    interval_residual_run(spark, run_two_steps, seed, how, lower, width, delay, "python").assert_equal()
+
+
+@EXAMPLES
+@given(**{**INTERVAL_PARAMETERS, "how": st.sampled_from(["inner", "left", "right", "full"])})
+def test_interval_join_with_a_residual_inside_the_jvm_join(spark, seed, how, lower, width, delay):
+    """An interval join with a residual as the jvm engine plans it: one step, the join evaluating the
+    predicate on each pair in the window, its Python twin unable to."""
+    jvm_alone = lambda build, steps: one_step(build, steps, with_python=False)  # noqa: E731
+    interval_residual_run(spark, jvm_alone, seed, how, lower, width, delay, "jvm")
 
 
 @EXAMPLES
@@ -289,17 +322,13 @@ def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condi
         df.withColumn("_seq", F.element_at(F.array(*[F.lit(p) for p in [-1, *pos]]), F.col("_seq").cast("int") + 2))
         for df, pos in zip(sides, positions)
     )
-    before = spark.conf.get(ENGINE_CONF)
-    spark.conf.set(ENGINE_CONF, plan)  # regular_join plans the residual for the session's engine
-    try:
+    with planned_for(spark, plan):
         result = run(lambda: regular_join(
             left_df, right_df, on=[("lk", "rk")] if equi else [], how=how.value,
             condition=None if condition is None else "lv > rv",
             left_unique_key=["lk"] if unique_keys else None, right_unique_key=["rv"] if unique_keys else None,
             state_ttl_ms=60_000 if ttl else None,
         ), lambda first: visits(first.rows()))
-    finally:
-        spark.conf.set(ENGINE_CONF, before)
     if plan == "python":
         result.assert_equal(ordered=False)
     keys = [0] if equi else []

@@ -345,7 +345,7 @@ def test_the_jvm_twins_are_described_with_the_union_frames_columns():
     join = RowTimeIntervalJoin("left", IntervalBounds.between(-10, 10, upper_inclusive=False), 2, 3, candidates=True)
     logic = _KeyedTwoInputLogic(IntervalJoinOperator(join), _Columns(rowtime=(1, 0), row_watermark=(2, 3)), ["_key0"])
     assert logic.jvm_logic() == JvmLogic("IntervalJoinLogic", {
-        "how": "left", "lowerMs": -10, "upperMs": 9, "candidates": True,
+        "how": "left", "lowerMs": -10, "upperMs": 9, "candidates": True, "condition": None,
         "keyColumns": ["_key0"], "rowtime": [1, 0], "rowWatermark": [2, 3],
     })
     padding = ResidualPadding(["l", "r"], (True, False))

@@ -571,7 +571,7 @@ def test_explain_line_states_layouts_distribution_and_steps(inputs, caplog, engi
 def test_a_residual_the_jvm_join_cannot_evaluate_runs_as_a_spark_filter(spark, inputs, caplog, engine):
     # A Python UDF runs in Spark's own Python operator: the join leaves it to a Spark filter, as on the python engine.
     spark.udf.register("plus_one", lambda v: None if v is None else v + 1, IntegerType())
-    caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
+    caplog.set_level(logging.INFO, logger="streamjoin.runtime")
     regular_join(*inputs, on=[("a1", "b1")], how="left", condition="plus_one(a2) > b1")
     assert "holds" in caplog.messages[-2] and "a Spark filter evaluates it" in caplog.messages[-2]
     assert "residual=[Spark filter on candidate pairs between two stateful steps]" in caplog.messages[-1]

@@ -21,15 +21,19 @@ The engine setting and the jar are :mod:`streamjoin.jvm`'s.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from streamjoin.jvm import jvm_class
+from streamjoin.jvm import engine, jvm_class
 
-__all__ = ["JvmLogic", "apply_jvm"]
+__all__ = ["JvmLogic", "apply_jvm", "residual_in_join"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,3 +74,23 @@ def apply_jvm(
         int(state_ttl_ms or 0),
     )
     return DataFrame(jdf, spark)
+
+
+def residual_in_join(spark: SparkSession, condition: str | None, left: StructType, right: StructType) -> bool:
+    """Whether a join's residual predicate ``condition`` (Spark SQL over the ``left`` and ``right``
+    columns) is evaluated inside the join, as Flink evaluates its join condition: on the jvm engine
+    (``streamjoin.operators.JoinCondition``), unless it holds a Python UDF or a subquery, which Spark's
+    planner runs in operators of their own. Otherwise the operator leaves it to a Spark filter
+    (docs/semantics.md §2.6, §3.5). False without a condition.
+    """
+    if condition is None or engine(spark) != "jvm":
+        return False
+    try:
+        unevaluable = jvm_class(spark, "streamjoin.operators.JoinCondition").unevaluable(condition, left.json(), right.json())
+    except Py4JJavaError:
+        # Not a valid predicate over those columns: the Spark filter's own analysis reports it, as a
+        # pyspark AnalysisException naming the column, where the caller has not checked it already.
+        return False
+    if unevaluable is not None:
+        _log.info("residual predicate %r holds %s: a Spark filter evaluates it, not the join", condition, unevaluable)
+    return unevaluable is None

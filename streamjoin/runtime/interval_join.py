@@ -37,10 +37,11 @@ from typing import Literal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ChangelogError, RowKind
-from streamjoin.errors import ValidationError
-from streamjoin.runtime.engine import JvmLogic
+from streamjoin.errors import EngineError, ValidationError
+from streamjoin.runtime.engine import JvmLogic, residual_in_join
 from streamjoin.runtime.interval_residual import ID_FIELDS, pad_after_residual
 from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
 from streamjoin.runtime.timers import MAX_TIME, TimerService
@@ -350,13 +351,18 @@ class IntervalJoinOperator:
             interval joins over updating inputs).
     """
 
-    def __init__(self, join: RowTimeIntervalJoin | ProcTimeIntervalJoin):
+    def __init__(self, join: RowTimeIntervalJoin | ProcTimeIntervalJoin, condition: str | None = None):
+        """``condition``: the residual predicate (Spark SQL) for the Scala twin to evaluate inside the
+        join (jvm engine only: the Python logic never evaluates Spark SQL, and runs without one)."""
         self.join = join
+        self.condition = condition
 
     def new_state(self, key: tuple) -> IntervalJoinState:
         return self.join.new_state(key)
 
     def on_row(self, state, side, kind, row, rowtime, time, timers):
+        if self.condition is not None:
+            raise EngineError("the python engine evaluates a join's residual predicate as a Spark filter, not in the join")
         if kind is not RowKind.INSERT:
             raise ChangelogError(
                 f"an interval join consumes insert-only input; got {kind.short}{list(row)} on the {SIDES[side]} input"
@@ -370,7 +376,10 @@ class IntervalJoinOperator:
     def jvm_logic(self) -> JvmLogic:
         """Scala twin."""
         j, b = self.join, self.join.bounds
-        return JvmLogic("IntervalJoinLogic", {"how": j.how, "lowerMs": b.lower_ms, "upperMs": b.upper_ms, "candidates": j.candidates})
+        return JvmLogic(
+            "IntervalJoinLogic",
+            {"how": j.how, "lowerMs": b.lower_ms, "upperMs": b.upper_ms, "candidates": j.candidates, "condition": self.condition},
+        )
 
 
 def interval_join(
@@ -401,7 +410,8 @@ def interval_join(
     null join key never matches. See the module docstring for Flink's rules.
     A residual ``condition`` is part of the match, as in Flink: a pair for
     which it is false or NULL is not emitted and does not keep an outer row
-    from being null-padded (INNER: a filter on the joined rows; outer: two
+    from being null-padded. The jvm engine evaluates it inside the join; on the
+    python engine Spark does (INNER: a filter on the joined rows; outer: two
     stateful steps around a Spark filter, :mod:`streamjoin.runtime.interval_residual`).
     One line describing the operator, Flink-style, is logged at INFO by
     ``streamjoin.runtime.interval_join``.
@@ -470,10 +480,14 @@ def interval_join(
     bounds = IntervalBounds.between(
         lower_bound_ms, upper_bound_ms, lower_inclusive=lower_inclusive, upper_inclusive=upper_inclusive
     )
-    extra = 0 if row_watermark_column is None else 1
-    arities = (len(data_schema(left, "left").fields) - extra, len(data_schema(right, "right").fields) - extra)
+    schemas = [
+        StructType([f for f in data_schema(df, side).fields if f.name != row_watermark_column])
+        for df, side in ((left, "left"), (right, "right"))
+    ]
+    arities = (len(schemas[0].fields), len(schemas[1].fields))
     join_class = ProcTimeIntervalJoin if left_time is None else RowTimeIntervalJoin
-    two_steps = condition is not None and how != "inner"
+    in_join = residual_in_join(left.sparkSession, condition, *schemas)
+    two_steps = condition is not None and not in_join and how != "inner"
     join = join_class(how, bounds, *arities, candidates=two_steps)
     joined = keyed_two_input(
         left,
@@ -481,27 +495,32 @@ def interval_join(
         on=pairs,
         left_time=left_time,
         right_time=right_time,
-        logic=IntervalJoinOperator(join),
+        logic=IntervalJoinOperator(join, condition if in_join else None),
         row_watermark_column=row_watermark_column,
         extra_output=ID_FIELDS if two_steps else (),
     )
-    _log.info("%s", _explain(how, bounds, pairs, left_time is not None, condition))
+    _log.info("%s", _explain(how, bounds, pairs, left_time is not None, condition, in_join))
     if two_steps:
         return pad_after_residual(joined, condition=condition, on=pairs, outer=(join.left_outer, join.right_outer))
-    if condition is not None:
+    if condition is not None and not in_join:
         return joined.filter(F.coalesce(F.expr(condition), F.lit(False)))
     return joined
 
 
-def _explain(how: str, bounds: IntervalBounds, on: list[tuple[str, str]], rowtime: bool, condition: str | None) -> str:
+def _explain(
+    how: str, bounds: IntervalBounds, on: list[tuple[str, str]], rowtime: bool, condition: str | None, in_join: bool
+) -> str:
     where = " AND ".join(f"{l} = {r}" for l, r in on)
     if condition is None:
         residual = "none"
     else:
         where += f" AND ({condition})"
-        residual = "Spark filter on the joined rows" if how == "inner" else (
-            "Spark filter on candidate pairs between two stateful steps; outer rows padded at expiry"
-        )
+        if in_join:
+            residual = "in the join, on each pair in the window"
+        elif how == "inner":
+            residual = "Spark filter on the joined rows"
+        else:
+            residual = "Spark filter on candidate pairs between two stateful steps; outer rows padded at expiry"
     return (
         f"IntervalJoin(joinType=[{_FLINK_TYPE_NAMES[how]}], windowBounds=[isRowTime={str(rowtime).lower()}, "
         f"leftLowerBound={-bounds.upper_ms}, leftUpperBound={-bounds.lower_ms}], where=[{where}], residual=[{residual}])"

@@ -1,12 +1,13 @@
-"""The residual predicate of an outer interval join, evaluated by Spark between two stateful steps (docs/semantics.md §3).
+"""The residual predicate of an outer interval join on the python engine: Spark evaluates it between two stateful steps (docs/semantics.md §3).
 
 Flink's ``TimeIntervalJoin`` evaluates the non-equi rest of the join condition
 with each pair of rows in the window (its generated ``IntervalJoinFunction``):
 a pair for which it is false or NULL is no match (not emitted, and it does
 not mark either row as joined); an outer row that no pair matched is emitted
 null-padded once, when it leaves the cache. Residual predicates are Spark SQL
-expressions here, evaluated by Spark, never by Python, so an outer join with
-one runs as:
+expressions here, never evaluated by Python. The jvm engine's join evaluates
+them itself, as Flink does (``IntervalJoinLogic`` with a ``JoinCondition``);
+on the python engine Spark evaluates them, so an outer join with one runs as:
 
 1. the interval join in candidate mode (:class:`~streamjoin.runtime.interval_join.TimeIntervalJoin`,
    ``candidates=True``): every pair in the window, with both rows' ids

@@ -44,8 +44,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import EngineError, ValidationError
-from streamjoin.jvm import engine, jvm_class
-from streamjoin.runtime.engine import JvmLogic
+from streamjoin.runtime.engine import JvmLogic, residual_in_join
 from streamjoin.runtime.join_state import StateLayout, TwsRecordStore, view_class
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, StreamingJoin, StreamingSemiAntiJoin, join_logic
@@ -309,16 +308,6 @@ def _check_condition(left: DataFrame, joined: StructType, condition: str) -> Non
         raise ValidationError(f"condition {condition!r} is {result_type.simpleString()}, not boolean")
 
 
-def _evaluable_in_join(spark, condition: str, left: StructType, right: StructType) -> bool:
-    """Whether the jvm engine's join can evaluate ``condition`` itself: not when it holds a Python UDF
-    or a subquery, which Spark's planner runs in operators of their own (a Spark filter then does)."""
-    joins = jvm_class(spark, "streamjoin.operators.JoinCondition")
-    unevaluable = joins.unevaluable(condition, left.json(), right.json())
-    if unevaluable is not None:
-        _log.info("residual predicate %r holds %s: a Spark filter evaluates it, not the join", condition, unevaluable)
-    return unevaluable is None
-
-
 def _output_schema(fields: Sequence[StructField]) -> StructType:
     return StructType(
         [StructField(f.name, f.dataType, True) for f in fields]
@@ -480,11 +469,7 @@ def regular_join(
     schemas = (left_schema, right_schema)
     output_fields = joined_fields if join_type.projects_right else list(left_schema.fields)
     output = _output_schema(output_fields)
-    in_join = (
-        condition is not None
-        and engine(left.sparkSession) == "jvm"
-        and _evaluable_in_join(left.sparkSession, condition, left_schema, right_schema)
-    )
+    in_join = residual_in_join(left.sparkSession, condition, left_schema, right_schema)
     two_steps = condition is not None and not in_join and join_type is not JoinType.INNER
     if not two_steps:
         processor = KeyedProcessor(

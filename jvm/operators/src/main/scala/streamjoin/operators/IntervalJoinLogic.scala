@@ -15,8 +15,11 @@ import org.apache.spark.sql.types._
  * watermark clamped at 0 (or the processing time); a row is cached while the operator time is
  * below its window's upper end, else it is late (joined, not stored, padded at once when outer);
  * one clean-up timer per cache and key; outer rows that never matched are padded when they leave.
- * In candidate mode (an outer join with a residual, `streamjoin.runtime.interval_residual`) every
- * pair in the window and every outer row's expiry are emitted with the rows' ids.
+ * A residual predicate (`condition`) is part of the match, as in Flink's generated join function: a
+ * pair in the window that does not meet it is not emitted and does not mark its rows as joined
+ * ([[JoinCondition]]). In candidate mode (an outer join with a residual that Spark evaluates, on the
+ * python engine: `streamjoin.runtime.interval_residual`) every pair in the window and every outer
+ * row's expiry are emitted with the rows' ids.
  *
  * State per key: per side a MapState `(rowtime ms, arrival)` → one cached row `(row, matched, id)`, and
  * the key value the shell keeps with its timers ([[KeyedLogic.keyValueSchema]]): both clean-up timers
@@ -28,7 +31,8 @@ import org.apache.spark.sql.types._
  * a row's id is its arrival. Cleared when both caches are empty (arrivals then restart at 0).
  *
  * Description (besides [[TwoInputLogic]]'s): `how` (inner | left | right | full), `lowerMs` /
- * `upperMs` (the range of `right.t - left.t`, inclusive), `candidates`.
+ * `upperMs` (the range of `right.t - left.t`, inclusive), `candidates`, `condition` (optional: the
+ * residual predicate, Spark SQL over the left and right data columns).
  */
 class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLogic(specJson, input) {
   private val how = spec.string("how")
@@ -39,6 +43,9 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   /** How far after its own time a side's row can still match (Flink's `leftRelativeSize` / `rightRelativeSize`). */
   private val windowEnd = Array(upper, -lower)
   private val nulls = dataSchemas.map(s => new Array[Any](s.length))
+  // Bound here, on the driver that builds the operator; shipped to the executors with it.
+  private val condition: JoinCondition =
+    Option(spec.optString("condition")).map(JoinCondition.bind(_, dataSchemas(0), dataSchemas(1))).orNull
   private val cacheSchemas = dataSchemas.map { data =>
     StructType(Seq(
       StructField("row", data, nullable = false),
@@ -121,6 +128,11 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     // Flink skips the scan when the whole window is already expired (see interval_join.py).
     if (otherExpiration < to) {
       val cache = caches(other)
+      lazy val self = condition.internal(side, new GenericRow(row))
+      def meets(entry: Entry): Boolean = condition == null || {
+        val that = condition.internal(other, new GenericRow(entry.row))
+        if (side == 0) condition(self, that) else condition(that, self)
+      }
       // One scan reads every cached row with its key (MapState's keys() decodes the values anyway).
       sorted(cache).foreach { case (at @ (time, _), stored) =>
         val inWindow = joinable && from <= time && time <= to
@@ -128,7 +140,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
         if (inWindow || expiredNow) {
           val entry = decode(stored)
           var updated = false
-          if (inWindow) {
+          if (inWindow && meets(entry)) {
             out += Change(RowKind.Insert, if (side == 0) pair(own, entry) else pair(entry, own))
             matched = true
             // Only an outer side reads its rows' flag (as Flink's TimeIntervalJoin): an inner side's
