@@ -35,6 +35,9 @@ __all__ = ["JvmLogic", "apply_jvm", "residual_in_join"]
 
 _log = logging.getLogger(__name__)
 
+#: What a join logic's Python twin raises when handed a residual predicate only its Scala twin evaluates.
+RESIDUAL_IN_JOIN_ONLY = "the python engine evaluates a join's residual predicate as a Spark filter, not in the join"
+
 
 @dataclass(frozen=True)
 class JvmLogic:

@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.errors import EngineError, ValidationError
-from streamjoin.runtime.engine import JvmLogic, residual_in_join
+from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic, residual_in_join
 from streamjoin.runtime.interval_residual import ID_FIELDS, pad_after_residual
 from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
 from streamjoin.runtime.timers import MAX_TIME, TimerService
@@ -362,7 +362,7 @@ class IntervalJoinOperator:
 
     def on_row(self, state, side, kind, row, rowtime, time, timers):
         if self.condition is not None:
-            raise EngineError("the python engine evaluates a join's residual predicate as a Spark filter, not in the join")
+            raise EngineError(RESIDUAL_IN_JOIN_ONLY)
         if kind is not RowKind.INSERT:
             raise ChangelogError(
                 f"an interval join consumes insert-only input; got {kind.short}{list(row)} on the {SIDES[side]} input"

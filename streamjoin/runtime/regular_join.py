@@ -44,7 +44,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import EngineError, ValidationError
-from streamjoin.runtime.engine import JvmLogic, residual_in_join
+from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic, residual_in_join
 from streamjoin.runtime.join_state import StateLayout, TwsRecordStore, view_class
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, StreamingJoin, StreamingSemiAntiJoin, join_logic
@@ -154,7 +154,7 @@ class _JoinLogic(KeyedLogic):
 
     def on_element(self, state: _KeyJoin, element: Element, now) -> list[Change]:
         if self._condition is not None:
-            raise EngineError("the python engine evaluates a join's residual predicate as a Spark filter, not in the join")
+            raise EngineError(RESIDUAL_IN_JOIN_ONLY)
         logic, side, kind, row = state.logic, element.side, element.kind, element.row
         produced = logic.process_null_key(side, kind, row) if state.null_key else logic.process(side, kind, row, element.matches)
         return [self._spec.output_row(joined) for joined in produced]
