@@ -2,7 +2,7 @@ package streamjoin.operators
 
 import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
-import org.apache.spark.sql.catalyst.expressions.{Alias, BasePredicate, BindReferences, Expression, JoinedRow, Predicate, Unevaluable}
+import org.apache.spark.sql.catalyst.expressions.{Alias, BasePredicate, BindReferences, BoundReference, Expression, GenericInternalRow, JoinedRow, Predicate, Unevaluable}
 import org.apache.spark.sql.catalyst.optimizer.{ComputeCurrentTime, ReplaceExpressions}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
@@ -16,19 +16,35 @@ import org.apache.spark.sql.types.{BooleanType, DataType, StructType}
  * The predicate is Spark SQL, analysed by the driver's session against the joined row (the left
  * columns, then the right columns) and bound to it ([[JoinCondition.bind]]); an executor compiles
  * it once per task (`Predicate.create`: generated code, interpreted when that fails). Rows come in
- * as the state hands them (external values) and are converted to Spark's internal form per side.
+ * as the state hands them (external values); only the columns the predicate reads are converted to
+ * Spark's internal form, since a pair is tested for every stored row of the key and most predicates
+ * read a column or two of rows that have many.
+ *
+ * @param predicate bound to the read columns: `columns(0)` of the left row, then `columns(1)` of the right row
+ * @param columns   per side, the positions of the columns the predicate reads, in row order
+ * @param schemas   per side, the row's schema
  */
-final class JoinCondition private (predicate: Expression, schemas: Array[StructType]) extends Serializable {
+final class JoinCondition private (predicate: Expression, columns: Array[Array[Int]], schemas: Array[StructType])
+    extends Serializable {
   @transient private lazy val evaluator: BasePredicate = {
     val compiled = Predicate.create(predicate)
     compiled.initialize(0)
     compiled
   }
-  @transient private lazy val converters = schemas.map(CatalystTypeConverters.createToCatalystConverter)
+  @transient private lazy val converters = Array(0, 1).map { side =>
+    columns(side).map(i => CatalystTypeConverters.createToCatalystConverter(schemas(side)(i).dataType))
+  }
   @transient private lazy val joined = new JoinedRow()
 
-  /** `row` of `side` (0 left, 1 right) in the internal form [[apply]] takes. */
-  def internal(side: Int, row: Row): InternalRow = converters(side)(row).asInstanceOf[InternalRow]
+  /** The columns of `row` of `side` (0 left, 1 right) that the predicate reads, in the internal form [[apply]] takes. */
+  def internal(side: Int, row: Row): InternalRow = {
+    val at = columns(side)
+    val convert = converters(side)
+    val values = new Array[Any](at.length)
+    var i = 0
+    while (i < at.length) { values(i) = convert(i)(row.get(at(i))); i += 1 }
+    new GenericInternalRow(values)
+  }
 
   /** Whether the pair matches (both rows from [[internal]]). */
   def apply(left: InternalRow, right: InternalRow): Boolean = evaluator.eval(joined(left, right))
@@ -50,7 +66,11 @@ object JoinCondition {
     unevaluableIn(expression).foreach { name =>
       throw new IllegalArgumentException(s"residual predicate '$sql' holds $name, which the jvm engine's join cannot evaluate")
     }
-    new JoinCondition(expression, Array(left, right))
+    val read = expression.collect { case b: BoundReference => b.ordinal }.distinct.sorted.toArray
+    val (fromLeft, fromRight) = read.partition(_ < left.length)
+    val position = read.zipWithIndex.toMap // in the joined row -> among the read columns
+    val predicate = expression.transform { case b: BoundReference => b.copy(ordinal = position(b.ordinal)) }
+    new JoinCondition(predicate, Array(fromLeft, fromRight.map(_ - left.length)), Array(left, right))
   }
 
   /**
