@@ -36,7 +36,8 @@ final class JoinCondition private (predicate: Expression, columns: Array[Array[I
   }
   @transient private lazy val joined = new JoinedRow()
 
-  /** The columns of `row` of `side` (0 left, 1 right) that the predicate reads, in the internal form [[apply]] takes. */
+  /** The columns of `row` of `side` (0 left, 1 right) that the predicate reads, in the internal form [[apply]] takes;
+   * `row` may hold more columns after the side's (a stored entry's association count). */
   def internal(side: Int, row: Row): InternalRow = {
     val at = columns(side)
     val convert = converters(side)

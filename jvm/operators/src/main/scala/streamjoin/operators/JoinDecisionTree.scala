@@ -31,8 +31,8 @@ sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Arra
       if (condition == null) other.records()
       else {
         val self = condition.internal(side, row)
-        other.records().filter { case (r, _) =>
-          val that = condition.internal(1 - side, r)
+        other.records { stored =>
+          val that = condition.internal(1 - side, stored)
           if (side == 0) condition(self, that) else condition(that, self)
         }
       }

@@ -90,7 +90,14 @@ sealed abstract class JoinRecordView(protected val store: JoinSideStore) {
   def retract(row: Row): Unit
 
   /** All rows with their association counts, a row present n times listed n times. */
-  def records(): Array[(Row, Int)]
+  def records(): Array[(Row, Int)] = records(null)
+
+  /**
+   * The rows that `where` accepts, with their association counts, a row present n times listed n times.
+   * `where` is given the stored form of a row, whose first columns are the row's (a residual predicate reads
+   * those), so that a row is copied out of its entry only when it is accepted; null accepts every row.
+   */
+  def records(where: Row => Boolean): Array[(Row, Int)]
 
   /** The association count of `row`; 0 when the state does not hold it (expired). */
   def associations(row: Row): Int
@@ -132,6 +139,13 @@ object JoinRecordView {
   private[operators] def rowOf(entry: Row): Row = Row.fromSeq(entry.toSeq.dropRight(1))
 
   private[operators] def associationsOf(entry: Row): Int = if (entry == null) 0 else entry.getInt(entry.length - 1)
+
+  /** The records of a layout whose entries are `(row..., associations)`. */
+  private[operators] def entryRecords(store: JoinSideStore, where: Row => Boolean): Array[(Row, Int)] = {
+    val out = ArrayBuffer[(Row, Int)]()
+    store.entries().foreach { case (_, entry) => if (where == null || where(entry)) out += ((rowOf(entry), associationsOf(entry))) }
+    out.toArray
+  }
 }
 
 import JoinRecordView._
@@ -140,7 +154,7 @@ import JoinRecordView._
 final class JoinKeyContainsUniqueKeyView(store: JoinSideStore) extends JoinRecordView(store) {
   def add(row: Row, associations: Int): Unit = store.put(JoinSideStore.Single, withAssociations(row, associations))
   def retract(row: Row): Unit = store.delete(JoinSideStore.Single)
-  def records(): Array[(Row, Int)] = store.entries().map { case (_, v) => (rowOf(v), associationsOf(v)) }
+  def records(where: Row => Boolean): Array[(Row, Int)] = entryRecords(store, where)
   def associations(row: Row): Int = associationsOf(store.get(JoinSideStore.Single))
   def updateAssociations(row: Row, associations: Int): Unit = add(row, associations)
 }
@@ -150,7 +164,7 @@ final class InputSideHasUniqueKeyView(store: JoinSideStore, uniqueKey: Array[Int
   private def key(row: Row): Row = Row.fromSeq(uniqueKey.toSeq.map(row.get))
   def add(row: Row, associations: Int): Unit = store.put(key(row), withAssociations(row, associations))
   def retract(row: Row): Unit = store.delete(key(row))
-  def records(): Array[(Row, Int)] = store.entries().map { case (_, v) => (rowOf(v), associationsOf(v)) }
+  def records(where: Row => Boolean): Array[(Row, Int)] = entryRecords(store, where)
   def associations(row: Row): Int = associationsOf(store.get(key(row)))
   def updateAssociations(row: Row, associations: Int): Unit = add(row, associations)
 }
@@ -173,9 +187,11 @@ final class InputSideHasNoUniqueKeyView(store: JoinSideStore) extends JoinRecord
     }
   }
 
-  def records(): Array[(Row, Int)] = {
+  def records(where: Row => Boolean): Array[(Row, Int)] = {
     val out = ArrayBuffer[(Row, Int)]()
-    store.entries().foreach { case (row, entry) => for (_ <- 0 until entry.getInt(0)) out += ((row, entry.getInt(1))) }
+    store.entries().foreach { case (row, entry) =>
+      if (where == null || where(row)) for (_ <- 0 until entry.getInt(0)) out += ((row, entry.getInt(1)))
+    }
     out.toArray
   }
 
