@@ -83,7 +83,8 @@ def residual_in_join(spark: SparkSession, condition: str | None, left: StructTyp
     """Whether a join's residual predicate ``condition`` (Spark SQL over the ``left`` and ``right``
     columns) is evaluated inside the join, as Flink evaluates its join condition: on the jvm engine
     (``streamjoin.operators.JoinCondition``), unless it holds a Python UDF or a subquery, which Spark's
-    planner runs in operators of their own. Otherwise the operator leaves it to a Spark filter
+    planner runs in operators of their own, or reads the current time (``current_timestamp()``, which
+    Spark fixes per micro-batch in each batch's plan). Otherwise the operator leaves it to a Spark filter
     (docs/semantics.md §2.6, §3.5). False without a condition.
     """
     if condition is None or engine(spark) != "jvm":

@@ -4,7 +4,7 @@ import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
 import org.apache.spark.sql.catalyst.expressions.{Alias, BasePredicate, BindReferences, BoundReference, Expression, GenericInternalRow, JoinedRow, Predicate, Unevaluable}
 import org.apache.spark.sql.catalyst.optimizer.{ComputeCurrentTime, ReplaceExpressions}
-import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
+import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, OneRowRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.types.{BooleanType, DataType, StructType}
 
@@ -58,7 +58,7 @@ object JoinCondition {
    *
    * @throws IllegalArgumentException when `sql` is not a boolean predicate over those columns, or
    *                                  holds an expression that only Spark's planner can run (a
-   *                                  Python UDF, a subquery: see [[unevaluable]])
+   *                                  Python UDF, a subquery, the current time: see [[unevaluable]])
    */
   def bind(sql: String, left: StructType, right: StructType): JoinCondition = {
     val expression = analyse(sql, left, right)
@@ -76,7 +76,8 @@ object JoinCondition {
 
   /**
    * The name of an expression in `sql` that the join cannot evaluate itself (a Python UDF, a
-   * subquery: Spark's planner runs those in their own operators), or null when there is none.
+   * subquery: Spark's planner runs those in their own operators; the current time, which Spark fixes
+   * per micro-batch), or null when there is none.
    * For the Python planner (`regular_join`), which runs such a predicate as a Spark filter instead.
    *
    * @param leftJson  the left columns (Spark's JSON form of a struct type)
@@ -88,7 +89,16 @@ object JoinCondition {
   }
 
   private def unevaluableIn(expression: Expression): Option[String] =
-    expression.find(_.isInstanceOf[Unevaluable]).map(_.prettyName)
+    expression.find(e => e.isInstanceOf[Unevaluable] || readsTheCurrentTime(e)).map(_.prettyName)
+
+  /** Whether `e` is current_timestamp(), now(), current_date() or another of the functions whose value Spark fixes
+   * per micro-batch (its optimizer's `ComputeCurrentTime` in each batch's plan): a predicate bound once with the
+   * operator would keep one time for the whole query, so the planner leaves it to a Spark filter. Asked of
+   * Spark's own rule, so that its list, not a copy of it, decides. */
+  private def readsTheCurrentTime(e: Expression): Boolean = e.children.isEmpty && {
+    val plan = Project(Seq(Alias(e, "e")()), OneRowRelation())
+    !ComputeCurrentTime(plan).fastEquals(plan)
+  }
 
   /** `sql` analysed and bound to the joined row. */
   private def analyse(sql: String, left: StructType, right: StructType): Expression = {
@@ -97,9 +107,8 @@ object JoinCondition {
     val plan = Project(Seq(Alias(session.sessionState.sqlParser.parseExpression(sql), "residual")()), relation)
     val analyzed = session.sessionState.executePlan(plan)
     analyzed.assertAnalyzed()
-    // What the optimizer's first batch does to any plan: runtime-replaceable functions by their
-    // replacements, current_timestamp() and friends by the query's start time.
-    val finished = ReplaceExpressions(ComputeCurrentTime(analyzed.analyzed))
+    // What the optimizer's first batch does to any plan: runtime-replaceable functions by their replacements.
+    val finished = ReplaceExpressions(analyzed.analyzed)
     finished match {
       case Project(Seq(Alias(e, _)), child) => BindReferences.bindReference(e, child.output)
       case other => throw new IllegalArgumentException(s"residual predicate '$sql' analysed to an unexpected plan: $other")
