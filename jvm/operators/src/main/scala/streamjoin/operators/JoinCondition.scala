@@ -94,10 +94,14 @@ object JoinCondition {
   /** Whether `e` is current_timestamp(), now(), current_date() or another of the functions whose value Spark fixes
    * per micro-batch (its optimizer's `ComputeCurrentTime` in each batch's plan): a predicate bound once with the
    * operator would keep one time for the whole query, so the planner leaves it to a Spark filter. Asked of
-   * Spark's own rule, so that its list, not a copy of it, decides. */
-  private def readsTheCurrentTime(e: Expression): Boolean = e.children.isEmpty && {
-    val plan = Project(Seq(Alias(e, "e")()), OneRowRelation())
-    !ComputeCurrentTime(plan).fastEquals(plan)
+   * Spark's own rule, so that its list, not a copy of it, decides: `e` is one when the rule rewrites it and none of
+   * its children (`current_time(3)` has its precision as a child). */
+  private def readsTheCurrentTime(e: Expression): Boolean = {
+    def rewritten(x: Expression): Boolean = {
+      val plan = Project(Seq(Alias(x, "e")()), OneRowRelation())
+      !ComputeCurrentTime(plan).fastEquals(plan)
+    }
+    rewritten(e) && !e.children.exists(rewritten)
   }
 
   /** `sql` analysed and bound to the joined row. */
