@@ -103,3 +103,19 @@ def test_the_append_writer_commits_only_batches_with_rows_and_each_once(spark, t
     writer(rows, 1)  # replayed after a crash before the checkpoint commit: skipped
     assert table(spark, writer.path) == [(1, "bad")]
     assert DeltaTable.forPath(spark, writer.path).history().count() == created + 1
+
+
+def test_a_partitioned_sink_writes_one_file_per_partition_value_of_a_batch(spark, tmp_path):
+    # A batch spread over several tasks, each holding rows of every day: each table gets one file per day, not
+    # one per day and task (a backlog batch spanning years wrote thousands of files per table).
+    schema = StructType(SCHEMA.fields + [StructField("day", IntegerType())])
+    sink = DeltaSink("t", str(tmp_path / "t"), ("k",), partition_by=("day",))
+    create_sink_tables(spark, sink, schema)
+    rows = [(k, f"v{k}", k % 3, "+I", k) for k in range(60)]
+    batch = spark.createDataFrame(rows, StructType(schema.fields + BATCH.fields[-2:])).repartition(4)
+    assert batch.rdd.getNumPartitions() == 4
+    DeltaUpsertWriter(sink, str(tmp_path / "cp"))(batch, 0)
+    for path in (sink.path, sink.changelog_path):
+        files = spark.read.format("delta").load(path).selectExpr("day", "_metadata.file_path AS file").distinct()
+        assert sorted(tuple(r) for r in files.groupBy("day").count().collect()) == [(0, 1), (1, 1), (2, 1)], path
+    assert table(spark, sink.path) == sorted((k, f"v{k}", k % 3) for k in range(60))
