@@ -1,11 +1,7 @@
 """A local session's Hadoop file system for ``file:`` paths: the jar's ``streamjoin.hadoop`` classes, which set
-permissions and tell links from files with ``java.nio`` where Hadoop's own run a ``chmod`` or ``readlink`` process
-per file (no native Hadoop library)."""
+permissions with ``java.nio`` where Hadoop's own run a ``chmod`` process per file (no native Hadoop library)."""
 
-import os
 import stat
-
-import pytest
 
 
 def _hadoop(spark, folder):
@@ -43,33 +39,3 @@ def test_files_and_folders_get_the_permissions_asked_for(spark, tmp_path):
     assert _mode(tmp_path / "checkpoint") == 0o751
     # The checksummed file system writes each file's checksum beside it, as Hadoop's LocalFileSystem does.
     assert (tmp_path / ".default.txt.crc").is_file()
-
-
-def _link_status(status):
-    return (status.getPath().toString(), status.isFile(), status.isDirectory(), status.isSymlink(), status.getLen(),
-            status.getModificationTime(), status.getSymlink().toString() if status.isSymlink() else None)
-
-
-def test_link_status_is_hadoops_for_files_folders_links_and_missing_paths(spark, tmp_path):
-    jvm, root, conf = _hadoop(spark, tmp_path)
-    hadoop_fs = jvm.org.apache.hadoop.fs
-    (tmp_path / "data.txt").write_text("twelve bytes")
-    (tmp_path / "folder").mkdir()
-    os.symlink(tmp_path / "data.txt", tmp_path / "link")
-    os.symlink(tmp_path / "gone", tmp_path / "dangling")
-    ours, hadoops = jvm.streamjoin.hadoop.RawLocalFileSystem(), hadoop_fs.RawLocalFileSystem()
-    for fs in (ours, hadoops):
-        fs.initialize(root.toUri(), conf)
-    for name in ("data.txt", "folder", "link"):
-        path = hadoop_fs.Path(root, name)
-        assert _link_status(ours.getFileLinkStatus(path)) == _link_status(hadoops.getFileLinkStatus(path)), name
-    assert ours.getFileLinkStatus(hadoop_fs.Path(root, "data.txt")).getLen() == 12
-    for name in ("dangling", "missing"):
-        for fs in (ours, hadoops):
-            with pytest.raises(Exception, match="FileNotFoundException"):
-                fs.getFileLinkStatus(hadoop_fs.Path(root, name))
-    # FileContext.rename, as Spark's checkpoint and Delta's log use it, goes through the link status.
-    context = hadoop_fs.FileContext.getFileContext(root.toUri(), conf)
-    no_options = spark.sparkContext._gateway.new_array(hadoop_fs.Options.Rename, 0)
-    context.rename(hadoop_fs.Path(root, "data.txt"), hadoop_fs.Path(root, "renamed.txt"), no_options)
-    assert (tmp_path / "renamed.txt").read_text() == "twelve bytes" and not (tmp_path / "data.txt").exists()

@@ -5,13 +5,12 @@ import java.nio.file.Files
 import java.nio.file.attribute.PosixFilePermission
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{ChecksumFs, DelegateToFileSystem, FileStatus, FsServerDefaults, Path}
+import org.apache.hadoop.fs.{ChecksumFs, DelegateToFileSystem, FsServerDefaults, Path}
 import org.apache.hadoop.fs.local.LocalConfigKeys
 import org.apache.hadoop.fs.permission.FsPermission
 
 /**
- * Hadoop's `RawLocalFileSystem` that sets a file's permissions with `java.nio` instead of a `chmod` process,
- * and tells a symbolic link from a file with `java.nio` instead of a `readlink` process.
+ * Hadoop's `RawLocalFileSystem` that sets a file's permissions with `java.nio` instead of a `chmod` process.
  *
  * Why: without Hadoop's native library (`libhadoop.so`, not in Spark's distribution) `RawLocalFileSystem`
  * runs `chmod` as a child process for every file it creates and every directory it makes (its
@@ -24,18 +23,6 @@ import org.apache.hadoop.fs.permission.FsPermission
 class RawLocalFileSystem extends org.apache.hadoop.fs.RawLocalFileSystem {
   override def setPermission(p: Path, permission: FsPermission): Unit =
     Files.setPosixFilePermissions(pathToFile(p).toPath, RawLocalFileSystem.posix(permission.toShort))
-
-  /**
-   * A file's or folder's status as Hadoop's gives it (`FileNotFoundException` when there is none); a symbolic
-   * link's through Hadoop's own code.
-   *
-   * Why: `FileContext.rename`, with which Spark writes a streaming checkpoint's files and Delta its log entries,
-   * asks for the link status of the source and the destination of every rename, and Hadoop's answer without its
-   * native library runs `readlink` as a child process each time: 280 processes in one run of a day-partitioned
-   * pipeline (a Java Flight Recorder count), each a fork of the driver's JVM.
-   */
-  override def getFileLinkStatus(f: Path): FileStatus =
-    if (Files.isSymbolicLink(pathToFile(f).toPath)) super.getFileLinkStatus(f) else getFileStatus(f)
 }
 
 object RawLocalFileSystem {
