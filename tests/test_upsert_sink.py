@@ -1,9 +1,11 @@
 """The Delta upsert writer on static micro-batches: collapse per key, MERGE, idempotence, changelog table."""
 
+import datetime as dt
+import os
 import shutil
 
 from delta.tables import DeltaTable
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DateType, IntegerType, LongType, StringType, StructField, StructType
 
 from streamjoin.sink.delta import DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, create_sink_tables
 
@@ -119,3 +121,41 @@ def test_a_partitioned_sink_writes_one_file_per_partition_value_of_a_batch(spark
         files = spark.read.format("delta").load(path).selectExpr("day", "_metadata.file_path AS file").distinct()
         assert sorted(tuple(r) for r in files.groupBy("day").count().collect()) == [(0, 1), (1, 1), (2, 1)], path
     assert table(spark, sink.path) == sorted((k, f"v{k}", k % 3) for k in range(60))
+
+
+DAYS = StructType(SCHEMA.fields + [StructField("day", DateType())])
+DAY0 = dt.date(2026, 1, 1)
+
+
+def _day_partitioned(spark, tmp_path, primary_key):
+    """A sink partitioned by ``day`` (DATE) holding keys 0–29 over days 0–2 (``k % 3``), one file per day."""
+    sink = DeltaSink("t", str(tmp_path / "t"), primary_key, partition_by=("day",))
+    create_sink_tables(spark, sink, DAYS)
+    writer = DeltaUpsertWriter(sink, str(tmp_path / "cp"))
+    writer(spark.createDataFrame([(k, "a", DAY0 + dt.timedelta(k % 3), "+I", k) for k in range(30)],
+                                 StructType(DAYS.fields + BATCH.fields[-2:])), 0)
+    return sink, writer
+
+
+def test_a_merge_reads_only_the_partitions_of_its_batch_when_the_key_holds_the_partition_columns(spark, tmp_path):
+    sink, writer = _day_partitioned(spark, tmp_path, ("k", "day"))
+    # Day 0's file goes missing behind Delta's back: a MERGE that opened it would fail.
+    files = spark.read.format("delta").load(sink.path).selectExpr("day", "_metadata.file_path AS file").distinct()
+    [day0] = [r.file for r in files.collect() if r.day == DAY0]
+    os.remove(day0.removeprefix("file:"))
+    batch = [(4, "b", DAY0 + dt.timedelta(1), "+U", 0), (5, "b", DAY0 + dt.timedelta(2), "-D", 1),
+             (31, "c", DAY0 + dt.timedelta(1), "+I", 2), (32, "n", None, "+I", 3)]
+    writer(spark.createDataFrame(batch, StructType(DAYS.fields + BATCH.fields[-2:])), 1)
+    rows = {r.k: (r.v, r.day) for r in spark.read.format("delta").load(sink.path).where("day IS NULL OR day > '2026-01-01'").collect()}
+    assert rows[4] == ("b", DAY0 + dt.timedelta(1)) and 5 not in rows and rows[31] == ("c", DAY0 + dt.timedelta(1))
+    assert rows[32] == ("n", None) and len(rows) == 20 - 1 + 2
+
+
+def test_a_merge_reads_every_partition_when_a_key_can_move_between_them(spark, tmp_path):
+    # Key 3 moves from day 0 to day 2 in an upsert changelog (no -U with the old day): the MERGE must find its
+    # row in day 0, outside the batch's partitions.
+    sink, writer = _day_partitioned(spark, tmp_path, ("k",))
+    writer(spark.createDataFrame([(3, "moved", DAY0 + dt.timedelta(2), "+U", 0)],
+                                 StructType(DAYS.fields + BATCH.fields[-2:])), 1)
+    assert [tuple(r) for r in spark.read.format("delta").load(sink.path).where("k = 3").collect()] == [
+        (3, "moved", DAY0 + dt.timedelta(2))]
