@@ -7,7 +7,8 @@
 -- l_linenumber 0 for "no line item shipped within 30 days" (a primary key column is NOT NULL).
 -- The table is partitioned by the order's placement day (PARTITIONED BY, a day of the interval join's left
 -- rowtime): `streamjoin backfill` recomputes a range of days, Dagster has a daily partition per day from
--- 'backfill.start-date' on (docs/backfill.md).
+-- 'backfill.start-date' on (docs/backfill.md). The key holds the day too (a function of the order, so no
+-- less unique): each micro-batch's MERGE then reads only the days of its own rows (docs/semantics.md §7.3).
 
 CREATE TABLE orders_shipped_fast (
   o_orderkey   BIGINT,
@@ -17,7 +18,7 @@ CREATE TABLE orders_shipped_fast (
   l_quantity   DECIMAL(15, 2),
   l_shipmode   STRING,
   o_orderday   DATE,
-  PRIMARY KEY (o_orderkey, l_linenumber) NOT ENFORCED
+  PRIMARY KEY (o_orderkey, l_linenumber, o_orderday) NOT ENFORCED
 ) PARTITIONED BY (o_orderday) WITH (
   'connector' = 'delta',
   'backfill.start-date' = '2002-01-01'
