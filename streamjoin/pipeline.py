@@ -110,8 +110,9 @@ class PipelineRun:
         commits: ``"sink"`` / ``"changelog"`` / ``"dead_letters"`` → the Delta operation metrics
             (``operationMetrics`` of ``DESCRIBE HISTORY``, e.g. ``numTargetRowsInserted``, ``numOutputRows``)
             summed over the commits the run made to that table: read from the Delta log, no table scan.
-        warnings: e.g. a checkpoint reset (:func:`streamjoin.sink.delta.checkpoint_reset`), a restart of the
-            queries after a Python worker missed its start-up deadline; also logged on logger ``streamjoin``.
+        warnings: e.g. a checkpoint reset (:func:`streamjoin.sink.delta.checkpoint_reset`), a partitioned sink
+            whose MERGE reads the whole table (:meth:`streamjoin.sink.delta.DeltaSink.merge_warning`), a restart of
+            the queries after a Python worker missed its start-up deadline; also logged on logger ``streamjoin``.
     """
 
     figures: Figures = field(default_factory=Figures)
@@ -219,9 +220,10 @@ def run_pipeline(
         check_not_ended(spark, pipeline.name, folders)
     run = PipelineRun(Figures(records_read={s.topic: 0 for s in pipeline.sources}))
     sink = pipeline.sink(lakehouse)
-    if reset := checkpoint_reset(spark, sink, lakehouse.checkpoint(pipeline.name, "main")):
-        logging.getLogger("streamjoin").warning(reset)
-        run.warnings.append(reset)
+    for warning in (sink.merge_warning(), checkpoint_reset(spark, sink, lakehouse.checkpoint(pipeline.name, "main"))):
+        if warning:
+            logging.getLogger("streamjoin").warning(warning)
+            run.warnings.append(warning)
     tables = {"sink": sink.path, "changelog": sink.changelog_path, "dead_letters": pipeline.dead_letter_path(lakehouse)}
     versions = {name: table_version(spark, path) for name, path in tables.items()}
     callbacks = (on_progress, on_figures)

@@ -159,3 +159,10 @@ def test_a_merge_reads_every_partition_when_a_key_can_move_between_them(spark, t
                                  StructType(DAYS.fields + BATCH.fields[-2:])), 1)
     assert [tuple(r) for r in spark.read.format("delta").load(sink.path).where("k = 3").collect()] == [
         (3, "moved", DAY0 + dt.timedelta(2))]
+
+
+def test_a_partitioned_sink_whose_key_does_not_hold_the_partition_columns_gets_a_warning():
+    assert DeltaSink("t", "/lake/t", ("k", "day"), partition_by=("day",)).merge_warning() is None
+    assert DeltaSink("t", "/lake/t", ("k",)).merge_warning() is None
+    warning = DeltaSink("t", "/lake/t", ("k",), partition_by=("day",)).merge_warning()
+    assert warning.startswith("sink t: PARTITIONED BY (day) but its PRIMARY KEY (k) does not hold day: ") and "§7.3" in warning

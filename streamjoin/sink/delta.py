@@ -97,6 +97,24 @@ class DeltaSink:
         if not self.changelog_path:
             object.__setattr__(self, "changelog_path", f"{self.path}_changelog")
 
+    @property
+    def prunes_merge(self) -> bool:
+        """Whether each micro-batch's MERGE reads only the partitions of its batch's rows: when the primary key
+        holds every partition column (Paimon's rule for a partitioned primary-key table), a key's row can only be
+        in its own partition. Otherwise a key's row may have moved between partitions (an upsert changelog
+        carries no ``-U`` with the old partition value) and the MERGE reads the whole table (docs/semantics.md §7.3)."""
+        return bool(self.partition_by) and set(self.partition_by) <= set(self.primary_key)
+
+    def merge_warning(self) -> str | None:
+        """A warning for a partitioned sink whose MERGE reads the whole table (:attr:`prunes_merge`), else None."""
+        if not self.partition_by or self.prunes_merge:
+            return None
+        missing = ", ".join(c for c in self.partition_by if c not in self.primary_key)
+        return (f"sink {self.name}: PARTITIONED BY ({', '.join(self.partition_by)}) but its PRIMARY KEY "
+                f"({', '.join(self.primary_key)}) does not hold {missing}: every micro-batch's MERGE reads every "
+                f"partition of the table; when {missing} is a function of the key, add it to the key "
+                f"(docs/semantics.md §7.3)")
+
 
 def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType) -> None:
     """Create the upsert table (Change Data Feed on) and the changelog table if they do not exist,
@@ -287,7 +305,7 @@ class DeltaUpsertWriter:
             # moved the watermark, or fired no timer that emits) writes nothing: its two Delta commits would
             # cost seconds (measured 3-4 s a batch on 2 cores) and change no row.
             # A sink whose MERGE reads only the batch's partitions learns them in the same pass.
-            if self._prunes_merge:
+            if self.sink.prunes_merge:
                 partitions = self._batch_partitions(batch)
                 empty = not partitions
             else:
@@ -329,15 +347,6 @@ class DeltaUpsertWriter:
                 spark.conf.unset("spark.databricks.delta.write.txnVersion")
         finally:
             batch.unpersist()
-
-    @property
-    def _prunes_merge(self) -> bool:
-        """Whether the MERGE reads only the partitions of its batch: when the primary key holds every partition
-        column (Paimon's rule for a partitioned primary-key table), a key's row can only be in its own partition,
-        so the target rows a batch can match are in the partitions of the batch's own rows. Otherwise a key's row
-        may have moved between partitions (an upsert changelog carries no ``-U`` with the old partition value)
-        and the MERGE reads the whole table."""
-        return bool(self.sink.partition_by) and set(self.sink.partition_by) <= set(self.sink.primary_key)
 
     def _batch_partitions(self, batch: DataFrame) -> list[tuple[str | None, ...]]:
         """The distinct partition values of ``batch`` as Spark casts them to STRING (a tuple of one value per
