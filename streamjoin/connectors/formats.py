@@ -73,7 +73,7 @@ from streamjoin.jvm import engine, jvm_class
 if TYPE_CHECKING:
     from streamjoin.connectors.kafka import KafkaSource
 
-__all__ = ["FORMATS", "CDC_FORMATS", "DEFAULT_MAX_RECORD_BYTES", "changes_per_record", "pattern_error", "decode"]
+__all__ = ["FORMATS", "CDC_FORMATS", "DEFAULT_MAX_RECORD_BYTES", "changes_per_record", "pattern_error", "decode", "sql_string"]
 
 #: Value formats the Kafka source reads.
 FORMATS = ("json", "debezium-json", "canal-json", "maxwell-json")
@@ -108,7 +108,8 @@ def pattern_error(pattern: str) -> str | None:
     return None
 
 
-def _lit(text: str) -> str:
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal (quoted, backslashes and quotes escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -129,7 +130,7 @@ def _typed(source: KafkaSource, row: str, name: str, path: str | None = None) ->
     """
     kind = source.schema[name].dataType.simpleString()
     field = f"'$.{path or name}'"
-    value, json_kind = f"try_variant_get({row}, {field}, {_lit(kind)})", f"schema_of_variant(variant_get({row}, {field}))"
+    value, json_kind = f"try_variant_get({row}, {field}, {sql_string(kind)})", f"schema_of_variant(variant_get({row}, {field}))"
     if kind == "boolean":
         return f"lower(trim(try_variant_get({row}, {field}, 'string'))) = 'true'"
     if kind in ("timestamp", "timestamp_ntz", "date"):
@@ -212,7 +213,7 @@ def _json(source: KafkaSource) -> tuple[str, str]:
         kind = "'+I'"
     else:
         kind = f"coalesce(try_variant_get(_v, '$.{source.rowkind_field}', 'string'), '+I')"
-    changes = f"array({_change(kind, '0', _lit('value'), '_v')})"
+    changes = f"array({_change(kind, '0', sql_string('value'), '_v')})"
     error = (
         f"CASE WHEN {kind} NOT IN ('+I', '-U', '+U', '-D') "
         f"THEN concat('unknown RowKind ', {kind}, ' in field {source.rowkind_field}') END"
@@ -227,7 +228,7 @@ def _debezium(source: KafkaSource) -> tuple[str, str]:
     before, after = f"variant_get({env}, '$.before')", f"variant_get({env}, '$.after')"
 
     def one(kind: str, i: int, field: str) -> str:
-        return _change(_lit(kind), str(i), _lit(field), before if field == "before" else after)
+        return _change(sql_string(kind), str(i), sql_string(field), before if field == "before" else after)
 
     changes = (
         f"CASE {op} WHEN 'c' THEN array({one('+I', 0, 'after')}) WHEN 'r' THEN array({one('+I', 0, 'after')}) "
@@ -245,7 +246,7 @@ def _include_filter(field: str, pattern: str | None) -> tuple[str, str]:
     value = f"variant_get(_v, '$.{field}')"
     text = f"CASE WHEN is_variant_null({value}) THEN 'null' ELSE coalesce(try_variant_get({value}, '$', 'string'), '') END"
     # \A…\z: the whole value must match, as Java's matches(); Spark's regexp_like finds a match anywhere.
-    whole = _lit("\\A(?:" + pattern + ")\\z")
+    whole = sql_string("\\A(?:" + pattern + ")\\z")
     return f"CASE WHEN {value} IS NULL THEN 'field {field} is missing' END", f"NOT regexp_like({text}, {whole})"
 
 
@@ -259,10 +260,10 @@ def _canal(source: KafkaSource) -> tuple[str, str]:
     element = "concat('data[', i, ']')"
 
     def each(kind: str) -> str:
-        return f"transform({rows}, (r, i) -> {_change(_lit(kind), 'i', element, 'r')})"
+        return f"transform({rows}, (r, i) -> {_change(sql_string(kind), 'i', element, 'r')})"
 
     before = _change("'-U'", "2 * i", element, "r", f"get({olds}, i)")
-    update = f"flatten(transform({rows}, (r, i) -> array({before}, {_change(_lit('+U'), '2 * i + 1', element, 'r')})))"
+    update = f"flatten(transform({rows}, (r, i) -> array({before}, {_change(sql_string('+U'), '2 * i + 1', element, 'r')})))"
     changes = (
         f"CASE WHEN {excluded} THEN NULL ELSE CASE {kind} WHEN 'INSERT' THEN {each('+I')} "
         f"WHEN 'UPDATE' THEN {update} WHEN 'DELETE' THEN {each('-D')} END END"
@@ -290,7 +291,7 @@ def _maxwell(source: KafkaSource) -> tuple[str, str]:
     data, old = "variant_get(_v, '$.data')", "variant_get(_v, '$.old')"
 
     def one(kind: str, i: int, before: bool = False) -> str:
-        return _change(_lit(kind), str(i), _lit("data"), data, old if before else _NO_OLD)
+        return _change(sql_string(kind), str(i), sql_string("data"), data, old if before else _NO_OLD)
 
     changes = (
         f"CASE {kind} WHEN 'insert' THEN array({one('+I', 0)}) "
@@ -298,7 +299,7 @@ def _maxwell(source: KafkaSource) -> tuple[str, str]:
         f"WHEN 'delete' THEN array({one('-D', 0)}) END"
     )
     error = (
-        f"coalesce({_object_error(source, _lit('data'), data)}, {_object_error(source, _lit('old'), old)}, CASE "
+        f"coalesce({_object_error(source, sql_string('data'), data)}, {_object_error(source, sql_string('old'), old)}, CASE "
         f"WHEN {kind} IS NULL THEN 'field type is missing' "
         f"WHEN {kind} NOT IN ('insert', 'update', 'delete') THEN concat('unknown Maxwell type ', {kind}) "
         f"WHEN {kind} = 'update' AND {_absent(old)} THEN 'field old is missing' END)"
@@ -310,8 +311,8 @@ def _upsert(source: KafkaSource) -> tuple[str, str]:
     """upsert-kafka (``DynamicKafkaDeserializationSchema`` in upsert mode): a null value (a tombstone) is ``-D``
     of its key, any other value ``+I``; an empty value gives nothing, as Flink's JSON format returns no row."""
     changes = (
-        f"CASE WHEN value IS NULL THEN array({_change(_lit('-D'), '0', _lit('value'), '_v')}) "
-        f"WHEN length(value) > 0 THEN array({_change(_lit('+I'), '0', _lit('value'), '_v')}) END"
+        f"CASE WHEN value IS NULL THEN array({_change(sql_string('-D'), '0', sql_string('value'), '_v')}) "
+        f"WHEN length(value) > 0 THEN array({_change(sql_string('+I'), '0', sql_string('value'), '_v')}) END"
     )
     return changes, "CAST(NULL AS STRING)"
 
@@ -350,12 +351,12 @@ def _values(source: KafkaSource) -> str:
         value = _typed(source, "c.row", name)
         if source.format in ("canal-json", "maxwell-json"):
             value = f"CASE WHEN c.old IS NOT NULL AND array_contains(_old_keys, '{name}') THEN {_typed(source, 'c.old', name)} ELSE {value} END"
-        parts.append(f"{_lit(name)}, {value}")
+        parts.append(f"{sql_string(name)}, {value}")
     for name, path in _fields(source, key=True) if source.upsert else []:
         # The key's value; with ALL the value's overrides it unless this is a tombstone (Flink projects the value last).
         key = _typed(source, "_k", name, path)
         i = source.schema.names.index(name)
-        parts[i] = f"{_lit(name)}, " + (key if source.value_fields_include == "EXCEPT_KEY" else f"CASE WHEN c.row IS NULL THEN {key} ELSE {_typed(source, 'c.row', name)} END")
+        parts[i] = f"{sql_string(name)}, " + (key if source.value_fields_include == "EXCEPT_KEY" else f"CASE WHEN c.row IS NULL THEN {key} ELSE {_typed(source, 'c.row', name)} END")
     return "named_struct(" + ", ".join(parts) + ")"
 
 

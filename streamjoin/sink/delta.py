@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.connectors.formats import sql_string
 from streamjoin.errors import SinkError
 
 __all__ = [
@@ -369,11 +370,14 @@ class DeltaUpsertWriter:
             # A predicate on the target's partition columns alone: Delta skips the files of every other partition
             # before it joins (a day-partitioned table that grows by a day a day would otherwise be read whole by
             # every micro-batch). The values go through STRING and back, in the session's time zone both ways; a
-            # NULL one needs no partition read: its key, which holds the column, matches no row.
-            types = {f.name: f.dataType for f in batch.schema.fields}
+            # NULL one needs no partition read: its key, which holds the column, matches no row. One SQL text, not
+            # a Column per value: a backlog batch spans thousands of days, and each Column is a py4j round trip
+            # (2,688 dates took 8 s).
+            types = {f.name: f.dataType.simpleString() for f in batch.schema.fields}
             for i, column in enumerate(self.sink.partition_by):
                 present = sorted({p[i] for p in partitions} - {None})
-                condition = condition & F.col(f"t.`{column}`").isin([F.lit(v).cast(types[column]) for v in present])
+                listed = ", ".join(f"CAST({sql_string(v)} AS {types[column]})" for v in present)
+                condition = condition & (F.expr(f"t.`{column}` IN ({listed})") if present else F.lit(False))
         (
             DeltaTable.forPath(spark, self.sink.path)
             .alias("t")
