@@ -29,6 +29,25 @@ def test_explain_prints_each_statements_plan(capsys):
     assert "TableSourceScan(table=[[default_catalog, default_database, orders]]" in out and "changelogMode=[I,UB,UA,D]" in out
 
 
+def test_explain_warns_of_a_partitioned_sink_whose_merge_reads_the_whole_table(tmp_path, capsys):
+    def explain(key: str) -> str:
+        init = tmp_path / "tables.sql"
+        init.write_text(
+            "CREATE TABLE t (k BIGINT, d DATE, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
+            "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json');\n"
+            f"CREATE TABLE s (k BIGINT, d DATE, PRIMARY KEY ({key}) NOT ENFORCED) PARTITIONED BY (d) WITH ('connector' = 'delta');\n")
+        job = tmp_path / "job.sql"
+        job.write_text("INSERT INTO s SELECT k, d FROM t;\n")
+        assert main(["explain", "-i", str(init), str(job)]) == 0, capsys.readouterr().err
+        return capsys.readouterr().out
+
+    out = explain("k")
+    assert ("[WARNING] sink s: PARTITIONED BY (d) but its PRIMARY KEY (k) does not hold d: every micro-batch's MERGE "
+            "reads every partition") in out
+    assert out.index("== Optimized Physical Plan ==") < out.index("[WARNING]")
+    assert "[WARNING]" not in explain("k, d")
+
+
 def test_explain_of_invalid_sql_fails_with_the_location(tmp_path, capsys):
     bad = tmp_path / "bad.sql"
     bad.write_text("CREATE TABLE t (a INT) WITH ('connector' = 'values');\nSELECT b FROM t;\n")
