@@ -3,6 +3,7 @@ the dead-letter query (issue 14: each pipeline ≥ 0.5× the Kafka → Delta pas
 
     .venv/bin/python -m bench.pipeline_profile                                  # lineitem_with_order, sf 0.01, 2 runs
     .venv/bin/python -m bench.pipeline_profile --pipeline orders_in_eur --runs 3
+    .venv/bin/python -m bench.pipeline_profile --scale-factor 0.1 --stages    # and every stage of each run, in order
 
 The TPC-H changelog goes into a fresh embedded broker as ``make bench``'s pipeline step loads it
 (:func:`bench.pipelines.run_pipelines`); the pipeline then runs ``--runs`` times in one Spark session, each time
@@ -17,8 +18,9 @@ summed over its tasks), put in one part per stage:
 - ``sink``: the main query's other stages (Delta's MERGE and the changelog append);
 - ``outside the queries``: jobs of no streaming query (Delta's snapshot and log work).
 
-Prints one table per run (stages, task run s, task CPU s, share of the run's task time) and the run's wall time;
-nothing is written.
+Prints one table per run (stages, task run s, task CPU s, share of the run's task time) and the run's wall time, and
+with ``--stages`` each stage of the run (when it was submitted after the run's start, its wall time, part, job,
+tasks, records read, task run and CPU time); nothing is written.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 PARTS = ("read + decode", "operators", "sink", "dead-letter query", "outside the queries")
 
@@ -47,9 +50,23 @@ def classify(job_description: str, pipeline: str, rdd_names: list[str], records_
     return "read + decode" if records_read > 0 else "sink"
 
 
-def stage_parts(event_logs: list[Path], pipeline: str) -> list[tuple[int, str, int, int]]:
-    """``(submission time, part, task run ms, task CPU ms)`` of every completed stage in the (uncompressed) event
-    log's files, in order; the time in epoch ms."""
+class Stage(NamedTuple):
+    """One completed stage: submission time (epoch ms), its part (:data:`PARTS`), task run and CPU time summed over its
+    tasks (ms), wall time from submission to completion (ms), tasks, records read from a source or a cache, and the
+    first line of its job's description (the streaming query's name; Delta prefixes ``Delta: ``)."""
+
+    submitted: int
+    part: str
+    run_ms: int
+    cpu_ms: int
+    wall_ms: int
+    tasks: int
+    records: int
+    job: str
+
+
+def stage_parts(event_logs: list[Path], pipeline: str) -> list[Stage]:
+    """Every completed stage in the (uncompressed) event log's files, in order (:class:`Stage`)."""
     description: dict[int, str] = {}
     stages = []
     for line in (line for path in event_logs for line in path.read_text().splitlines()):
@@ -63,8 +80,11 @@ def stage_parts(event_logs: list[Path], pipeline: str) -> list[tuple[int, str, i
             run_ms = int(metrics.get("internal.metrics.executorRunTime") or 0)
             cpu_ms = int(metrics.get("internal.metrics.executorCpuTime") or 0) // 1_000_000
             records = int(metrics.get("internal.metrics.input.recordsRead") or 0)
-            part = classify(description.get(info["Stage ID"], ""), pipeline, [r["Name"] for r in info["RDD Info"]], records)
-            stages.append((info.get("Submission Time", 0), part, run_ms, cpu_ms))
+            job = description.get(info["Stage ID"], "")
+            part = classify(job, pipeline, [r["Name"] for r in info["RDD Info"]], records)
+            submitted = info.get("Submission Time", 0)
+            stages.append(Stage(submitted, part, run_ms, cpu_ms, info.get("Completion Time", submitted) - submitted,
+                                info["Number of Tasks"], records, job.split("\n", 1)[0]))
     return stages
 
 
@@ -73,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipeline", default="lineitem_with_order", help="a sql/ pipeline (default lineitem_with_order)")
     parser.add_argument("--scale-factor", type=float, default=0.01, help="TPC-H scale factor (default 0.01, as make bench)")
     parser.add_argument("--runs", type=int, default=2, help="runs in one session, the first cold (default 2)")
+    parser.add_argument("--stages", action="store_true", help="also list each run's stages in order of submission")
     args = parser.parse_args(argv)
 
     from assets.sql_pipelines import load_sql_pipelines
@@ -93,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     events.mkdir()
     spark = spark_session("streamjoin-pipeline-profile", conf={
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"})
-    print(f"python -m bench.pipeline_profile --pipeline {args.pipeline} --scale-factor {args.scale_factor} --runs {args.runs}")
+    print(f"python -m bench.pipeline_profile --pipeline {args.pipeline} --scale-factor {args.scale_factor} --runs {args.runs}"
+          + (" --stages" if args.stages else ""))
     print(f"{machine()}, load {load()} at the start")
     try:
         tpch = TpchChangelog(generate_tpch(local_dir("tpch"), args.scale_factor))
@@ -115,17 +137,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for index, (start, end) in enumerate(spans):
+        run_stages = [st for st in stages if start <= st.submitted <= end]
         totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        for _, part, run_ms, cpu_ms in (st for st in stages if start <= st[0] <= end):
-            totals[part][0] += 1
-            totals[part][1] += run_ms
-            totals[part][2] += cpu_ms
+        for st in run_stages:
+            totals[st.part][0] += 1
+            totals[st.part][1] += st.run_ms
+            totals[st.part][2] += st.cpu_ms
         all_run = sum(t[1] for t in totals.values()) or 1
         print(f"\nrun {index + 1} ({'cold' if index == 0 else 'warm'}): {(end - start) / 1000:.1f} s wall\n")
         print("| part | stages | task run s | task CPU s | share of task run time |\n| --- | ---: | ---: | ---: | ---: |")
         for part in PARTS:
             n, run_ms, cpu_ms = totals.get(part, [0, 0, 0])
             print(f"| {part} | {n} | {run_ms / 1000:.1f} | {cpu_ms / 1000:.1f} | {100 * run_ms / all_run:.0f} % |")
+        if args.stages:
+            print("\n| submitted s | wall s | part | job | tasks | records read | task run s | task CPU s |\n"
+                  "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
+            for st in sorted(run_stages):
+                print(f"| {(st.submitted - start) / 1000:.1f} | {st.wall_ms / 1000:.1f} | {st.part} | {st.job} | {st.tasks} | "
+                      f"{st.records:,} | {st.run_ms / 1000:.1f} | {st.cpu_ms / 1000:.1f} |")
     return 0
 
 
