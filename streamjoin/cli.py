@@ -11,9 +11,9 @@
 ``-i`` names initialization scripts planned before the file (tables and
 settings only, as Flink's ``sql-client.sh -i``); without it, the files of
 ``catalog/`` next to the pipeline are. ``explain`` plans the file (no Spark) and prints every statement's plan with
-changelog modes, and a ``[WARNING]`` line under an ``INSERT INTO`` a Delta table whose sink will run slowly (a partitioned
-table whose primary key does not hold its partition columns: every MERGE reads the whole table). ``run`` runs every ``INSERT INTO`` of its files at once, in one Spark application (as
-Flink's SQL client runs each as a job), against Kafka
+changelog modes, and a ``[WARNING]`` line under an ``INSERT INTO`` a Delta table whose primary key does not hold
+its partition columns (every MERGE reads the whole table). ``run`` runs every ``INSERT INTO`` of its files at once,
+in one Spark application (as Flink's SQL client runs each as a job), against Kafka
 (``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the local broker
 of ``streamjoin kafka start``, else the tables' ``properties.bootstrap.servers``) and Delta (``--lakehouse``, else
 ``$STREAMJOIN_LAKEHOUSE``, else ``.local/lakehouse``), until the topics are
@@ -199,7 +199,7 @@ def _spark(engine: str):
 
 def _explain(args) -> int:
     from streamjoin.planner import Flink, load_script
-    from streamjoin.sink.delta import DeltaSink
+    from streamjoin.sink.delta import merge_warning
 
     script = load_script(args.file, args.init)
     for statement in script.statements:
@@ -208,7 +208,7 @@ def _explain(args) -> int:
         table = statement.sink_table
         if table is not None and table.connector == "delta" and table.primary_key:
             # What `run` would also log before its first micro-batch: said here, before anything runs.
-            warning = DeltaSink(table.name, "", tuple(table.primary_key), partition_by=table.partition_keys).merge_warning()
+            warning = merge_warning(table.name, table.primary_key, table.partition_keys)
             if warning:
                 print(f"[WARNING] {warning}")
         print()

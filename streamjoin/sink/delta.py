@@ -27,6 +27,7 @@ The upsert table has Change Data Feed on. Paths are any Spark-supported URI
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
@@ -41,7 +42,7 @@ from streamjoin.errors import SinkError
 
 __all__ = [
     "DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset",
-    "table_version", "commit_metrics", "DeltaAppendWriter",
+    "table_version", "commit_metrics", "DeltaAppendWriter", "merge_warning",
 ]
 
 BATCH_ID_COLUMN = "_batch_id"
@@ -107,14 +108,24 @@ class DeltaSink:
         return bool(self.partition_by) and set(self.partition_by) <= set(self.primary_key)
 
     def merge_warning(self) -> str | None:
-        """A warning for a partitioned sink whose MERGE reads the whole table (:attr:`prunes_merge`), else None."""
-        if not self.partition_by or self.prunes_merge:
-            return None
-        missing = ", ".join(c for c in self.partition_by if c not in self.primary_key)
-        return (f"sink {self.name}: PARTITIONED BY ({', '.join(self.partition_by)}) but its PRIMARY KEY "
-                f"({', '.join(self.primary_key)}) does not hold {missing}: every micro-batch's MERGE reads every "
-                f"partition of the table; when {missing} is a function of the key, add it to the key "
-                f"(docs/semantics.md §7.3)")
+        """A warning for a partitioned sink whose MERGE reads the whole table (:attr:`prunes_merge`), else None
+        (:func:`merge_warning`)."""
+        return merge_warning(self.name, self.primary_key, self.partition_by)
+
+
+def merge_warning(sink: str, primary_key: Sequence[str], partition_by: Sequence[str]) -> str | None:
+    """The warning for a sink ``PARTITIONED BY`` columns its primary key does not hold: every micro-batch's MERGE then
+    reads the whole table (:attr:`DeltaSink.prunes_merge`); None when the key holds them all (or there are none).
+
+    A function of the table's declaration only, so that ``streamjoin explain`` says it before anything runs.
+    """
+    missing = ", ".join(c for c in partition_by if c not in primary_key)
+    if not missing:
+        return None
+    return (f"sink {sink}: PARTITIONED BY ({', '.join(partition_by)}) but its PRIMARY KEY "
+            f"({', '.join(primary_key)}) does not hold {missing}: every micro-batch's MERGE reads every "
+            f"partition of the table; when {missing} is a function of the key, add it to the key "
+            f"(docs/semantics.md §7.3)")
 
 
 def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType) -> None:
