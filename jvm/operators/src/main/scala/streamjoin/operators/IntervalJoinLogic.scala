@@ -3,7 +3,8 @@ package streamjoin.operators
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
-import org.apache.spark.sql.catalyst.expressions.GenericRow
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 import org.apache.spark.sql.types._
 
@@ -21,7 +22,12 @@ import org.apache.spark.sql.types._
  * python engine: `streamjoin.runtime.interval_residual`) every pair in the window and every outer
  * row's expiry are emitted with the rows' ids.
  *
- * State per key: per side a MapState `(rowtime ms, arrival)` → one cached row `(row, matched, id)`, and
+ * Rows stay in Spark's internal form throughout ([[PackedRows]]): a side's row comes in as its
+ * `UnsafeRow` bytes, is cached as those bytes, and the output row is projected from the two
+ * `UnsafeRow`s, so no column is converted to a JVM object (Flink's operator, too, keeps `RowData`).
+ *
+ * State per key: per side a MapState `(rowtime ms, arrival)` → one cached row `(row, matched, id)`
+ * (`row`: the side's row struct as `UnsafeRow` bytes, its per-row watermark field included), and
  * the key value the shell keeps with its timers ([[KeyedLogic.keyValueSchema]]): both clean-up timers
  * and the key's arrival counter. Flink keeps a
  * `MapState<Long, List<Tuple2<RowData, Boolean>>>` (rowtime → the rows of that time in arrival
@@ -42,16 +48,32 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private val outer = Array(how == "left" || how == "full", how == "right" || how == "full")
   /** How far after its own time a side's row can still match (Flink's `leftRelativeSize` / `rightRelativeSize`). */
   private val windowEnd = Array(upper, -lower)
-  private val nulls = dataSchemas.map(s => new Array[Any](s.length))
+  // The row of a side that did not match: every column null.
+  private val nulls: Array[InternalRow] = structSchemas.map(s => new GenericInternalRow(s.length))
   // Bound here, on the driver that builds the operator; shipped to the executors with it.
   private val condition: JoinCondition =
     Option(spec.optString("condition")).map(JoinCondition.bind(_, dataSchemas(0), dataSchemas(1))).orNull
-  private val cacheSchemas = dataSchemas.map { data =>
-    StructType(Seq(
-      StructField("row", data, nullable = false),
-      StructField("matched", BooleanType, nullable = false),
-      StructField("id", LongType, nullable = true)))
+  private val cacheSchema = StructType(Seq(
+    StructField("row", BinaryType, nullable = false),
+    StructField("matched", BooleanType, nullable = false),
+    StructField("id", LongType, nullable = true)))
+  // The output row from `left struct ++ right struct ++ (left id, right id)`: each side's data columns (not its
+  // watermark field), then the ids in candidate mode.
+  private val outputColumns: Seq[BoundReference] = {
+    val width = structSchemas(0).length
+    val data = Seq(0, 1).flatMap { side =>
+      structPositions(side).toSeq.map(i => BoundReference(i + side * width, structSchemas(side)(i).dataType, nullable = true))
+    }
+    val ids = if (candidates) Seq(0, 1).map(i => BoundReference(width + structSchemas(1).length + i, LongType, nullable = true)) else Nil
+    data ++ ids
   }
+  @transient private lazy val project: UnsafeProjection = UnsafeProjection.create(outputColumns)
+  @transient private lazy val joined = new JoinedRow()
+  @transient private lazy val withIds = new JoinedRow()
+  @transient private lazy val ids = new GenericInternalRow(2)
+
+  override def packedInput: Seq[String] = Seq("_left", "_right")
+  override def packedOutput: Boolean = true
   override val keyValueSchema: StructType = StructType(Seq(
     StructField("leftCleanupTimer", LongType, nullable = true),
     StructField("rightCleanupTimer", LongType, nullable = true),
@@ -64,9 +86,9 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   @transient private var loaded: Boolean = _
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
-    caches = Array("left", "right").zip(cacheSchemas).map { case (side, schema) =>
+    caches = Array("left", "right").map { side =>
       handle.getMapState[(Long, Long), Row](
-        s"${side}Rows", Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong), Encoders.row(schema), ttl)
+        s"${side}Rows", Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong), Encoders.row(cacheSchema), ttl)
     }
     loaded = false
   }
@@ -88,13 +110,17 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
       else Row(cleanupTimers(0), cleanupTimers(1), nextArrival)
   }
 
-  /** A cached row: its values, whether it was joined, its id (candidate mode, else null). */
-  private final class Entry(val row: Array[Any], var matched: Boolean, val id: java.lang.Long)
+  /** A cached row: its side's row struct (its bytes and an `UnsafeRow` over them), whether it was joined, its id
+   * (candidate mode, else null). */
+  private final class Entry(val bytes: Array[Byte], val row: UnsafeRow, var matched: Boolean, val id: java.lang.Long)
 
-  private def decode(stored: Row): Entry =
-    new Entry(stored.getStruct(0).toSeq.toArray[Any], stored.getBoolean(1), if (stored.isNullAt(2)) null else stored.getLong(2))
+  private def decode(stored: Row, side: Int): Entry = {
+    val bytes = stored.getAs[Array[Byte]](0)
+    new Entry(bytes, PackedRows.point(bytes, structSchemas(side).length), stored.getBoolean(1),
+      if (stored.isNullAt(2)) null else stored.getLong(2))
+  }
 
-  private def encode(e: Entry): Row = Row(new GenericRow(e.row), e.matched, e.id)
+  private def encode(e: Entry): Row = Row(e.bytes, e.matched, e.id)
 
   private def operatorTime(time: Long): Long = if (eventTime) math.max(time, 0L) else time
 
@@ -105,17 +131,21 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
     if (e.kind != RowKind.Insert)
       throw new IllegalStateException(
-        s"an interval join consumes insert-only input; got ${e.kind}${e.row.mkString("[", ", ", "]")} on the " +
+        s"an interval join consumes insert-only input; got ${e.kind}${rowString(e.packed, e.side)} on the " +
           s"${if (e.side == 0) "left" else "right"} input")
     load(ctx)
-    process(ctx, e.row, rowtime(e, now), operatorTime(ctx.timers.time), e.side)
+    process(ctx, e.packed, rowtime(e, now), operatorTime(ctx.timers.time), e.side)
   }
 
-  private def process(ctx: KeyContext, row: Array[Any], rowTime: Long, opTime: Long, side: Int): Seq[Change] = {
+  /** The data columns of a side's row as `[v1, v2, …]` (an error message's). */
+  private def rowString(row: UnsafeRow, side: Int): String =
+    structPositions(side).map(i => row.get(i, structSchemas(side)(i).dataType)).mkString("[", ", ", "]")
+
+  private def process(ctx: KeyContext, row: UnsafeRow, rowTime: Long, opTime: Long, side: Int): Seq[Change] = {
     val out = ArrayBuffer[Change]()
     val arrival = nextArrival
     nextArrival += 1
-    val own = new Entry(row, false, if (candidates) arrival else null)
+    val own = new Entry(row.getBytes, row, false, if (candidates) arrival else null)
     if (upper < lower) {
       // Flink plans no join at all: an outer side passes through null-padded.
       if (outer(side)) expired(Seq(own), side, out)
@@ -128,9 +158,9 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     // Flink skips the scan when the whole window is already expired (see interval_join.py).
     if (otherExpiration < to) {
       val cache = caches(other)
-      lazy val self = condition.internal(side, new GenericRow(row))
+      lazy val self = condition.internal(side, row, structPositions(side))
       def meets(entry: Entry): Boolean = condition == null || {
-        val that = condition.internal(other, new GenericRow(entry.row))
+        val that = condition.internal(other, entry.row, structPositions(other))
         if (side == 0) condition(self, that) else condition(that, self)
       }
       // One scan reads every cached row with its key (MapState's keys() decodes the values anyway).
@@ -138,7 +168,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
         val inWindow = joinable && from <= time && time <= to
         val expiredNow = time <= otherExpiration
         if (inWindow || expiredNow) {
-          val entry = decode(stored)
+          val entry = decode(stored, other)
           var updated = false
           if (inWindow && meets(entry)) {
             out += Change(RowKind.Insert, if (side == 0) pair(own, entry) else pair(entry, own))
@@ -176,7 +206,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     val cache = caches(side)
     val (gone, left) = sorted(cache).span(_._1._1 <= expiration)
     gone.foreach { case (at, stored) =>
-      if (outer(side)) expired(Seq(decode(stored)), side, out)
+      if (outer(side)) expired(Seq(decode(stored, side)), side, out)
       cache.removeKey(at)
     }
     if (left.nonEmpty) registerCleanup(ctx, left.head._1._1, side) else cleanupTimers(side) = null
@@ -194,9 +224,18 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   }
 
   /** The joined row of two entries (with their ids in candidate mode). */
-  private def pair(left: Entry, right: Entry): Array[Any] = {
-    val joined = left.row ++ right.row
-    if (candidates) joined ++ Array[Any](left.id, right.id) else joined
+  private def pair(left: Entry, right: Entry): Array[Any] = output(left.row, right.row, left.id, right.id)
+
+  /** An output change's values: the packed output row of a left and a right row struct (either may be [[nulls]]). */
+  private def output(left: InternalRow, right: InternalRow, leftId: java.lang.Long, rightId: java.lang.Long): Array[Any] = {
+    joined(left, right)
+    val row =
+      if (!candidates) joined
+      else {
+        ids.update(0, leftId); ids.update(1, rightId)
+        withIds(joined, ids)
+      }
+    Array[Any](PackedRows.bytes(project(row)))
   }
 
   /** What rows of an outer side emit when they leave: the null-padded row of each that never
@@ -204,11 +243,10 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private def expired(entries: Seq[Entry], side: Int, out: ArrayBuffer[Change]): Unit =
     entries.foreach { e =>
       if (candidates) {
-        val values =
-          if (side == 0) e.row ++ nulls(1) ++ Array[Any](e.id, null) else nulls(0) ++ e.row ++ Array[Any](null, e.id)
+        val values = if (side == 0) output(e.row, nulls(1), e.id, null) else output(nulls(0), e.row, null, e.id)
         out += Change(RowKind.Insert, values)
       } else if (!e.matched) {
-        out += Change(RowKind.Insert, if (side == 0) e.row ++ nulls(1) else nulls(0) ++ e.row)
+        out += Change(RowKind.Insert, if (side == 0) output(e.row, nulls(1), null, null) else output(nulls(0), e.row, null, null))
       }
     }
 }

@@ -47,6 +47,16 @@ final class JoinCondition private (predicate: Expression, columns: Array[Array[I
     new GenericInternalRow(values)
   }
 
+  /** [[internal]] of a row in Spark's internal form (a packed row, [[PackedRows]]) whose column `i` of the side's
+   * schema is at `positions(i)`. */
+  def internal(side: Int, row: InternalRow, positions: Array[Int]): InternalRow = {
+    val at = columns(side)
+    val values = new Array[Any](at.length)
+    var i = 0
+    while (i < at.length) { values(i) = row.get(positions(at(i)), schemas(side)(at(i)).dataType); i += 1 }
+    new GenericInternalRow(values)
+  }
+
   /** Whether the pair matches (both rows from [[internal]]). */
   def apply(left: InternalRow, right: InternalRow): Boolean = evaluator.eval(joined(left, right))
 }

@@ -71,6 +71,14 @@ abstract class KeyedLogic extends Serializable {
    * goes leaves no state row behind (python: `KeyedLogic.is_done` clears the key's whole state, time included).
    * Safe because the next visit advances to Spark's clock, which is not behind the forgotten time. */
   def keyValueSchema: StructType = null
+
+  /** The input's STRUCT columns that reach the logic packed ([[PackedRows]]: one BINARY value of `UnsafeRow` bytes per
+   * row, not a nested `Row`); none by default. The logic is constructed with the unpacked input schema. */
+  def packedInput: Seq[String] = Nil
+
+  /** Whether each [[Change]]'s values are one value, the output columns' `UnsafeRow` bytes ([[PackedRows]]), which
+   * the query unpacks into the output columns after the operator. */
+  def packedOutput: Boolean = false
 }
 
 /** Helpers for logics: column positions in an input schema, ordering a key's rows. */

@@ -28,7 +28,7 @@ import org.apache.spark.sql.types._
  * @param clock      what the current time is ([[Clock]])
  * @param stateTtlMs state TTL in ms for the logic's state variables, or <= 0 for none
  */
-class KeyedOperator(logic: KeyedLogic, clock: String, stateTtlMs: Long)
+class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
     extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var timerState: ValueState[Row] = _

@@ -38,10 +38,13 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
   private val input = DataType.fromJson(inputJson).asInstanceOf[StructType]
   private val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
   private val keySchema = StructType(keys.asScala.map(c => input(c)).toSeq)
-  private val readInput = ExpressionEncoder(input).resolveAndBind().createDeserializer()
-  private val readKey = ExpressionEncoder(keySchema).resolveAndBind().createDeserializer()
-  private val writeOutput = ExpressionEncoder(output).resolveAndBind().createSerializer()
   private val operator = Operators.operator(input, logicClass, spec, clock, stateTtlMs)
+  private val packedInput = operator.logic.packedInput
+  private val readInput =
+    ExpressionEncoder(PackedRows.packedSchema(input, packedInput)).resolveAndBind().createDeserializer()
+  private val readKey = ExpressionEncoder(keySchema).resolveAndBind().createDeserializer()
+  private val writeOutput = ExpressionEncoder(
+    if (operator.logic.packedOutput) PackedRows.packedOutputSchema(output) else output).resolveAndBind().createSerializer()
   private var wallClockMs = 0L
   operator.wallClock = () => wallClockMs
   private val tester = new TwsTester[Row, Row, Row](
@@ -54,7 +57,8 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
   /** One visit of a key (`keyJson`: its values) with rows `rowsJson`; the output rows, as JSON. */
   def test(keyJson: String, rowsJson: String): String = {
     val key = readKey(InternalJson.row(LocalRun.mapper.readTree(keyJson), keySchema))
-    val rows = LocalRun.mapper.readTree(rowsJson).elements().asScala.map(n => readInput(InternalJson.row(n, input))).toList
+    val rows = LocalRun.mapper.readTree(rowsJson).elements().asScala
+      .map(n => readInput(PackedRows.packRow(InternalJson.row(n, input), input, packedInput))).toList
     changes(tester.test(key, rows))
   }
 
@@ -69,7 +73,10 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
 
   private def changes(rows: List[Row]): String = {
     val out = LocalRun.mapper.createArrayNode()
-    rows.foreach(r => out.add(InternalJson.rowJson(writeOutput(r), output)))
+    rows.foreach { r =>
+      val internal = writeOutput(r)
+      out.add(InternalJson.rowJson(if (operator.logic.packedOutput) PackedRows.unpackRow(internal, output) else internal, output))
+    }
     LocalRun.mapper.writeValueAsString(out)
   }
 }

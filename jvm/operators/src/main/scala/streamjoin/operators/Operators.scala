@@ -52,14 +52,16 @@ object Operators {
     val keyColumns = keys.asScala.toArray
     val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
     val keySchema = StructType(keyColumns.map(c => df.schema(c)))
-    implicit val outputEncoder: Encoder[Row] = Encoders.row(output)
-    df.groupBy(keyColumns.map(col).toIndexedSeq: _*)
-      .as[Row, Row](Encoders.row(keySchema), Encoders.row(df.schema))
-      .transformWithState(
-        operator(df.schema, logicClass, spec, clock, stateTtlMs),
-        KeyedOperator.timeMode(clock, stateTtlMs),
-        OutputMode.Append())
+    val processor = operator(df.schema, logicClass, spec, clock, stateTtlMs)
+    val input = PackedRows.pack(df, processor.logic.packedInput)
+    val packedOutput = processor.logic.packedOutput
+    implicit val outputEncoder: Encoder[Row] =
+      Encoders.row(if (packedOutput) PackedRows.packedOutputSchema(output) else output)
+    val changes = input.groupBy(keyColumns.map(c => col(s"`$c`")).toIndexedSeq: _*)
+      .as[Row, Row](Encoders.row(keySchema), Encoders.row(input.schema))
+      .transformWithState(processor, KeyedOperator.timeMode(clock, stateTtlMs), OutputMode.Append())
       .toDF()
+    if (packedOutput) PackedRows.unpack(changes, output) else changes
   }
 
   /**

@@ -1,15 +1,16 @@
 package streamjoin.operators
 
 import org.apache.spark.sql.Row
-import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.types.{StructType, TimestampType}
 
 /**
  * A keyed two-input operator's logic over the union frame of `streamjoin.runtime.two_input`
  * (`_key0`…, `_side`, `_left`, `_right`, `_rowkind`, `_seq`): the JVM twin of
  * `streamjoin.runtime.keyed_two_input._KeyedTwoInputLogic`, as Flink runs a
  * `KeyedCoProcessOperator`. It turns a key's rows into elements in `(_seq, side)` order — the
- * side's data row (without the per-row watermark field), its rowtime in epoch ms (null on
- * processing time) and its per-row watermark — and leaves the state and the decisions to the
+ * side's data row (without the per-row watermark field; or, for a logic with a packed input, the
+ * row struct as an `UnsafeRow`), its rowtime in epoch ms (null on processing time) and its per-row
+ * watermark — and leaves the state and the decisions to the
  * operator (interval join, event-time temporal join).
  *
  * Description: `keyColumns` (the grouping key), `rowtime` (`[left, right]` positions of the
@@ -40,9 +41,26 @@ abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedL
   /** Whether the key being visited has no null column (SQL's null never matches); set by [[elements]]. */
   @transient protected var joinable: Boolean = true
 
+  /** Each side's row struct as the input has it (the per-row watermark field included): what a packed element holds. */
+  protected val structSchemas: Array[StructType] = rowIndexes.map(input(_).dataType.asInstanceOf[StructType])
+
+  /** Per side, the position in the row struct of each data column (the struct without the watermark field). */
+  protected val structPositions: Array[Array[Int]] = Array(0, 1).map { side =>
+    structSchemas(side).fields.indices.filter(i => watermarkFields == null || i != watermarkFields(side)).toArray
+  }
+
+  /** Whether the sides' row structs reach the logic packed ([[PackedRows]]); then elements carry `packed`, not `row`. */
+  private def packed: Boolean = packedInput.nonEmpty
+
+  if (packed && rowtimes != null) Array(0, 1).foreach { side =>
+    val t = dataSchemas(side)(rowtimes(side)).dataType
+    if (t != TimestampType) throw new IllegalArgumentException(s"rowtime of type ${t.simpleString}, expected TIMESTAMP")
+  }
+
   override def elements(rows: Iterator[Row]): Iterator[Element] = {
     val ordered = rows.toArray.sortBy(r => (r.getLong(seqIndex), r.getInt(sideIndex)))
     if (ordered.nonEmpty) joinable = keyIndexes.forall(i => !ordered(0).isNullAt(i))
+    if (packed) return ordered.iterator.map(packedElement)
     ordered.iterator.map { r =>
       val side = r.getInt(sideIndex)
       val struct = r.getStruct(rowIndexes(side))
@@ -56,6 +74,21 @@ abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedL
       val time: Any = if (rowtimes == null) null else TwoInputLogic.millis(values(rowtimes(side)))
       Element(r.getLong(seqIndex), r.getString(kindIndex), values, side, time, watermark)
     }
+  }
+
+  private def packedElement(r: Row): Element = {
+    val side = r.getInt(sideIndex)
+    val row = PackedRows.point(r.getAs[Array[Byte]](rowIndexes(side)), structSchemas(side).length)
+    val watermark: java.lang.Long =
+      if (watermarkFields == null || row.isNullAt(watermarkFields(side))) null else row.getLong(watermarkFields(side))
+    val time: Any =
+      if (rowtimes == null) null
+      else {
+        val at = structPositions(side)(rowtimes(side))
+        if (row.isNullAt(at)) throw new IllegalStateException("a rowtime is null; it must not be")
+        Math.floorDiv(row.getLong(at), 1000L) // TIMESTAMP microseconds, floored to ms as [[TwoInputLogic.millis]]
+      }
+    Element(r.getLong(seqIndex), r.getString(kindIndex), null, side, time, watermark, packed = row)
   }
 
   /** The element's rowtime, or `now` (the processing time) for a processing-time operator. */
