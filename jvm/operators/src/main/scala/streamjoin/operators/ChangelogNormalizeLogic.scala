@@ -42,7 +42,8 @@ class ChangelogNormalizeLogic(specJson: String, input: StructType) extends Keyed
     if (!loaded) {
       loaded = true
       changed = false
-      stored = if (lastRow.exists()) lastRow.get().toSeq.toArray else null
+      val last = lastRow.get() // null when absent: one state store read, where exists() then get() were two
+      stored = if (last != null) last.toSeq.toArray else null
     }
     if (RowKind.isAccumulate(e.kind)) {
       if (stored == null) { stored = e.row; changed = true; Seq(Change(RowKind.Insert, e.row)) }

@@ -51,8 +51,8 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
 
   private def load(): Unit = if (!loaded) {
     loaded = true
-    if (state.exists()) {
-      val s = state.get()
+    val s = state.get() // null when absent: one state store read, where exists() then get() were two
+    if (s != null) {
       row = if (s.isNullAt(0)) null else s.getStruct(0).toSeq.toArray
       time = if (s.isNullAt(1)) null else s.get(1)
       seq = if (s.isNullAt(2)) null else s.getLong(2)

@@ -52,8 +52,8 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
 
   private def load(): Unit = if (!loaded) {
     loaded = true
-    if (state.exists()) {
-      val s = state.get()
+    val s = state.get() // null when absent: one state store read, where exists() then get() were two
+    if (s != null) {
       count = s.getLong(0)
       accs = aggregates.load(s.getStruct(1))
     } else { count = 0; accs = null }

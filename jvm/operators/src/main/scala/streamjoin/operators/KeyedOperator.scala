@@ -64,10 +64,12 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
 
   /** The key's context, its registered Spark timer, and whether it has a timer row. */
   private def load(): (KeyContext, java.lang.Long, Boolean) = {
-    val late: Long = if (lateState != null && lateState.exists()) lateState.get().getLong(0) else 0L
+    // One state store read per variable: get() is null where exists() is false (exists() then get() read twice).
+    val lateRow = if (lateState != null) lateState.get() else null
+    val late: Long = if (lateRow != null) lateRow.getLong(0) else 0L
     if (!hasTimers) return (new KeyContext(null, late), null, false)
-    if (!timerState.exists()) return (new KeyContext(new TimerService(), late), null, false)
     val stored = timerState.get()
+    if (stored == null) return (new KeyContext(new TimerService(), late), null, false)
     val timers = new java.util.TreeSet[java.lang.Long]()
     stored.getSeq[Long](1).foreach(t => timers.add(t))
     val spark: java.lang.Long = if (stored.isNullAt(2)) null else stored.getLong(2)

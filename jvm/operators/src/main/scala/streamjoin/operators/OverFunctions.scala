@@ -61,8 +61,8 @@ final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: Sta
   /** Read the key's value on its visit's first use. */
   def load(): Unit = if (!loaded) {
     loaded = true
-    if (value.exists()) {
-      val s = value.get()
+    val s = value.get() // null when absent: one state store read, where exists() then get() were two
+    if (s != null) {
       accs = aggregates.load(s.getStruct(0))
       lastTriggeringTs = s.getLong(1)
       cleanupTs = if (s.isNullAt(2)) null else s.getLong(2)
