@@ -39,9 +39,9 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
   private val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
   private val keySchema = StructType(keys.asScala.map(c => input(c)).toSeq)
   private val operator = Operators.operator(input, logicClass, spec, clock, stateTtlMs)
-  private val packedInput = operator.logic.packedInput
+  private val packInput = PackedRows.packer(input, operator.logic.packedInput)
   private val readInput =
-    ExpressionEncoder(PackedRows.packedSchema(input, packedInput)).resolveAndBind().createDeserializer()
+    ExpressionEncoder(PackedRows.packedSchema(input, operator.logic.packedInput)).resolveAndBind().createDeserializer()
   private val readKey = ExpressionEncoder(keySchema).resolveAndBind().createDeserializer()
   private val writeOutput = ExpressionEncoder(
     if (operator.logic.packedOutput) PackedRows.packedOutputSchema(output) else output).resolveAndBind().createSerializer()
@@ -58,7 +58,7 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
   def test(keyJson: String, rowsJson: String): String = {
     val key = readKey(InternalJson.row(LocalRun.mapper.readTree(keyJson), keySchema))
     val rows = LocalRun.mapper.readTree(rowsJson).elements().asScala
-      .map(n => readInput(PackedRows.packRow(InternalJson.row(n, input), input, packedInput))).toList
+      .map(n => readInput(packInput(InternalJson.row(n, input)))).toList
     changes(tester.test(key, rows))
   }
 

@@ -3,7 +3,7 @@ package streamjoin.operators
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
-import org.apache.spark.sql.catalyst.expressions.{Expression, GenericInternalRow, UnaryExpression, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, UnaryExpression, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.streamjoin.Columns
@@ -17,13 +17,14 @@ import org.apache.spark.unsafe.Platform
  * Why: Spark hands a `StatefulProcessor` external `Row`s and takes them back, so a logic over `Row`s
  * pays a conversion per column per row three or four times — the input (`String`, `BigDecimal`,
  * `Timestamp` objects), each state write and read (through the state's `Row` encoder), the output —
- * where Spark's native join keeps `UnsafeRow`s throughout (a JFR profile of the jvm interval join:
- * 75 % of its time in those conversions; bench/RESULTS.md). A packed struct column reaches the logic
+ * where Spark's native join keeps `UnsafeRow`s throughout (CPU profiles with RocksDB's frames, in
+ * bench/RESULTS.md: ~4 % of the jvm interval join, a fifth to a quarter of the regular join; the state
+ * store calls are most of the rest). A packed struct column reaches the logic
  * as one byte array, which the logic points an `UnsafeRow` at and stores as it is; a packed output is
  * the output columns' `UnsafeRow` bytes, which the query unpacks into columns after the operator.
  *
  * A logic opts in with [[KeyedLogic.packedInput]] and [[KeyedLogic.packedOutput]]; [[Operators.apply]]
- * packs and unpacks with the expressions [[PackRow]] and [[UnpackRow]], [[LocalRun]] with [[packRow]]
+ * packs and unpacks with the expressions [[PackRow]] and [[UnpackRow]], [[LocalRun]] with [[packer]]
  * and [[unpackRow]] (the same encoding).
  */
 object PackedRows {
@@ -58,15 +59,13 @@ object PackedRows {
     }: _*)
   }
 
-  /** [[pack]] of one internal row of schema `input`. */
-  def packRow(row: InternalRow, input: StructType, columns: Seq[String]): InternalRow = {
-    val values = input.fields.indices.map { i =>
-      val f = input(i)
-      if (row.isNullAt(i)) null
-      else if (columns.contains(f.name)) bytes(UnsafeProjection.create(f.dataType.asInstanceOf[StructType])(row.getStruct(i, f.dataType.asInstanceOf[StructType].length)))
-      else row.get(i, f.dataType)
+  /** [[pack]] of internal rows of schema `input`, by the same [[PackRow]] expressions. */
+  def packer(input: StructType, columns: Seq[String]): InternalRow => InternalRow = {
+    val expressions = input.fields.toIndexedSeq.zipWithIndex.map { case (f, i) =>
+      val column = BoundReference(i, f.dataType, f.nullable)
+      if (columns.contains(f.name)) PackRow(column) else column
     }
-    new GenericInternalRow(values.toArray[Any])
+    row => new GenericInternalRow(expressions.map(_.eval(row)).toArray[Any])
   }
 
   /** [[unpack]] of one internal row of schema [[packedOutputSchema]]`(output)`. */
