@@ -1,7 +1,7 @@
 package streamjoin.operators
 
-import org.apache.spark.sql.{Row, SparkSession}
-import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Alias, BasePredicate, BindReferences, BoundReference, Expression, GenericInternalRow, JoinedRow, Predicate, Unevaluable}
 import org.apache.spark.sql.catalyst.optimizer.{ComputeCurrentTime, ReplaceExpressions}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, OneRowRelation, Project}
@@ -16,9 +16,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, StructType}
  * The predicate is Spark SQL, analysed by the driver's session against the joined row (the left
  * columns, then the right columns) and bound to it ([[JoinCondition.bind]]); an executor compiles
  * it once per task (`Predicate.create`: generated code, interpreted when that fails). Rows come in
- * as the state hands them (external values); only the columns the predicate reads are converted to
- * Spark's internal form, since a pair is tested for every stored row of the key and most predicates
- * read a column or two of rows that have many.
+ * as Spark's internal rows ([[PackedRows]]); the columns the predicate reads are taken out of a row once and
+ * tested against every stored row of the key.
  *
  * @param predicate bound to the read columns: `columns(0)` of the left row, then `columns(1)` of the right row
  * @param columns   per side, the positions of the columns the predicate reads, in row order
@@ -31,24 +30,14 @@ final class JoinCondition private (predicate: Expression, columns: Array[Array[I
     compiled.initialize(0)
     compiled
   }
-  @transient private lazy val converters = Array(0, 1).map { side =>
-    columns(side).map(i => CatalystTypeConverters.createToCatalystConverter(schemas(side)(i).dataType))
-  }
+  private val identity = schemas.map(s => s.fields.indices.toArray)
   @transient private lazy val joined = new JoinedRow()
 
-  /** The columns of `row` of `side` (0 left, 1 right) that the predicate reads, in the internal form [[apply]] takes;
-   * `row` may hold more columns after the side's (a stored entry's association count). */
-  def internal(side: Int, row: Row): InternalRow = {
-    val at = columns(side)
-    val convert = converters(side)
-    val values = new Array[Any](at.length)
-    var i = 0
-    while (i < at.length) { values(i) = convert(i)(row.get(at(i))); i += 1 }
-    new GenericInternalRow(values)
-  }
+  /** The columns of `row` of `side` (0 left, 1 right) that the predicate reads, in the internal form [[apply]] takes:
+   * `row` is the side's row in Spark's internal form (a packed row, [[PackedRows]]). */
+  def internal(side: Int, row: InternalRow): InternalRow = internal(side, row, identity(side))
 
-  /** [[internal]] of a row in Spark's internal form (a packed row, [[PackedRows]]) whose column `i` of the side's
-   * schema is at `positions(i)`. */
+  /** [[internal]] of a row whose column `i` of the side's schema is at `positions(i)`. */
   def internal(side: Int, row: InternalRow, positions: Array[Int]): InternalRow = {
     val at = columns(side)
     val values = new Array[Any](at.length)

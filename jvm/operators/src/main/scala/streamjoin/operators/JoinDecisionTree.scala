@@ -2,10 +2,10 @@ package streamjoin.operators
 
 import scala.collection.mutable.ArrayBuffer
 
-import org.apache.spark.sql.Row
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 
-/** One output change of the regular join: RowKind, left row or null (padded), right row or null. */
-final case class JoinedChange(kind: String, left: Row, right: Row)
+/** One output change of the regular join: UnsafeRowKind, left row or null (padded), right row or null ([[PackedRows]]). */
+final case class JoinedChange(kind: String, left: UnsafeRow, right: UnsafeRow)
 
 /**
  * The regular join's decision tree for one change of one join key, over the state views of both
@@ -20,12 +20,12 @@ final case class JoinedChange(kind: String, left: Row, right: Row)
  */
 sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Array[Boolean], condition: JoinCondition) {
   /** Apply one change of `side`; `given` are the other side's matching rows when an earlier step found them, else null. */
-  def process(side: Int, kind: String, row: Row, given: Seq[Row]): Seq[JoinedChange]
+  def process(side: Int, kind: String, row: UnsafeRow, given: Seq[UnsafeRow]): Seq[JoinedChange]
 
   /** A row whose join key holds a null: it matches nothing and is not stored. */
-  def processNullKey(side: Int, kind: String, row: Row): Seq[JoinedChange]
+  def processNullKey(side: Int, kind: String, row: UnsafeRow): Seq[JoinedChange]
 
-  protected def matches(side: Int, row: Row, given: Seq[Row]): Array[(Row, Int)] = {
+  protected def matches(side: Int, row: UnsafeRow, given: Seq[UnsafeRow]): Array[(UnsafeRow, Int)] = {
     val other = views(1 - side)
     if (given == null) {
       if (condition == null) other.records()
@@ -42,12 +42,12 @@ sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Arra
     else given.map(m => (m, 0)).toArray
   }
 
-  protected def add(side: Int, row: Row, associations: Int): Unit =
+  protected def add(side: Int, row: UnsafeRow, associations: Int): Unit =
     if (views(side) != null) views(side).add(row, associations)
 
-  protected def retract(side: Int, row: Row): Unit = if (views(side) != null) views(side).retract(row)
+  protected def retract(side: Int, row: UnsafeRow): Unit = if (views(side) != null) views(side).retract(row)
 
-  protected def update(side: Int, row: Row, associations: Int): Unit = views(side).updateAssociations(row, associations)
+  protected def update(side: Int, row: UnsafeRow, associations: Int): Unit = views(side).updateAssociations(row, associations)
 }
 
 object JoinDecisionTree {
@@ -73,9 +73,9 @@ object JoinDecisionTree {
 final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean], condition: JoinCondition)
     extends JoinDecisionTree(views, outer, condition) {
 
-  def process(side: Int, kind: String, row: Row, given: Seq[Row]): Seq[JoinedChange] = {
+  def process(side: Int, kind: String, row: UnsafeRow, given: Seq[UnsafeRow]): Seq[JoinedChange] = {
     val out = ArrayBuffer[JoinedChange]()
-    def send(outKind: String, self: Row, other: Row): Unit =
+    def send(outKind: String, self: UnsafeRow, other: UnsafeRow): Unit =
       out += (if (side == 0) JoinedChange(outKind, self, other) else JoinedChange(outKind, other, self))
     val inputOuter = outer(side)
     val otherOuter = outer(1 - side)
@@ -113,7 +113,7 @@ final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean
     out.toSeq
   }
 
-  def processNullKey(side: Int, kind: String, row: Row): Seq[JoinedChange] =
+  def processNullKey(side: Int, kind: String, row: UnsafeRow): Seq[JoinedChange] =
     if (!outer(side)) Nil
     else {
       val padded = if (RowKind.isAccumulate(kind)) RowKind.Insert else RowKind.Delete
@@ -125,7 +125,7 @@ final class StreamingJoinTree(views: Array[JoinRecordView], outer: Array[Boolean
 final class StreamingSemiAntiJoinTree(views: Array[JoinRecordView], anti: Boolean, condition: JoinCondition)
     extends JoinDecisionTree(views, Array(true, false), condition) {
 
-  def process(side: Int, kind: String, row: Row, given: Seq[Row]): Seq[JoinedChange] = {
+  def process(side: Int, kind: String, row: UnsafeRow, given: Seq[UnsafeRow]): Seq[JoinedChange] = {
     val found = matches(side, row, given)
     val out = ArrayBuffer[JoinedChange]()
     val accumulate = RowKind.isAccumulate(kind)
@@ -148,6 +148,6 @@ final class StreamingSemiAntiJoinTree(views: Array[JoinRecordView], anti: Boolea
     out.toSeq
   }
 
-  def processNullKey(side: Int, kind: String, row: Row): Seq[JoinedChange] =
+  def processNullKey(side: Int, kind: String, row: UnsafeRow): Seq[JoinedChange] =
     if (anti && side == 0) Seq(JoinedChange(kind, row, null)) else Nil
 }

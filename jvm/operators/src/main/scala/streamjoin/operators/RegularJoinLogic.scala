@@ -1,11 +1,12 @@
 package streamjoin.operators
 
 import scala.collection.mutable.ArrayBuffer
-import scala.collection.immutable.ArraySeq
 
 import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
-import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.types.{DataType, IntegerType, StructType}
 
 /**
  * A step of the regular join with retraction (docs/semantics.md §2): the JVM twin of
@@ -17,11 +18,15 @@ import org.apache.spark.sql.types.StructType
  * residual predicate in the description is evaluated on each equi-matching pair inside the tree
  * ([[JoinCondition]]), as Flink does, so only the pairs that meet it are emitted.
  *
+ * Rows stay in Spark's internal form ([[PackedRows]]): each side's row struct comes in as its `UnsafeRow` bytes,
+ * is stored as those bytes, compared by them (as Flink compares `BinaryRowData`), and the output row is
+ * projected from the two `UnsafeRow`s.
+ *
  * State per join key and stored side, as Flink's `JoinRecordStateViews` shape it, named
- * `left_records` / `right_records`, with the state TTL given to [[open]]:
- * JoinKeyContainsUniqueKey: ValueState `(row..., _associations)`; InputSideHasUniqueKey:
- * MapState `unique key -> (row..., _associations)`; InputSideHasNoUniqueKey: MapState
- * `row -> (_count, _associations)`.
+ * `left_records` / `right_records`, with the state TTL given to [[open]] ([[JoinRecordView]]):
+ * JoinKeyContainsUniqueKey: ValueState `(row BINARY, _associations)`; InputSideHasUniqueKey:
+ * MapState `unique key's bytes ([[RowBytes]]) -> (row BINARY, _associations)`; InputSideHasNoUniqueKey:
+ * MapState `row's bytes -> (_count, _associations)`.
  *
  * Description: `joinType` (inner|left|right|full|semi|anti), `layouts` (per side),
  * `uniqueKeys` (per side: positions in the side's row, or null), `stored` (per side: whether this
@@ -43,14 +48,29 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   protected val rowIndexes: Array[Int] = Array(KeyedLogic.index(input, "_left"), KeyedLogic.index(input, "_right"))
   protected val kindIndex: Int = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   protected val seqIndex: Int = KeyedLogic.index(input, KeyedLogic.SeqColumn)
-  private val rowSchemas: Array[StructType] = rowIndexes.map(input(_).dataType.asInstanceOf[StructType])
+  protected val rowSchemas: Array[StructType] = rowIndexes.map(input(_).dataType.asInstanceOf[StructType])
   // Bound here, on the driver that builds the operator; shipped to the executors with it.
   private val condition: JoinCondition =
     Option(spec.optString("condition")).map(JoinCondition.bind(_, rowSchemas(0), rowSchemas(1))).orNull
   private val projectsRight = JoinDecisionTree.projectsRight(joinType)
+  // The row of a side that did not match: every column null.
+  private val nulls: Array[InternalRow] = rowSchemas.map(s => new GenericInternalRow(s.length))
+  // The output row from `left ++ right`: the left columns, then the right columns (not for SEMI/ANTI).
+  private val outputColumns: Seq[BoundReference] = {
+    val left = rowSchemas(0).fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, nullable = true) }
+    val right = rowSchemas(1).fields.toSeq.zipWithIndex.map { case (f, i) =>
+      BoundReference(rowSchemas(0).length + i, f.dataType, nullable = true)
+    }
+    if (projectsRight) left ++ right else left
+  }
+  @transient private lazy val project: UnsafeProjection = UnsafeProjection.create(outputColumns)
+  @transient private lazy val joined = new JoinedRow()
+
+  override def packedInput: Seq[String] = Seq("_left", "_right")
+  override def packedOutput: Boolean = true
 
   @transient private var values: Array[ValueState[Row]] = _
-  @transient private var maps: Array[MapState[Row, Row]] = _
+  @transient private var maps: Array[MapState[RowBytes, Row]] = _
   // The current key's visit: its values, whether one is null, its stores (flushed in finish).
   @transient protected var key: Array[Any] = _
   @transient protected var nullKey: Boolean = _
@@ -62,11 +82,9 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
     maps = new Array(2)
     for (side <- 0 to 1 if stored(side)) {
       val name = RegularJoinLogic.StateNames(side)
-      JoinRecordView.stateSchema(layouts(side), rowSchemas(side), uniqueKeys(side)) match {
-        case (null, valueSchema) => values(side) = handle.getValueState(name, Encoders.row(valueSchema), ttl)
-        case (keySchema, valueSchema) =>
-          maps(side) = handle.getMapState(name, Encoders.row(keySchema), Encoders.row(valueSchema), ttl)
-      }
+      val valueEncoder = Encoders.row(JoinRecordView.valueSchema(layouts(side)))
+      if (JoinRecordView.keyed(layouts(side))) maps(side) = handle.getMapState(name, Encoders.product[RowBytes], valueEncoder, ttl)
+      else values(side) = handle.getValueState(name, valueEncoder, ttl)
     }
     stores = null
   }
@@ -77,14 +95,21 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   /** The decision tree of the current key's visit, over stores opened on first use. */
   protected def visitTree(): JoinDecisionTree = {
     if (stores == null) {
-      stores = Array(0, 1).map(side => if (stored(side)) new JoinSideStore(values(side), maps(side)) else null)
+      stores = Array(0, 1).map { side =>
+        if (stored(side)) JoinRecordView.store(layouts(side), values(side), maps(side), rowSchemas(side), uniqueKeys(side))
+        else null
+      }
       tree = decisionTree(Array(0, 1).map(side =>
-        if (stored(side)) JoinRecordView(layouts(side), stores(side), uniqueKeys(side)) else null))
+        if (stored(side)) JoinRecordView(layouts(side), stores(side), rowSchemas(side), uniqueKeys(side)) else null))
     }
     tree
   }
 
   protected def kindOf(r: Row): String = RegularJoinLogic.kind(r.getString(kindIndex))
+
+  /** The packed row struct of `side` in input row `r`, as an `UnsafeRow` ([[PackedRows]]). */
+  protected def sideRow(r: Row, side: Int): UnsafeRow =
+    PackedRows.point(r.getAs[Array[Byte]](rowIndexes(side)), rowSchemas(side).length)
 
   /** Remember the visited key (all rows of a visit share it). */
   protected def visitKey(rows: Array[Row]): Unit = if (rows.nonEmpty) {
@@ -97,17 +122,18 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
     visitKey(all)
     all.map { r =>
       val side = r.getInt(sideIndex)
-      Element(r.getLong(seqIndex), kindOf(r), r.getStruct(rowIndexes(side)).toSeq.toArray, side = side)
+      Element(r.getLong(seqIndex), kindOf(r), null, side = side, packed = sideRow(r, side))
     }.sortBy(e => (e.seq, e.side)).iterator
   }
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
-    val row = RegularJoinLogic.row(e.row)
     val produced =
-      if (nullKey) visitTree().processNullKey(e.side, e.kind, row)
-      else visitTree().process(e.side, e.kind, row, if (e.matches == null) null else e.matches.map(RegularJoinLogic.row))
-    def padded(side: Int, r: Row): Array[Any] = if (r == null) new Array[Any](rowSchemas(side).length) else r.toSeq.toArray
-    produced.map(c => Change(c.kind, if (projectsRight) padded(0, c.left) ++ padded(1, c.right) else padded(0, c.left)))
+      if (nullKey) visitTree().processNullKey(e.side, e.kind, e.packed)
+      else visitTree().process(e.side, e.kind, e.packed, e.matches)
+    produced.map { c =>
+      joined(if (c.left == null) nulls(0) else c.left, if (c.right == null) nulls(1) else c.right)
+      Change(c.kind, Array[Any](PackedRows.bytes(project(joined))))
+    }
   }
 
   override def finish(ctx: KeyContext): Unit = if (stores != null) {
@@ -120,8 +146,6 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
 object RegularJoinLogic {
   /** State variable names per side, as the Python engine names them. */
   val StateNames: Array[String] = Array("left_records", "right_records")
-
-  def row(values: Array[Any]): Row = Row.fromSeq(ArraySeq.unsafeWrapArray(values))
 
   /** A `_rowkind` value, checked as `RowKind.from_short` checks it. */
   def kind(short: String): String = {
@@ -139,13 +163,29 @@ object RegularJoinLogic {
  * the key's output of the micro-batch, so the second step takes each change followed by its pairs).
  */
 class RegularJoinCandidateLogic(specJson: String, input: StructType) extends RegularJoinLogic(specJson, input) {
+  // The output row: the key columns, `_side`, `_left`, `_right`, `_pair`.
+  private val outputTypes: Seq[DataType] =
+    keyIndexes.toSeq.map(input(_).dataType) ++ Seq(IntegerType, rowSchemas(0), rowSchemas(1), IntegerType)
+  @transient private lazy val project =
+    UnsafeProjection.create(outputTypes.zipWithIndex.map { case (t, i) => BoundReference(i, t, nullable = true) })
+  @transient private lazy val toInternal = keyIndexes.map(i => CatalystTypeConverters.createToCatalystConverter(input(i).dataType))
+  // The visited key's values in Spark's internal form.
+  @transient private var internalKey: Array[Any] = _
+
   override protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree = JoinDecisionTree("inner", views)
 
+  override protected def visitKey(rows: Array[Row]): Unit = if (rows.nonEmpty) {
+    super.visitKey(rows)
+    internalKey = key.indices.map(i => toInternal(i)(key(i))).toArray
+  }
+
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
-    val row = RegularJoinLogic.row(e.row)
-    def change(left: Row, right: Row, pair: Int): Change = Change(e.kind, key ++ Array[Any](e.side, left, right, pair))
-    val out = ArrayBuffer(if (e.side == 0) change(row, null, 0) else change(null, row, 0))
-    if (!nullKey) visitTree().process(e.side, e.kind, row, null).zipWithIndex.foreach { case (c, i) =>
+    def change(left: UnsafeRow, right: UnsafeRow, pair: Int): Change = {
+      val row = new GenericInternalRow(internalKey ++ Array[Any](e.side, left, right, pair))
+      Change(e.kind, Array[Any](PackedRows.bytes(project(row))))
+    }
+    val out = ArrayBuffer(if (e.side == 0) change(e.packed, null, 0) else change(null, e.packed, 0))
+    if (!nullKey) visitTree().process(e.side, e.kind, e.packed, null).zipWithIndex.foreach { case (c, i) =>
       out += change(c.left, c.right, i + 1)
     }
     out.toSeq
@@ -164,15 +204,14 @@ class RegularJoinAssociateLogic(specJson: String, input: StructType) extends Reg
   override def elements(rows: Iterator[Row]): Iterator[Element] = {
     val all = KeyedLogic.inOrder(rows, seqIndex)
     visitKey(all)
-    val events = ArrayBuffer[(Row, ArrayBuffer[Array[Any]])]()
+    val events = ArrayBuffer[(Row, ArrayBuffer[UnsafeRow])]()
     all.foreach { r =>
-      if (r.getInt(pairIndex) == 0) events += ((r, ArrayBuffer[Array[Any]]()))
-      else events.last._2 += r.getStruct(rowIndexes(1 - r.getInt(sideIndex))).toSeq.toArray
+      if (r.getInt(pairIndex) == 0) events += ((r, ArrayBuffer[UnsafeRow]()))
+      else events.last._2 += sideRow(r, 1 - r.getInt(sideIndex))
     }
     events.iterator.map { case (r, matches) =>
       val side = r.getInt(sideIndex)
-      Element(r.getLong(seqIndex), kindOf(r), r.getStruct(rowIndexes(side)).toSeq.toArray, side = side,
-        matches = matches.toSeq)
+      Element(r.getLong(seqIndex), kindOf(r), null, side = side, matches = matches.toSeq, packed = sideRow(r, side))
     }
   }
 }

@@ -29,10 +29,11 @@ final case class Change(kind: String, values: Array[Any])
  * @param time      the row's own time (epoch ms rowtime, or an ORDER BY value), or null
  * @param watermark the watermark (epoch ms) in effect when the row arrived, or null
  * @param matches   the other side's rows the element matches, when an earlier step found them
- *                  (the regular join's residual predicate), else null
+ *                  (the regular join's residual predicate; packed as `packed` is), else null
  * @param packed    for a logic whose input is packed ([[KeyedLogic.packedInput]]): the row as Spark's `UnsafeRow`
  *                  (its struct's columns, the per-row watermark field included), with `row` null; else null
  */
 final case class Element(seq: Long, kind: String, row: Array[Any], side: Int = 0, time: Any = null,
-                         watermark: java.lang.Long = null, matches: Seq[Array[Any]] = null,
+                         watermark: java.lang.Long = null,
+                         matches: Seq[org.apache.spark.sql.catalyst.expressions.UnsafeRow] = null,
                          packed: org.apache.spark.sql.catalyst.expressions.UnsafeRow = null)
