@@ -186,13 +186,21 @@ object JoinRecordView {
     new JoinSideStore(value, map, layout == InputSideHasNoUniqueKey, keyFields, rowSchema.length)
   }
 
-  /** The view of `layout` over `store` (Flink's `JoinRecordStateViews.create`). */
-  def apply(layout: String, store: JoinSideStore, rowSchema: StructType, uniqueKey: Array[Int]): JoinRecordView =
+  /**
+   * The key of a row in a layout with one row per key: for InputSideHasUniqueKey the unique key's columns (a
+   * generated projection: make it once per task, not per key visit), else [[JoinSideStore.Single]].
+   */
+  def rowKey(layout: String, rowSchema: StructType, uniqueKey: Array[Int]): UnsafeRow => UnsafeRow =
+    if (layout != InputSideHasUniqueKey) _ => JoinSideStore.Single
+    else {
+      val project = UnsafeProjection.create(uniqueKey.toSeq.map(i => BoundReference(i, rowSchema(i).dataType, nullable = true)))
+      row => project(row).copy()
+    }
+
+  /** The view of `layout` over `store` (Flink's `JoinRecordStateViews.create`); `rowKey` from [[rowKey]]. */
+  def apply(layout: String, store: JoinSideStore, rowKey: UnsafeRow => UnsafeRow): JoinRecordView =
     layout match {
-      case JoinKeyContainsUniqueKey => new UniqueRowView(store, _ => JoinSideStore.Single)
-      case InputSideHasUniqueKey =>
-        val project = UnsafeProjection.create(uniqueKey.toSeq.map(i => BoundReference(i, rowSchema(i).dataType, nullable = true)))
-        new UniqueRowView(store, row => project(row).copy())
+      case JoinKeyContainsUniqueKey | InputSideHasUniqueKey => new UniqueRowView(store, rowKey)
       case InputSideHasNoUniqueKey => new RowCountView(store)
       case other => throw new IllegalArgumentException(s"unknown join state layout $other")
     }

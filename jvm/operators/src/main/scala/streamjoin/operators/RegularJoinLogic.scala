@@ -65,6 +65,7 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   }
   @transient private lazy val project: UnsafeProjection = UnsafeProjection.create(outputColumns)
   @transient private lazy val joined = new JoinedRow()
+  @transient private lazy val rowKeys = Array(0, 1).map(side => JoinRecordView.rowKey(layouts(side), rowSchemas(side), uniqueKeys(side)))
 
   override def packedInput: Seq[String] = Seq("_left", "_right")
   override def packedOutput: Boolean = true
@@ -100,7 +101,7 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
         else null
       }
       tree = decisionTree(Array(0, 1).map(side =>
-        if (stored(side)) JoinRecordView(layouts(side), stores(side), rowSchemas(side), uniqueKeys(side)) else null))
+        if (stored(side)) JoinRecordView(layouts(side), stores(side), rowKeys(side)) else null))
     }
     tree
   }
