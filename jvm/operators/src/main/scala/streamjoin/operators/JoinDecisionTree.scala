@@ -4,7 +4,7 @@ import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 
-/** One output change of the regular join: UnsafeRowKind, left row or null (padded), right row or null ([[PackedRows]]). */
+/** One output change of the regular join: RowKind, left row or null (padded), right row or null ([[PackedRows]]). */
 final case class JoinedChange(kind: String, left: UnsafeRow, right: UnsafeRow)
 
 /**

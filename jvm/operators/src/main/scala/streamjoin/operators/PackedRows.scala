@@ -17,9 +17,9 @@ import org.apache.spark.unsafe.Platform
  * Why: Spark hands a `StatefulProcessor` external `Row`s and takes them back, so a logic over `Row`s
  * pays a conversion per column per row three or four times — the input (`String`, `BigDecimal`,
  * `Timestamp` objects), each state write and read (through the state's `Row` encoder), the output —
- * where Spark's native join keeps `UnsafeRow`s throughout (CPU profiles with RocksDB's frames, in
- * bench/RESULTS.md: ~4 % of the jvm interval join, a fifth to a quarter of the regular join; the state
- * store calls are most of the rest). A packed struct column reaches the logic
+ * where Spark's native join keeps `UnsafeRow`s throughout. Measured (bench/RESULTS.md): the conversions were
+ * ~4 % of the jvm interval join's CPU, and packing the regular join saved 2–5 % of its time (15 % where a key
+ * holds 10× the rows); the state store calls are most of the rest. A packed struct column reaches the logic
  * as one byte array, which the logic points an `UnsafeRow` at and stores as it is; a packed output is
  * the output columns' `UnsafeRow` bytes, which the query unpacks into columns after the operator.
  *
