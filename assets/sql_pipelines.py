@@ -148,6 +148,8 @@ def pipeline_assets(definition: SqlPipelineDef):
                 "primary_key": ", ".join(pipeline.primary_key),
                 "sql": MetadataValue.path(source_file),
                 "plan": MetadataValue.md(f"```\n{pipeline.explain}\n```"),
+                # SET 'parallelism.default': its queries' shuffle partitions (else the Spark session's).
+                **({"parallelism": pipeline.parallelism} if pipeline.parallelism else {}),
             },
         ),
         AssetSpec(

@@ -44,9 +44,16 @@ from streamjoin.connectors.kafka_client import Cluster, as_connection, declared_
 from streamjoin.connectors.topic_identity import TopicIdentity
 from streamjoin.errors import ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
-from streamjoin.sink.delta import DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, checkpoint_reset, commit_metrics, create_sink_tables, table_version
+from streamjoin.sink.delta import (
+    DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, checkpoint_reset, checkpoint_shuffle_partitions, commit_metrics, create_sink_tables,
+    table_version,
+)
 
-__all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines", "check_one_pipeline_per_table"]
+__all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines", "check_one_pipeline_per_table", "parallelism_warning"]
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+#: Held while a pipeline starts its queries (:func:`_start`).
+_START_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -75,12 +82,17 @@ class Pipeline:
         query: builds the output changelog (sink columns + ``_rowkind`` + ``_seq``)
             from ``{source name: changelog DataFrame}``.
         primary_key: the sink's primary key; must be an upsert key of ``query``'s output.
+        parallelism: the shuffle partitions of its queries (Flink's ``parallelism.default``): how many parallel
+            instances, each with its own state partition, every stateful operator runs in; None: the session's
+            ``spark.sql.shuffle.partitions``. A checkpoint keeps the number it started with (Spark cannot
+            rescale a streaming query's state): a run on an older checkpoint with another number warns.
     """
 
     name: str
     sources: Sequence[KafkaSource]
     query: Callable[[Mapping[str, DataFrame]], DataFrame]
     primary_key: tuple[str, ...]
+    parallelism: int | None = None
 
     def changelog(self, tables: Mapping[str, DataFrame], lakehouse: Lakehouse) -> DataFrame:
         """The output changelog over ``tables`` when run against ``lakehouse``: ``query(tables)``.
@@ -170,7 +182,32 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
     )
     if available_now:
         writer, dead_writer = writer.trigger(availableNow=True), dead_writer.trigger(availableNow=True)
-    return writer.start(), dead_writer.start()
+    with _START_LOCK:
+        # A query copies the session's settings when it is created (Spark's StreamExecution clones the session),
+        # so the pipeline's own shuffle partitions are set just for its start; the lock keeps the other
+        # pipelines of run_pipelines, started from their own threads, from starting with this one's number.
+        previous = spark.conf.get(SHUFFLE_PARTITIONS)
+        if pipeline.parallelism is not None:
+            spark.conf.set(SHUFFLE_PARTITIONS, str(pipeline.parallelism))
+        try:
+            return writer.start(), dead_writer.start()
+        finally:
+            spark.conf.set(SHUFFLE_PARTITIONS, previous)
+
+
+def parallelism_warning(spark: SparkSession, pipeline: Pipeline, checkpoint: str) -> str | None:
+    """A warning when ``pipeline`` sets a parallelism and resumes a checkpoint started with another one, else None.
+
+    Spark keeps a stateful query's shuffle partitions (its state partitions) in the checkpoint's offset log
+    and ignores the session's number on a restart; Flink would rescale its state from a savepoint.
+    """
+    started_with = checkpoint_shuffle_partitions(spark, checkpoint)
+    if pipeline.parallelism is None or started_with is None or started_with == pipeline.parallelism:
+        return None
+    return (f"pipeline {pipeline.name}: parallelism {pipeline.parallelism} is set, but its checkpoint {checkpoint} "
+            f"started with {started_with} shuffle partitions, which it keeps: Spark cannot rescale a streaming "
+            f"query's state. The run goes on with {started_with}; a new checkpoint would start with "
+            f"{pipeline.parallelism} (and read the sources again from their starting offsets)")
 
 
 def run_pipeline(
@@ -220,7 +257,9 @@ def run_pipeline(
         check_not_ended(spark, pipeline.name, folders)
     run = PipelineRun(Figures(records_read={s.topic: 0 for s in pipeline.sources}))
     sink = pipeline.sink(lakehouse)
-    for warning in (sink.merge_warning(), checkpoint_reset(spark, sink, lakehouse.checkpoint(pipeline.name, "main"))):
+    main_checkpoint = lakehouse.checkpoint(pipeline.name, "main")
+    warnings = (sink.merge_warning(), checkpoint_reset(spark, sink, main_checkpoint), parallelism_warning(spark, pipeline, main_checkpoint))
+    for warning in warnings:
         if warning:
             logging.getLogger("streamjoin").warning(warning)
             run.warnings.append(warning)

@@ -7,6 +7,8 @@ from assets.sql_pipelines import SQL_DIR, load_sql_pipelines, pipeline_assets, t
 NEW_PIPELINE = """-- orders_per_customer: each euro customer's order count.
 -- A second line of the description.
 
+SET 'parallelism.default' = '4';
+
 CREATE TABLE orders_per_customer (
   o_custkey BIGINT,
   orders    BIGINT,
@@ -39,6 +41,7 @@ def test_a_new_sql_file_adds_its_assets_with_lineage_from_the_plan(tmp_path):
     assert table.description == "orders_per_customer: each euro customer's order count.\nA second line of the description."
     assert table.metadata["primary_key"] == "o_custkey"
     assert "GroupAggregate(groupBy=[o_custkey]" in table.metadata["plan"].value
+    assert table.metadata["parallelism"] == 4 and pipeline.pipeline.parallelism == 4
     [topic] = topic_specs([pipeline])
     assert topic.key == AssetKey(["kafka", "order_events"]) and topic.metadata["rowtime"] == "event_time"
 

@@ -130,6 +130,7 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
             sources=list(sources.values()),
             query=partial(_translate, statement, script.source, None),
             primary_key=tuple(table.primary_key),
+            parallelism=script.parallelism,
             statement=statement,
             sink_table=table,
             source=script.source,

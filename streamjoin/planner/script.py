@@ -8,6 +8,9 @@ Statements (separated by ``;``, ``--`` comments allowed), in file order:
   ChangelogNormalize and the SinkUpsertMaterializer (not of event-time deduplication keeping the first row);
 - ``SET 'table.exec.mini-batch.enabled' = 'true'`` → group aggregates emit once per group and micro-batch (Flink's
   mini-batch aggregation, the micro-batch being the bundle);
+- ``SET 'parallelism.default' = '4'`` (or ``'table.exec.resource.default-parallelism'``, which wins when both are
+  set, as in Flink) → the pipelines' parallelism: their queries' shuffle partitions, i.e. the parallel instances
+  and state partitions of each stateful operator (:mod:`streamjoin.pipeline`);
 - ``INSERT INTO sink SELECT …`` → a planned statement writing a sink table;
 - ``SELECT …`` → a planned statement collected by the caller (tests, case replay);
 - ``EXPLAIN [CHANGELOG_MODE] <INSERT or SELECT>`` → its plan text.
@@ -49,7 +52,10 @@ from streamjoin.planner.types import common_type
 
 __all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "catalog_scripts", "parse_duration_ms"]
 
-_SETTINGS = ("table.exec.state.ttl", "table.exec.mini-batch.enabled")
+#: Flink's parallelism settings; the first one set wins (``table.exec.resource.default-parallelism`` overrides the
+#: environment's ``parallelism.default`` in Flink; its -1, "not set", falls back to it).
+_PARALLELISM_SETTINGS = ("table.exec.resource.default-parallelism", "parallelism.default")
+_SETTINGS = ("table.exec.state.ttl", "table.exec.mini-batch.enabled", *_PARALLELISM_SETTINGS)
 _DURATION_UNITS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
@@ -90,6 +96,8 @@ class Script:
         explains: the output of its EXPLAIN statements, in file order.
         state_ttl_ms: ``table.exec.state.ttl`` in milliseconds, if set.
         mini_batch: ``table.exec.mini-batch.enabled``.
+        parallelism_settings: the parallelism settings set (``parallelism.default``,
+            ``table.exec.resource.default-parallelism``) → their value (``-1``: not set).
     """
 
     source: SqlSource
@@ -98,6 +106,17 @@ class Script:
     explains: list[str] = field(default_factory=list)
     state_ttl_ms: int | None = None
     mini_batch: bool = False
+    parallelism_settings: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def parallelism(self) -> int | None:
+        """The parallelism of the script's pipelines (their queries' shuffle partitions), or None when not set.
+
+        ``table.exec.resource.default-parallelism`` when set to a positive number, else ``parallelism.default``,
+        as Flink resolves them.
+        """
+        values = [self.parallelism_settings.get(key, -1) for key in _PARALLELISM_SETTINGS]
+        return next((v for v in values if v > 0), None)
 
     @property
     def inserts(self) -> list[PlannedStatement]:
@@ -115,6 +134,15 @@ def parse_duration_ms(text: str) -> int:
     if not match or (match.group(2) and match.group(2).lower() not in _DURATION_UNITS):
         raise ValidationError(f"duration {text!r} is not '<number> <unit>' with unit one of ms, s, min, h, d")
     return int(match.group(1)) * _DURATION_UNITS[match.group(2).lower() or "ms"]
+
+
+def _parse_parallelism(key: str, text: str) -> int:
+    """A parallelism setting's value: a positive integer; ``-1`` (not set) also for
+    ``table.exec.resource.default-parallelism``, whose default it is in Flink."""
+    value = int(text.strip()) if re.fullmatch(r"\s*-?\d+\s*", text) else 0
+    if value < 1 and not (value == -1 and key == _PARALLELISM_SETTINGS[0]):
+        raise ValidationError(f"setting '{key}' takes a positive integer (the number of parallel instances), not {text!r}")
+    return value
 
 
 def _parse_bool(key: str, text: str) -> bool:
@@ -253,6 +281,8 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
                 try:
                     if key == "table.exec.mini-batch.enabled":
                         script.mini_batch = _parse_bool(key, value)
+                    elif key in _PARALLELISM_SETTINGS:
+                        script.parallelism_settings[key] = _parse_parallelism(key, value)
                     else:
                         script.state_ttl_ms = parse_duration_ms(value)
                 except ValidationError as e:

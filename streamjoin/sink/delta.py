@@ -42,7 +42,7 @@ from streamjoin.errors import SinkError
 
 __all__ = [
     "DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset",
-    "table_version", "commit_metrics", "DeltaAppendWriter", "merge_warning",
+    "checkpoint_shuffle_partitions", "table_version", "commit_metrics", "DeltaAppendWriter", "merge_warning",
 ]
 
 BATCH_ID_COLUMN = "_batch_id"
@@ -216,6 +216,26 @@ def _checkpoint_query_id(spark: SparkSession, checkpoint: str) -> str | None:
     """The streaming query id in ``<checkpoint>/metadata`` (``{"id": …}``, written when the checkpoint is created)."""
     text = _read_checkpoint_file(spark, checkpoint, "metadata")
     return json.loads(text.splitlines()[0])["id"] if text else None
+
+
+def checkpoint_shuffle_partitions(spark: SparkSession, checkpoint: str) -> int | None:
+    """The shuffle partitions a streaming query's checkpoint started with (its state partitions), or None for a
+    checkpoint without a micro-batch yet.
+
+    Read from the metadata line of the newest ``<checkpoint>/offsets/<batch_id>`` (``{"conf":
+    {"spark.sql.shuffle.partitions": "2", …}}``), which Spark applies on every restart.
+    """
+    jvm = spark.sparkContext._jvm
+    offsets = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/offsets")
+    fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(offsets):
+        return None
+    batches = [int(s.getPath().getName()) for s in fs.listStatus(offsets) if s.getPath().getName().isdigit()]
+    if not batches:
+        return None
+    text = _read_checkpoint_file(spark, checkpoint, f"offsets/{max(batches)}")
+    partitions = json.loads(text.splitlines()[1]).get("conf", {}).get("spark.sql.shuffle.partitions") if text else None
+    return int(partitions) if partitions else None
 
 
 #: How many of the newest Delta commits :func:`last_writer` reads.
