@@ -7,6 +7,7 @@
     ├── UnsupportedPlanError                 valid SQL the engine cannot run with Flink's semantics
     ├── ChangelogError (also ValueError)     a malformed changelog (a retraction of a row never added, a bad RowKind)
     ├── StateError                           operator state inconsistent with its input
+    │   └── IncompatibleStateError           a checkpoint's state that the query cannot read (its SQL, engine or version changed)
     ├── SinkError                            a sink that cannot take the changes it is given (plan or Delta write)
     ├── EngineError                          the jvm engine cannot run: its jar is missing or built for another Spark
     └── ConnectorError                       an external system a connector talks to failed
@@ -22,7 +23,7 @@ an exit status (:mod:`streamjoin.cli`, ``docs/cli.md``).
 from __future__ import annotations
 
 __all__ = [
-    "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "SinkError",
+    "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "IncompatibleStateError", "SinkError",
     "ConnectorError", "EmbeddedKafkaError", "TopicRecreatedError", "ConnectorTimeoutError", "EngineError",
 ]
 
@@ -47,6 +48,13 @@ class ChangelogError(StreamJoinError, ValueError):
 
 class StateError(StreamJoinError):
     """Operator state is inconsistent with the input (e.g. a retraction of an unknown row)."""
+
+
+class IncompatibleStateError(StateError):
+    """A checkpoint holds operator state that the query restarted on it cannot read: Spark refuses the state's
+    schema or operators (``STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE`` and the like), because the pipeline's SQL,
+    its operator engine or streamjoin's state layout changed since the checkpoint was written. As Flink refuses
+    a savepoint whose state does not map to the new program."""
 
 
 class EngineError(StreamJoinError):

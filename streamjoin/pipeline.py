@@ -42,7 +42,7 @@ from streamjoin.connectors.end_of_input import check_not_ended, control_stream, 
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode, read_kafka
 from streamjoin.connectors.kafka_client import Cluster, as_connection, declared_properties
 from streamjoin.connectors.topic_identity import TopicIdentity
-from streamjoin.errors import ValidationError
+from streamjoin.errors import IncompatibleStateError, ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
 from streamjoin.sink.delta import (
     DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, checkpoint_reset, checkpoint_shuffle_partitions, commit_metrics, create_sink_tables,
@@ -405,9 +405,10 @@ def _run_queries_once(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakeho
                 _collect(events.take(ids, timeout_s=1), str(main.id), run, callbacks)
             try:
                 main.awaitTermination()  # raises the query's failure
-            except StreamingQueryException:
+            except StreamingQueryException as e:
                 # Spark's own "offsets went back" failure (failOnDataLoss) is a recreated topic: say so.
                 identity.check()
+                _check_state_compatible(pipeline, lakehouse, e)
                 raise
             dead.awaitTermination()
         finally:
@@ -418,6 +419,33 @@ def _run_queries_once(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakeho
     finally:
         spark.streams.removeListener(events)
         identity.close()
+
+
+#: Spark's error classes for a checkpoint whose state does not fit the query restarted on it.
+INCOMPATIBLE_STATE_ERRORS = (
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_COLUMN_FAMILY_SCHEMA_INCOMPATIBLE",
+    "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE",
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+)
+
+
+def _check_state_compatible(pipeline: Pipeline, lakehouse: Lakehouse, failure: StreamingQueryException) -> None:
+    """Raise :class:`IncompatibleStateError` when ``failure`` is Spark refusing the checkpoint's state; else return.
+
+    Spark's message names the schemas and suggests a new checkpoint folder; this one names the pipeline, what
+    changes cause it, and what rebuilding it means for its tables.
+    """
+    refused = next((name for name in INCOMPATIBLE_STATE_ERRORS if name in str(failure)), None)
+    if refused is None:
+        return
+    checkpoints = lakehouse.checkpoint(pipeline.name, "").rstrip("/")
+    sink = pipeline.sink(lakehouse)
+    raise IncompatibleStateError(
+        f"pipeline '{pipeline.name}': its checkpoint holds operator state this query cannot read (Spark: {refused}): "
+        "the pipeline's SQL, its operator engine (jvm/python) or streamjoin's state layout changed since the "
+        f"checkpoint was written. Run it as it was, or rebuild it: remove {checkpoints} and the tables {sink.path} "
+        f"and {sink.changelog_path}, then run again (the sources are read again from their starting offsets)"
+    ) from failure
 
 
 def _collect(progresses: list[StreamingQueryProgress], main_id: str, run: PipelineRun, callbacks: tuple) -> None:

@@ -8,6 +8,8 @@ import json
 import logging
 import shutil
 
+import pytest
+
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
@@ -40,3 +42,35 @@ def test_a_reset_checkpoint_is_a_warning_in_the_log_and_the_result(spark, kafka_
     assert run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap).warnings == []
     commits = sorted((tmp_path / "lake" / "orders_reset" / "_delta_log").glob("*.json"))
     assert any('"txn"' in line and json.loads(line)["txn"]["appId"] == writer for line in commits[1].read_text().splitlines())
+
+
+def _status_pipeline(topic: str, aggregate: str):
+    from streamjoin.planner import sql_pipelines
+    from streamjoin.planner.script import plan_script
+
+    [pipeline] = sql_pipelines(plan_script(f"""
+CREATE TABLE orders (o_orderkey BIGINT, o_orderstatus STRING, PRIMARY KEY (o_orderkey) NOT ENFORCED)
+WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset');
+CREATE TABLE by_status (o_orderstatus STRING, v BIGINT, PRIMARY KEY (o_orderstatus) NOT ENFORCED) WITH ('connector' = 'delta');
+INSERT INTO by_status SELECT o_orderstatus, {aggregate} FROM orders GROUP BY o_orderstatus;
+""", "by_status.sql"))
+    return pipeline
+
+
+def test_a_checkpoint_whose_state_the_changed_query_cannot_read_is_a_clear_error(spark, kafka_bootstrap, tpch, tmp_path):
+    from streamjoin.cli import exit_code
+    from streamjoin.errors import IncompatibleStateError
+
+    topic = "orders_for_state_change"
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in list(tpch.orders_changes())[:10]])
+    lakehouse = Lakehouse(str(tmp_path / "lake"))
+    run_pipeline(_status_pipeline(topic, "COUNT(*)"), spark, lakehouse, kafka_bootstrap)
+    produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in list(tpch.orders_changes())[10:12]])
+    # The same sink, another aggregate: its state (a count) is not the one MAX keeps (its values and their counts).
+    with pytest.raises(IncompatibleStateError) as refused:
+        run_pipeline(_status_pipeline(topic, "MAX(o_orderkey)"), spark, lakehouse, kafka_bootstrap)
+    message = str(refused.value)
+    assert message.startswith("pipeline 'by_status': its checkpoint holds operator state this query cannot read (Spark: STATE_STORE_")
+    assert f"remove {tmp_path / 'lake' / '_checkpoints' / 'by_status'} and the tables {tmp_path / 'lake' / 'by_status'}" in message
+    assert exit_code(refused.value) == 6
