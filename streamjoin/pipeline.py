@@ -51,7 +51,7 @@ from streamjoin.sink.delta import (
 
 __all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines", "check_one_pipeline_per_table", "parallelism_warning"]
 
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: Held while a pipeline starts its queries (:func:`_start`).
 _START_LOCK = threading.Lock()
 
@@ -186,13 +186,13 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
         # A query copies the session's settings when it is created (Spark's StreamExecution clones the session),
         # so the pipeline's own shuffle partitions are set just for its start; the lock keeps the other
         # pipelines of run_pipelines, started from their own threads, from starting with this one's number.
-        previous = spark.conf.get(SHUFFLE_PARTITIONS)
+        previous = spark.conf.get(_SHUFFLE_PARTITIONS)
         if pipeline.parallelism is not None:
-            spark.conf.set(SHUFFLE_PARTITIONS, str(pipeline.parallelism))
+            spark.conf.set(_SHUFFLE_PARTITIONS, str(pipeline.parallelism))
         try:
             return writer.start(), dead_writer.start()
         finally:
-            spark.conf.set(SHUFFLE_PARTITIONS, previous)
+            spark.conf.set(_SHUFFLE_PARTITIONS, previous)
 
 
 def parallelism_warning(spark: SparkSession, pipeline: Pipeline, checkpoint: str) -> str | None:
@@ -443,8 +443,9 @@ def _check_state_compatible(pipeline: Pipeline, lakehouse: Lakehouse, failure: S
     raise IncompatibleStateError(
         f"pipeline '{pipeline.name}': its checkpoint holds operator state this query cannot read (Spark: {refused}): "
         "the pipeline's SQL, its operator engine (jvm/python) or streamjoin's state layout changed since the "
-        f"checkpoint was written. Run it as it was, or rebuild it: remove {checkpoints} and the tables {sink.path} "
-        f"and {sink.changelog_path}, then run again (the sources are read again from their starting offsets)"
+        f"checkpoint was written. Run it as it was, or rebuild it: remove {checkpoints} and the tables {sink.path}, "
+        f"{sink.changelog_path} and {pipeline.dead_letter_path(lakehouse)}, then run again (the sources are read again "
+        "from their starting offsets)"
     ) from failure
 
 

@@ -72,5 +72,7 @@ def test_a_checkpoint_whose_state_the_changed_query_cannot_read_is_a_clear_error
         run_pipeline(_status_pipeline(topic, "MAX(o_orderkey)"), spark, lakehouse, kafka_bootstrap)
     message = str(refused.value)
     assert message.startswith("pipeline 'by_status': its checkpoint holds operator state this query cannot read (Spark: STATE_STORE_")
-    assert f"remove {tmp_path / 'lake' / '_checkpoints' / 'by_status'} and the tables {tmp_path / 'lake' / 'by_status'}" in message
+    lake = tmp_path / "lake"
+    tables = f"{lake / 'by_status'}, {lake / 'by_status_changelog'} and {lake / 'by_status_dead_letters'}"
+    assert f"remove {lake / '_checkpoints' / 'by_status'} and the tables {tables}, then run again" in message
     assert exit_code(refused.value) == 6
