@@ -72,6 +72,9 @@ def _arguments() -> argparse.Namespace:
                         help="run only the sql/ pipelines beside their passthrough (no operator queries, no Flink)")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"comma-separated engines the operator queries run on (default: {','.join(ENGINES)})")
+    parser.add_argument("--flink-state-backend", choices=("hashmap", "rocksdb"), default="hashmap",
+                        help="Flink's state backend (default: hashmap, Flink's own default: state as objects on the heap; "
+                             "rocksdb: serialized in RocksDB, as Spark's transformWithState keeps it)")
     args = parser.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
@@ -98,8 +101,9 @@ def _selected(args) -> list[Case]:
     return [case for case in CASES if not args.only or any(q.lower() in case.name.lower() for q in args.only)]
 
 
-def run_flink(cases: list[Case], tables: dict[str, BenchTable], workdir: Path) -> dict[str, dict]:
-    """The cases' SQL on Flink (warm-up phase on ``WARMUP_ROWS`` rows per table, then all rows).
+def run_flink(cases: list[Case], tables: dict[str, BenchTable], workdir: Path, state_backend: str = "hashmap") -> dict[str, dict]:
+    """The cases' SQL on Flink (warm-up phase on ``WARMUP_ROWS`` rows per table, then all rows), with
+    ``state_backend`` as Flink's ``state.backend.type``.
 
     Returns:
         ``{case name: {"ms": net runtime} or {"error": text}}`` of the measured phase.
@@ -110,7 +114,7 @@ def run_flink(cases: list[Case], tables: dict[str, BenchTable], workdir: Path) -
     """
     if not FLINK_PYTHON.exists():
         raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make flink` installs Apache Flink")
-    queries = [{"name": c.name, "sql": c.sql, "settings": dict(c.flink_settings)} for c in cases]
+    queries = [{"name": c.name, "sql": c.sql, "settings": {"state.backend.type": state_backend, **dict(c.flink_settings)}} for c in cases]
     phases = []
     for phase, phase_tables in (("warm-up", {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}), ("measured", tables)):
         ddl = [flink_ddl(t, write_csv(t, workdir / phase)) for t in phase_tables.values()]
@@ -176,7 +180,8 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         (f"## make bench, pipelines only: sf {args.pipeline_scale_factor:g} ({started})" if args.pipelines_only
          else f"## make bench: sf {args.scale_factor:g}, {args.batches} micro-batches ({started})"), "",
         "```", command, "```", "",
-        f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1); load averages (1/5/15 min) "
+        f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1, state backend "
+        f"{args.flink_state_backend}); load averages (1/5/15 min) "
         f"at start {load_start}, at end {load()}.", "",
         "Operators (input: " + ", ".join(f"{t.name} {t.rows:,} rows" for t in tables.values()) + "; "
         + (f"python engine on the first {args.python_batches} of {args.batches} micro-batches; "
@@ -265,7 +270,7 @@ def main() -> None:
     shutil.rmtree(workdir)
     tables = {} if args.pipelines_only else bench_tables(tpch_changelog(args.scale_factor), args.batches)
     print(f"TPC-H sf {args.scale_factor:g}: " + ", ".join(f"{t.name} {t.rows:,}" for t in tables.values()), flush=True)
-    flink = {} if args.pipelines_only or "flink" not in args.engines else run_flink(_selected(args), tables, workdir / "flink")
+    flink = {} if args.pipelines_only or "flink" not in args.engines else run_flink(_selected(args), tables, workdir / "flink", args.flink_state_backend)
     print("Flink: " + ", ".join(f"{name} {outcome}" for name, outcome in flink.items()), flush=True)
     spark = spark_session("bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
     operators = [] if args.pipelines_only else run_operators(spark, tables, args, workdir)
