@@ -3,9 +3,10 @@
 A changelog row is a tuple of column values plus a :class:`RowKind`. On Spark
 DataFrames the RowKind travels in the string column :data:`ROWKIND_COLUMN`
 (``"+I"``, ``"-U"``, ``"+U"``, ``"-D"``, Flink's short strings) and the order of
-the changes inside one micro-batch in the LONG column :data:`SEQ_COLUMN`
-(smaller first; only comparable between rows that the producer ordered, e.g.
-rows of one Kafka partition or one operator key).
+the changes inside one micro-batch in the column :data:`SEQ_COLUMN` (smaller first):
+a source numbers its changes with a LONG, and every operator's change carries a
+BINARY path, its cause's ``_seq`` followed by its own index (:func:`seq_root`,
+docs/semantics.md §1).
 """
 
 from __future__ import annotations
@@ -23,14 +24,40 @@ __all__ = [
     "RowKind",
     "ChangelogMode",
     "ChangelogError",
+    "seq_root",
+    "with_seq_path",
     "materialize",
     "materialize_upsert",
 ]
 
 #: Column carrying the RowKind short string on every changelog DataFrame.
 ROWKIND_COLUMN = "_rowkind"
-#: Column carrying the position of a change inside its micro-batch (LONG).
+#: Column carrying the position of a change inside its micro-batch (LONG at a source, BINARY after an operator).
 SEQ_COLUMN = "_seq"
+
+
+def seq_root(column):
+    """A source's LONG ``_seq`` (``column``, non-negative) as the 8-byte big-endian root of a ``_seq`` path.
+
+    Unsigned byte order of the roots is the numeric order of the LONGs; an operator's change appends its
+    4-byte index to its cause's ``_seq`` (:func:`streamjoin.runtime.processor.child_seq`).
+    """
+    from pyspark.sql import functions as F
+
+    return F.unhex(F.lpad(F.hex(column), 16, "0"))
+
+
+def with_seq_path(df):
+    """``df`` (a changelog DataFrame) with its ``_seq`` as a path: a LONG ``_seq`` becomes its :func:`seq_root`.
+
+    Operators take either (a source's LONG, another operator's BINARY) and always emit BINARY.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
+
+    if isinstance(df.schema[SEQ_COLUMN].dataType, BinaryType):
+        return df
+    return df.withColumn(SEQ_COLUMN, seq_root(F.col(SEQ_COLUMN)))
 
 
 class RowKind(enum.Enum):

@@ -26,7 +26,7 @@ from streamjoin.runtime.join_state import (
     StateLayout,
     choose_layout,
 )
-from streamjoin.runtime.processor import KeyedProcessor
+from streamjoin.runtime.processor import KeyedProcessor, child_seq
 from streamjoin.runtime.regular_join import (
     _AssociateLogic,
     _CandidateLogic,
@@ -420,7 +420,7 @@ def test_processor_with_transform_with_state_tester_equals_the_plain_python_run(
         side = SIDES[table]
         rows = tester.test(values[0], [union_row(side, kind, values, seq, names)])
         ours.append([(RowKind.from_short(r._rowkind), tuple(r)[:-2]) for r in rows])
-        assert [r._seq for r in rows] == list(range(len(rows)))
+        assert [r._seq for r in rows] == [child_seq(seq.to_bytes(8, "big"), i) for i in range(len(rows))]
         expected.extend(reference.process(side, RowKind.from_short(kind), values))
     assert_same_changes_per_input(ours, expected)
 

@@ -86,7 +86,7 @@ DEFAULT_MAX_RECORD_BYTES = 1048588
 ERROR = "_error"
 CHANGES = "_changes"
 # A canal record gives two changes per updated row; 2^16 leaves room for 32768 rows while
-# ``offset * stride * SEQ_STRIDE^stages`` stays far inside a LONG.
+# ``offset * stride`` (the root of every later change's ``_seq`` path) stays far inside a LONG.
 _CANAL_STRIDE = 1 << 16
 _NO_OLD = "CAST(NULL AS VARIANT)"
 

@@ -37,7 +37,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.changelog_modes import drops_update_before
@@ -164,7 +164,8 @@ class Translator:
     def _Union(self, node: Union) -> DataFrame:
         frames = [self.translate(child) for child in node.inputs]
         hidden = [c for c in self._hidden(frames[0]) if all(c in f.columns for f in frames)]
-        frames = [f.select(*[_col(c) for c in node.field_names], *_CHANGELOG, *hidden) for f in frames]
+        # A source's LONG _seq and an operator's BINARY one union as paths (changelog.with_seq_path).
+        frames = [with_seq_path(f).select(*[_col(c) for c in node.field_names], *_CHANGELOG, *hidden) for f in frames]
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)

@@ -112,7 +112,6 @@ class _KeyRow:
 class _NormalizeLogic(KeyedLogic):
     """:func:`normalize_change` as the shell's per-key logic; the row in a ``ValueState`` (with TTL)."""
 
-    seq_from_input = True
 
     def __init__(self, schema: StructType, update_before: bool, state_ttl: bool) -> None:
         self._schema = schema
@@ -178,7 +177,8 @@ def changelog_normalize(
 
     Returns:
         A changelog DataFrame with ``changelog``'s data columns, ``_rowkind`` and ``_seq``;
-        the i-th change caused by an input row gets ``_seq = input _seq × 4 + i``.
+        the i-th change caused by an input row gets its ``_seq`` followed by ``i``
+        (:func:`~streamjoin.runtime.processor.child_seq`).
 
     Raises:
         ValidationError: when ``changelog`` is not a changelog, ``key`` is empty or

@@ -75,7 +75,7 @@ class DedupState:
 
     row: tuple | None = None
     time: object = None
-    seq: int | None = None
+    seq: bytes | None = None
     emitted: bool = False
     timers: TimerService = field(default_factory=TimerService)
     late_dropped: int = 0
@@ -176,7 +176,6 @@ class _DeduplicateLogic(KeyedLogic):
 
     state_name = DEDUP_STATE
     counts_late_rows = True
-    seq_from_input = True
 
     def __init__(self, keep: str, ordered: bool, event_time: bool, columns: list[str], watermark_column: str | None):
         self.keep = keep
@@ -203,13 +202,13 @@ class _DeduplicateLogic(KeyedLogic):
     def on_element(self, state, element, now):
         changes = self.fn.process_element(state, element.row, element.time)
         if self.event_time and state.row is element.row:
-            state.seq = element.seq  # the row now waiting for the watermark
+            state.seq = bytes(element.seq)  # the row now waiting for the watermark
         return changes
 
     def on_timer(self, state, timestamp):
         return self.fn.on_timer(state, timestamp)
 
-    def timer_seq(self, state):
+    def timer_seq(self, state, timestamp):
         return state.seq
 
     def jvm_logic(self) -> JvmLogic:
@@ -266,10 +265,11 @@ def deduplicate(
 
     Returns:
         A changelog DataFrame with ``df``'s columns (without
-        ``watermark_column``), ``_rowkind`` and ``_seq``. For changes caused by
-        an input row, ``_seq = input _seq × 4 + i`` (i-th change of that row),
-        so the input's arrival order carries over across keys; a row emitted
-        by a timer keeps its own input ``_seq × 4``.
+        ``watermark_column``), ``_rowkind`` and ``_seq``. The i-th change caused
+        by an input row gets that row's ``_seq`` followed by ``i``
+        (:func:`~streamjoin.runtime.processor.child_seq`), so the input's order
+        carries over across keys; a row emitted by a timer counts as caused by
+        itself (its own input ``_seq``).
 
     Raises:
         ValidationError: for unknown columns, an empty key, an invalid ``keep``,

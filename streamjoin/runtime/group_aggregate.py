@@ -176,7 +176,6 @@ class _GroupAggLogic(KeyedLogic):
     """:class:`GroupAggFunction` as the shell's per-key logic; see :func:`group_aggregate`."""
 
     state_name = GROUP_STATE
-    seq_from_input = True
 
     def __init__(self, calls, group_by: list[str], columns: list[str], types: dict[str, DataType], retractable: bool,
                  mini_batch: bool = False):
@@ -279,10 +278,11 @@ def group_aggregate(
         A changelog DataFrame: the ``group_by`` columns, one column per
         aggregate (Flink's result types, see
         :mod:`streamjoin.runtime.aggregates`), ``_rowkind`` and ``_seq`` (the
-        i-th change caused by an input row gets ``input _seq × 4 + i``, so a
-        key's changes are in emission order and the input's arrival order
-        carries over across keys; in mini-batch mode a group's changes count
-        as caused by its last input row of the micro-batch).
+        i-th change caused by an input row gets that row's ``_seq`` followed by
+        ``i``, :func:`~streamjoin.runtime.processor.child_seq`, so a key's
+        changes are in emission order and the input's order carries over
+        across keys; in mini-batch mode a group's changes count as caused by
+        its last input row of the micro-batch).
 
     Raises:
         ValidationError: for unknown columns, an unsupported function,

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from streamjoin.changelog import RowKind
+from streamjoin.changelog import RowKind, with_seq_path
 from streamjoin.runtime.engine import JvmLogic, apply_jvm
 from streamjoin.jvm import engine
 
@@ -44,7 +44,9 @@ __all__ = [
     "KeyedProcessor",
     "BlobState",
     "LATE_STATE",
-    "SEQ_STRIDE",
+    "TIMER_SEQ",
+    "child_seq",
+    "timer_seq",
     "sync_timer",
 ]
 
@@ -70,11 +72,27 @@ _TIME_MODES = {"event": "EventTime", "processing": "ProcessingTime", "instant": 
 LATE_STATE = "numLateRecordsDropped"
 _LATE_SCHEMA = StructType([StructField("count", LongType(), False)])
 
-#: Room for the changes one input row makes an operator emit (at most 2 here): with
-#: :attr:`KeyedLogic.seq_from_input`, the i-th change caused by an input row gets
-#: ``_seq = input _seq * SEQ_STRIDE + i``, so a key's changes stay in emission order and
-#: the input's order carries over across keys.
-SEQ_STRIDE = 4
+#: The root of the ``_seq`` of changes that a timer fires at the start of a key's visit (before any of the
+#: micro-batch's rows): the smallest root, so they come before every change that a row of this micro-batch
+#: causes, followed by the timer's timestamp, so that across keys they come in timestamp order, as Flink's
+#: timer queue fires them (docs/semantics.md §1, "Order inside a micro-batch").
+TIMER_SEQ = bytes(8)
+
+
+def timer_seq(timestamp: int) -> bytes:
+    """The ``_seq`` prefix of the changes a timer at ``timestamp`` (ms) fires before a key's rows."""
+    return TIMER_SEQ + (timestamp + (1 << 63)).to_bytes(8, "big")
+
+
+def child_seq(prefix: bytes, index: int) -> bytes:
+    """The ``_seq`` of the ``index``-th change caused by the input change whose ``_seq`` is ``prefix``.
+
+    A ``_seq`` is a path: the source change's 8-byte root, then one 4-byte big-endian index per operator
+    (docs/semantics.md §1). Compared as unsigned bytes, paths order the changes of a micro-batch as Flink
+    processes them at parallelism 1: by source change first, then by the order in which each operator
+    emitted the changes that change caused.
+    """
+    return bytes(prefix) + index.to_bytes(4, "big")
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,7 @@ class Element:
     """One input change of a key, as the shell hands it to the logic.
 
     Attributes:
-        seq: its ``_seq`` in its input.
+        seq: its ``_seq`` in its input (a path, :func:`child_seq`).
         kind: its RowKind.
         row: its values, in the logic's column order.
         side: 0 (left/probe) or 1 (right/build) for two-input operators, else 0.
@@ -159,14 +177,10 @@ class KeyedLogic:
     Attributes:
         state_name: the ``ValueState`` of the default state handling.
         counts_late_rows: mirror ``state.late_dropped`` into :data:`LATE_STATE`.
-        seq_from_input: number an element's changes ``input _seq × SEQ_STRIDE + i``
-            (and a timer's by :meth:`timer_seq`); otherwise ``_seq`` is the change's
-            position among the key's changes of the micro-batch.
     """
 
     state_name = "state"
     counts_late_rows = False
-    seq_from_input = False
 
     def open(self, handle: Any, state_ttl_ms: int | None) -> None:
         """Declare the state variables (once per partition and micro-batch, in ``init``)."""
@@ -205,13 +219,15 @@ class KeyedLogic:
 
     def finish_bundle(self, state: Any) -> list[Change]:
         """After the key's elements of one micro-batch: the changes of a logic that emits once per bundle
-        (Flink's ``MapBundleFunction.finishBundle``; the micro-batch is the bundle). With
-        :attr:`seq_from_input` they are numbered from the last element's ``_seq``. Default: none."""
+        (Flink's ``MapBundleFunction.finishBundle``; the micro-batch is the bundle), numbered after the last
+        element's changes. Default: none."""
         return []
 
-    def timer_seq(self, state: Any) -> int:
-        """With :attr:`seq_from_input`: the input ``_seq`` a timer's changes are numbered from."""
-        raise NotImplementedError
+    def timer_seq(self, state: Any, timestamp: int) -> bytes:
+        """The ``_seq`` prefix of the changes a timer at ``timestamp`` (ms) fires before the key's rows of the
+        micro-batch (default :func:`timer_seq`; a logic whose timer releases a stored row gives that row's
+        ``_seq``)."""
+        return timer_seq(timestamp)
 
     def jvm_logic(self) -> JvmLogic | None:
         """This logic's Scala twin for the jvm engine, or None when it has none (runs on Python)."""
@@ -259,6 +275,7 @@ class KeyedProcessor(StatefulProcessor):
         Scala twin (:meth:`KeyedLogic.jvm_logic`) on the jvm engine when it has
         one, else this processor on PySpark's ``transformWithState``.
         """
+        df = with_seq_path(df)
         twin = self.logic.jvm_logic()
         if twin is not None and engine(df.sparkSession) == "jvm":
             return apply_jvm(df, list(key), output, twin, clock=self.clock, state_ttl_ms=self.state_ttl_ms)
@@ -285,52 +302,72 @@ class KeyedProcessor(StatefulProcessor):
         logic = self.logic
         state = logic.load(tuple(key))
         late_before = getattr(state, "late_dropped", 0)
-        out: list[tuple[int, RowKind, tuple]] = []
+        out = _Output()
         now = self._now(state, timerValues)
         if now is not None:
-            self._advance(state, now, out)
+            self._advance(state, now, out, None)
         last_seq = None
         for element in logic.elements(rows):
             if element.watermark is not None:
-                self._advance(state, element.watermark, out)
-            changes = logic.on_element(state, element, now)
-            self._emit(out, changes, element.seq * SEQ_STRIDE if logic.seq_from_input else None)
+                self._advance(state, element.watermark, out, element.seq)
+            out.add(element.seq, logic.on_element(state, element, now))
             last_seq = element.seq
         if last_seq is not None:
-            self._emit(out, logic.finish_bundle(state), last_seq * SEQ_STRIDE if logic.seq_from_input else None)
+            out.add(last_seq, logic.finish_bundle(state))
         if self.clock == "instant":
             # Every row of this key's instant has arrived: the instant is over.
-            self._advance(state, now + 1, out)
+            self._advance(state, now + 1, out, last_seq)
         return self._finish(state, out, late_before)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         state = self.logic.load(tuple(key))
         state.spark_timer = None  # Spark deletes the timer that just expired
-        out: list[tuple[int, RowKind, tuple]] = []
-        self._advance(state, self._now(state, timerValues), out)
+        out = _Output()
+        self._advance(state, self._now(state, timerValues), out, None)
         return self._finish(state, out, getattr(state, "late_dropped", 0))
 
-    def _advance(self, state, time: int, out: list) -> None:
+    def _advance(self, state, time: int, out: _Output, seq: bytes | None) -> None:
+        """Fire the key's timers up to ``time``; their changes are numbered under ``seq``, or, when None,
+        under :meth:`KeyedLogic.timer_seq`."""
+
         def fire(timestamp: int) -> list:
-            base = self.logic.timer_seq(state) * SEQ_STRIDE if self.logic.seq_from_input else None
-            self._emit(out, self.logic.on_timer(state, timestamp), base)
+            prefix = self.logic.timer_seq(state, timestamp) if seq is None else seq
+            out.add(prefix, self.logic.on_timer(state, timestamp))
             return []
 
         state.timers.advance(time, fire)
 
-    @staticmethod
-    def _emit(out: list, changes: list[Change], base: int | None) -> None:
-        start = len(out) if base is None else base
-        out.extend((start + i, kind, values) for i, (kind, values) in enumerate(changes))
-
-    def _finish(self, state, out: list, late_before: int):
+    def _finish(self, state, out: _Output, late_before: int):
         if self.clock in ("event", "processing"):
             state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
         self.logic.store(state)
         if self.late is not None and state.late_dropped != late_before:
             # Mirrored out of the pickled state so that Spark's state reader shows it.
             self.late.update((state.late_dropped,))
-        return iter([self.output_row(*values, kind.short, seq) for seq, kind, values in out])
+        return iter([self.output_row(*values, kind.short, seq) for seq, kind, values in out.changes])
 
     def close(self) -> None:
         pass
+
+
+class _Output:
+    """A key's output changes of one visit, each numbered under the ``_seq`` of the change that caused it.
+
+    The changes caused under one prefix are numbered 0, 1, … in emission order, also when they are added in
+    several calls (a row's per-row-watermark timers, then the row; two rows of equal ``_seq`` from the two
+    inputs; the last row, then the bundle's end): a visit adds under equal prefixes one after the other.
+    """
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[bytes, RowKind, tuple]] = []
+        self._prefix = b""
+        self._count = 0
+
+    def add(self, prefix: bytes, changes: list[Change]) -> None:
+        if not changes:
+            return
+        # A LONG _seq fed straight to the shell (a test's TwsTester) is a source's: its 8-byte root.
+        prefix = prefix.to_bytes(8, "big") if isinstance(prefix, int) else bytes(prefix)
+        start = self._count if prefix == self._prefix else 0
+        self._prefix, self._count = prefix, start + len(changes)
+        self.changes.extend((child_seq(prefix, start + i), kind, values) for i, (kind, values) in enumerate(changes))

@@ -40,7 +40,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessorHandle
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import EngineError, ValidationError
@@ -179,8 +179,8 @@ class _CandidateLogic(_JoinLogic):
 
     Output: the grouping key, ``_side``, ``_left``, ``_right``, ``_pair`` (0 for the
     change, 1… for its candidate pairs), ``_rowkind`` (the change's) and ``_seq``
-    (the row's position in this key's output of the micro-batch, so the second step
-    takes each change followed by its pairs).
+    (the change's ``_seq`` followed by the row's index among what the change caused,
+    so the second step takes each change followed by its pairs).
     """
 
     jvm_class = "RegularJoinCandidateLogic"
@@ -311,7 +311,7 @@ def _check_condition(left: DataFrame, joined: StructType, condition: str) -> Non
 def _output_schema(fields: Sequence[StructField]) -> StructType:
     return StructType(
         [StructField(f.name, f.dataType, True) for f in fields]
-        + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, LongType(), False)]
+        + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, BinaryType(), False)]
     )
 
 
@@ -324,7 +324,7 @@ def _candidate_schema(both: TwoInput) -> StructType:
             StructField(RIGHT_ROW_COLUMN, both.right_schema, True),
             StructField(PAIR_COLUMN, IntegerType(), False),
             StructField(ROWKIND_COLUMN, StringType(), False),
-            StructField(SEQ_COLUMN, LongType(), False),
+            StructField(SEQ_COLUMN, BinaryType(), False),
         ]
     )
 
@@ -423,9 +423,9 @@ def regular_join(
 
     Returns:
         The output changelog DataFrame: the left columns, then the right columns (not
-        for SEMI/ANTI), all nullable, then ``_rowkind`` (STRING) and ``_seq`` (LONG, the
-        emission order of the change among the changes of its join key in its
-        micro-batch). One line describing the physical operator, Flink-style (state
+        for SEMI/ANTI), all nullable, then ``_rowkind`` (STRING) and ``_seq`` (BINARY: the
+        input change's ``_seq`` followed by the index of this change among those it
+        caused, :func:`~streamjoin.runtime.processor.child_seq`). One line describing the physical operator, Flink-style (state
         layouts, distribution, residual, TTL, upsert keys), is logged at INFO by
         ``streamjoin.runtime.regular_join``. The output's unique and upsert keys are
         the planner's (:func:`derive_output_keys`): a sink whose primary key is not an

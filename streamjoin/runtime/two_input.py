@@ -16,7 +16,7 @@ column              type                                   content
 ``_left``           STRUCT<left columns>                   the left row, null on right rows
 ``_right``          STRUCT<right columns>                  the right row, null on left rows
 ``_rowkind``        STRING                                 the change's RowKind (``+I`` …)
-``_seq``            LONG                                   the change's ``_seq`` in its own input
+``_seq``            BINARY                                 the change's ``_seq`` in its own input (a path)
 ==================  =====================================  =============================================
 
 Each pair of key columns is cast to the type Spark's ``coalesce`` finds for
@@ -29,8 +29,9 @@ of one micro-batch at once, in no particular order; :func:`ordered_changes`
 sorts them by ``(_seq, _side)``. Callers that number both inputs from one
 arrival counter (e.g. ``changelog_file_stream(first_seq=...)``) get the global
 arrival order; otherwise each input keeps its own order, and changes with
-equal ``_seq`` are taken left first. Changes of different groups are
-independent, so no order between groups is needed.
+equal ``_seq`` are taken left first. The operator's changes carry their cause's
+``_seq`` path (:func:`~streamjoin.runtime.processor.child_seq`), so the next
+operator takes changes of several of these groups in the same order.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind, with_seq_path
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.processor import Element
 
@@ -149,6 +150,7 @@ def union_inputs(left: DataFrame, right: DataFrame, left_keys: Sequence[str], ri
         if unknown:
             raise ValidationError(f"{name} key column(s) {unknown} not in the {name} columns {schema.names}")
 
+    left, right = with_seq_path(left), with_seq_path(right)
     if left_keys:
         types = [_common_type(left, lk, right, rk) for lk, rk in zip(left_keys, right_keys)]
         key_columns = tuple(f"{KEY_COLUMN_PREFIX}{i}" for i in range(len(types)))
@@ -168,7 +170,7 @@ def union_inputs(left: DataFrame, right: DataFrame, left_keys: Sequence[str], ri
             (row if side == LEFT else null_left).alias(LEFT_ROW_COLUMN),
             (row if side == RIGHT else null_right).alias(RIGHT_ROW_COLUMN),
             frame[ROWKIND_COLUMN],
-            frame[SEQ_COLUMN].cast("long").alias(SEQ_COLUMN),
+            frame[SEQ_COLUMN],
         )
 
     frame = tagged(left, LEFT, left_key_exprs, left_schema).unionByName(

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogError, RowKind
 from streamjoin.errors import ValidationError
@@ -89,9 +89,9 @@ def unshared_exchange(df: DataFrame) -> DataFrame:
 
 
 def output_schema(fields: Sequence[StructField]) -> StructType:
-    """``fields`` plus ``_rowkind`` (STRING) and ``_seq`` (LONG)."""
+    """``fields`` plus ``_rowkind`` (STRING) and ``_seq`` (BINARY, a path: :func:`~streamjoin.runtime.processor.child_seq`)."""
     return StructType(
-        list(fields) + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, LongType(), False)]
+        list(fields) + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, BinaryType(), False)]
     )
 
 

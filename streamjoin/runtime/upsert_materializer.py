@@ -38,7 +38,7 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.two_input import data_schema
-from streamjoin.runtime.tws import check_state_ttl
+from streamjoin.runtime.tws import check_state_ttl, output_schema
 
 __all__ = ["SinkUpsertMaterializer", "sink_upsert_materialize"]
 
@@ -201,6 +201,6 @@ def sink_upsert_materialize(
         [schema.names.index(n) for n in upsert_key] if upsert_key else None,
     )
     state_schema = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
-    output = StructType(list(state_schema.fields) + [changelog.schema[ROWKIND_COLUMN], changelog.schema[SEQ_COLUMN]])
+    output = output_schema(state_schema.fields)
     processor = KeyedProcessor(_MaterializerLogic(logic, state_schema), output.names, state_ttl_ms=state_ttl_ms)
     return processor.apply(changelog, sink_key, output)

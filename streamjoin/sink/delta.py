@@ -34,9 +34,9 @@ from delta.tables import DeltaTable
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.connectors.formats import sql_string
 from streamjoin.errors import SinkError
 
@@ -52,7 +52,7 @@ PROCESSING_TIME_COLUMN = "_processing_time"
 #: Columns the changelog table adds to the sink's columns.
 CHANGELOG_METADATA = StructType([
     StructField(ROWKIND_COLUMN, StringType(), False),
-    StructField(SEQ_COLUMN, LongType(), False),
+    StructField(SEQ_COLUMN, BinaryType(), False),
     StructField(BATCH_ID_COLUMN, LongType(), False),
     StructField(SOURCE_OFFSETS_COLUMN, StringType(), True),
     StructField(PROCESSING_TIME_COLUMN, TimestampType(), False),
@@ -292,7 +292,8 @@ def checkpoint_reset(spark: SparkSession, sink: DeltaSink, checkpoint: str) -> s
 class DeltaUpsertWriter:
     """The ``foreachBatch`` function that lands a changelog stream in a Delta sink: one idempotent MERGE per micro-batch with changes.
 
-    Input DataFrame: the sink's columns + ``_rowkind`` (STRING) + ``_seq`` (LONG).
+    Input DataFrame: the sink's columns + ``_rowkind`` (STRING) + ``_seq`` (an operator's BINARY path, or a
+    source's LONG, which the changelog table keeps as its 8-byte root: ``changelog.seq_root``).
     The sink's primary key must be an upsert key of the stream (each key's
     changes ordered by ``_seq``); when it is not, put Flink's SinkUpsertMaterializer
     operator in front (:func:`~streamjoin.runtime.upsert_materializer.sink_upsert_materialize`,
@@ -328,7 +329,7 @@ class DeltaUpsertWriter:
         spark = batch.sparkSession
         app_id = self.app_id(spark)
         columns = [c for c in batch.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
-        batch = batch.persist()
+        batch = with_seq_path(batch).persist()
         try:
             # Computed here, into the cache the writes read, for two reasons. A batch replayed after a crash
             # between the Delta commit and the checkpoint commit: Delta skips both its writes (their txnVersion

@@ -46,6 +46,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     DataType,
     DecimalType,
     DoubleType,
@@ -53,7 +54,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.runtime.processor import KeyedProcessor
 
 __all__ = [
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: One output change as compared: ``(RowKind short string, output values in internal form, _seq)``.
-Change = tuple[str, tuple, int]
+Change = tuple[str, tuple, bytes]
 
 
 @dataclass
@@ -92,7 +93,7 @@ def capture(build: Callable[[], Any], outputs: Sequence[DataFrame] = ()) -> list
     calls: list[Captured] = []
 
     def record(processor: KeyedProcessor, df: DataFrame, key: Sequence[str], output: StructType) -> DataFrame:
-        calls.append(Captured(processor, df, list(key), output))
+        calls.append(Captured(processor, with_seq_path(df), list(key), output))
         if len(calls) <= len(outputs):
             return outputs[len(calls) - 1]
         return df.sparkSession.createDataFrame([], output)
@@ -253,9 +254,9 @@ def run_engines(
     return run
 
 
-#: ``_seq`` of a first step's output as fed to the operator's filter: ``step × _STEP_SEQ + _seq``,
-#: so each row's step survives the filter (``_seq`` passes it unchanged).
-_STEP_SEQ = 2**32
+#: ``_seq`` of a first step's output as fed to the operator's filter: the step's number in this many bytes,
+#: then the row's ``_seq``, so each row's step survives the filter (``_seq`` passes it unchanged).
+_STEP_BYTES = 8
 
 
 def run_two_steps(
@@ -293,11 +294,15 @@ def run_two_steps(
 
     def second_steps(outputs: list[list[Row]]) -> tuple[Captured, list[Step]]:
         seq = first.output.names.index(SEQ_COLUMN)
-        rows = [(*r[:seq], i * _STEP_SEQ + r[seq], *r[seq + 1 :]) for i, step in enumerate(outputs) for r in step]
+        rows = [
+            (*r[:seq], i.to_bytes(_STEP_BYTES, "big") + bytes(r[seq]), *r[seq + 1 :])
+            for i, step in enumerate(outputs)
+            for r in step
+        ]
         _, second = capture(build, [spark.createDataFrame(rows, first.output)])
         per_step: dict[int, dict[tuple, list[Row]]] = defaultdict(lambda: defaultdict(list))
         for r in second.rows():
-            step, number = divmod(r[SEQ_COLUMN], _STEP_SEQ)
+            step, number = int.from_bytes(r[SEQ_COLUMN][:_STEP_BYTES], "big"), bytes(r[SEQ_COLUMN][_STEP_BYTES:])
             per_step[step][tuple(r[c] for c in second.key)].append(Row(**{**r.asDict(), SEQ_COLUMN: number}))
         fed: list[Step] = []
         for i, step in enumerate(steps[: len(outputs)]):
@@ -388,6 +393,8 @@ def _to_json(value: Any, data_type: DataType) -> Any:
         return None
     if isinstance(data_type, DecimalType):
         return str(value)
+    if isinstance(data_type, BinaryType):
+        return bytes(value).hex()
     if isinstance(data_type, (FloatType, DoubleType)):
         return value if math.isfinite(value) else repr(float(value)).replace("inf", "Infinity").replace("nan", "NaN")
     if isinstance(data_type, ArrayType):
@@ -403,6 +410,8 @@ def _from_json(value: Any, data_type: DataType) -> Any:
         return None
     if isinstance(data_type, DecimalType):
         return Decimal(value)
+    if isinstance(data_type, BinaryType):
+        return bytes.fromhex(value)
     if isinstance(data_type, (FloatType, DoubleType)):
         return float(value)
     if isinstance(data_type, ArrayType):

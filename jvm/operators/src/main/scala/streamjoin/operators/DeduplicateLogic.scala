@@ -30,19 +30,18 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
   private val stateSchema = StructType(Seq(
     StructField("row", rowSchema, nullable = true),
     StructField("time", if (ordered) input(orderIndex).dataType else LongType, nullable = true),
-    StructField("seq", LongType, nullable = true),
+    StructField("seq", BinaryType, nullable = true),
     StructField("emitted", BooleanType, nullable = false)))
 
   @transient private var state: ValueState[Row] = _
   // The key's state during a visit: loaded on its first element, written back in finish.
   @transient private var row: Array[Any] = _
   @transient private var time: Any = _
-  @transient private var seq: java.lang.Long = _
+  @transient private var seq: Array[Byte] = _
   @transient private var emitted: Boolean = _
   @transient private var loaded: Boolean = _
 
   override def countsLateRows: Boolean = true
-  override def seqFromInput: Boolean = true
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     state = handle.getValueState("deduplicateState", Encoders.row(stateSchema), ttl)
@@ -55,18 +54,18 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
     if (s != null) {
       row = if (s.isNullAt(0)) null else s.getStruct(0).toSeq.toArray
       time = if (s.isNullAt(1)) null else s.get(1)
-      seq = if (s.isNullAt(2)) null else s.getLong(2)
+      seq = if (s.isNullAt(2)) null else s.getAs[Array[Byte]](2)
       emitted = s.getBoolean(3)
     } else { row = null; time = null; seq = null; emitted = false }
   }
 
   override def elements(rows: Iterator[Row]): Iterator[Element] =
     KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
-      val s = r.getLong(seqIndex)
+      val s = SeqPath.of(r, seqIndex)
       if (r.getString(kindIndex) != RowKind.Insert)
-        throw new IllegalStateException(s"deduplicate consumes an insert-only changelog; got ${r.getString(kindIndex)} at _seq=$s")
+        throw new IllegalStateException(s"deduplicate consumes an insert-only changelog; got ${r.getString(kindIndex)} at _seq=${SeqPath.show(s)}")
       val t = if (ordered) {
-        if (r.isNullAt(orderIndex)) throw new IllegalStateException(s"deduplicate: ORDER BY is null at _seq=$s; it must not be")
+        if (r.isNullAt(orderIndex)) throw new IllegalStateException(s"deduplicate: ORDER BY is null at _seq=${SeqPath.show(s)}; it must not be")
         r.get(orderIndex)
       } else null
       val wm: java.lang.Long = if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
@@ -112,7 +111,7 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
     Seq(Change(RowKind.Insert, out))
   }
 
-  override def timerSeq(ctx: KeyContext): Long = { load(); seq }
+  override def timerSeq(ctx: KeyContext, timestamp: Long): Array[Byte] = { load(); seq }
 
   override def finish(ctx: KeyContext): Unit = if (loaded) {
     loaded = false

@@ -42,7 +42,6 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   // Mini-batch: the visited group's elements so far.
   @transient private lazy val bundle = scala.collection.mutable.ArrayBuffer[Element]()
 
-  override def seqFromInput: Boolean = true
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     state = handle.getValueState("groupAggState", Encoders.row(stateSchema), ttl)

@@ -37,8 +37,6 @@ abstract class KeyedLogic extends Serializable {
   /** Mirror `KeyContext.lateDropped` into the `numLateRecordsDropped` state variable. */
   def countsLateRows: Boolean = false
 
-  /** Number an element's changes `input _seq × 4 + i` (and a timer's from [[timerSeq]]). */
-  def seqFromInput: Boolean = false
 
   /** Declare the state variables (once per partition and micro-batch). */
   def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit
@@ -53,12 +51,13 @@ abstract class KeyedLogic extends Serializable {
   def onTimer(ctx: KeyContext, timestamp: Long): Seq[Change] = Nil
 
   /** After the key's elements of one micro-batch: the changes of a logic that emits once per bundle (Flink's
-   * `MapBundleFunction.finishBundle`; the micro-batch is the bundle), numbered from the last element's `_seq`
-   * with [[seqFromInput]]. Default: none. */
+   * `MapBundleFunction.finishBundle`; the micro-batch is the bundle), numbered after the last element's
+   * changes. Default: none. */
   def finishBundle(ctx: KeyContext): Seq[Change] = Nil
 
-  /** With [[seqFromInput]]: the input `_seq` a timer's changes are numbered from. */
-  def timerSeq(ctx: KeyContext): Long = throw new UnsupportedOperationException("timerSeq")
+  /** The `_seq` prefix of the changes a timer at `timestamp` fires before the key's rows ([[SeqPath.timer]]; a
+   *  logic whose timer releases a stored row gives that row's `_seq`). */
+  def timerSeq(ctx: KeyContext, timestamp: Long): Array[Byte] = SeqPath.timer(timestamp)
 
   /** After the key's visit (write back what the visit cached). */
   def finish(ctx: KeyContext): Unit = ()
@@ -94,11 +93,11 @@ object KeyedLogic {
   }
 
   /** A key's rows of one micro-batch in changelog order (by `_seq`); Spark gives no order. */
-  def inOrder(rows: Iterator[Row], seqIndex: Int): Array[Row] = rows.toArray.sortBy(_.getLong(seqIndex))
+  def inOrder(rows: Iterator[Row], seqIndex: Int): Array[Row] = rows.toArray.sortBy(SeqPath.of(_, seqIndex))(SeqPath.ordering)
 
   /** A key's changelog rows of one micro-batch as elements, by `_seq`: RowKind and the values at `columns`. */
   def changelog(rows: Iterator[Row], seqIndex: Int, kindIndex: Int, columns: Array[Int]): Iterator[Element] =
-    inOrder(rows, seqIndex).iterator.map(r => Element(r.getLong(seqIndex), r.getString(kindIndex), values(r, columns)))
+    inOrder(rows, seqIndex).iterator.map(r => Element(SeqPath.of(r, seqIndex), r.getString(kindIndex), values(r, columns)))
 
   /** The values at `indexes` of `row`. */
   def values(row: Row, indexes: Array[Int]): Array[Any] = {

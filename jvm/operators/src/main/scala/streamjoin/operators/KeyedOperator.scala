@@ -2,7 +2,6 @@ package streamjoin.operators
 
 import java.time.Duration
 
-import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.catalyst.expressions.GenericRow
@@ -81,43 +80,36 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
   override def handleInputRows(key: Row, inputRows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val (ctx, sparkTimer, hasTimerRow) = load()
     val lateBefore = ctx.lateDropped
-    val out = new ArrayBuffer[(Long, Change)]()
+    val out = new SeqOutput()
     val current = now(ctx, timerValues)
-    if (current != null) advance(ctx, current, out)
-    var lastSeq: java.lang.Long = null
+    if (current != null) advance(ctx, current, out, null)
+    var lastSeq: Array[Byte] = null
     logic.elements(inputRows).foreach { element =>
-      if (element.watermark != null) advance(ctx, element.watermark, out)
-      val changes = logic.onElement(ctx, element, current)
-      emit(out, changes, if (logic.seqFromInput) element.seq * KeyedOperator.SeqStride else -1L)
+      if (element.watermark != null) advance(ctx, element.watermark, out, element.seq)
+      out.add(element.seq, logic.onElement(ctx, element, current))
       lastSeq = element.seq
     }
-    if (lastSeq != null)
-      emit(out, logic.finishBundle(ctx), if (logic.seqFromInput) lastSeq * KeyedOperator.SeqStride else -1L)
-    if (clock == Clock.Instant) advance(ctx, current + 1, out) // every row of this key's instant has arrived
+    if (lastSeq != null) out.add(lastSeq, logic.finishBundle(ctx))
+    if (clock == Clock.Instant) advance(ctx, current + 1, out, lastSeq) // every row of this key's instant has arrived
     finish(ctx, sparkTimer, hasTimerRow, out, lateBefore, current)
   }
 
   override def handleExpiredTimer(key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     val (ctx, _, hasTimerRow) = load()
-    val out = new ArrayBuffer[(Long, Change)]()
+    val out = new SeqOutput()
     val current = now(ctx, timerValues)
-    advance(ctx, current, out)
+    advance(ctx, current, out, null)
     finish(ctx, null, hasTimerRow, out, ctx.lateDropped, current) // Spark deleted the timer that just expired
   }
 
-  private def advance(ctx: KeyContext, to: Long, out: ArrayBuffer[(Long, Change)]): Unit =
+  /** Fire the key's timers up to `to`; their changes are numbered under `seq`, or, when null, [[KeyedLogic.timerSeq]]. */
+  private def advance(ctx: KeyContext, to: Long, out: SeqOutput, seq: Array[Byte]): Unit =
     ctx.timers.advance(to) { timestamp =>
-      val base = if (logic.seqFromInput) logic.timerSeq(ctx) * KeyedOperator.SeqStride else -1L
-      emit(out, logic.onTimer(ctx, timestamp), base)
+      val cause = if (seq != null) seq else logic.timerSeq(ctx, timestamp)
+      out.add(cause, logic.onTimer(ctx, timestamp))
     }
 
-  private def emit(out: ArrayBuffer[(Long, Change)], changes: Seq[Change], base: Long): Unit = {
-    val start = if (base < 0) out.length.toLong else base
-    var i = 0
-    changes.foreach { c => out += ((start + i, c)); i += 1 }
-  }
-
-  private def finish(ctx: KeyContext, registered: java.lang.Long, hasTimerRow: Boolean, out: ArrayBuffer[(Long, Change)],
+  private def finish(ctx: KeyContext, registered: java.lang.Long, hasTimerRow: Boolean, out: SeqOutput,
                      lateBefore: Long, current: java.lang.Long): Iterator[Row] = {
     logic.finish(ctx)
     if (hasTimers) {
@@ -143,7 +135,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
       }
     }
     if (lateState != null && ctx.lateDropped != lateBefore) lateState.update(Row(ctx.lateDropped))
-    out.iterator.map { case (seq, c) =>
+    out.changes.iterator.map { case (seq, c) =>
       val values = new Array[Any](c.values.length + 2)
       System.arraycopy(c.values, 0, values, 0, c.values.length)
       values(c.values.length) = c.kind
@@ -154,9 +146,6 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
 }
 
 object KeyedOperator {
-  /** Room for the changes one input row makes an operator emit (`streamjoin.runtime.processor.SEQ_STRIDE`). */
-  val SeqStride = 4L
-
   val TimerSchema: StructType = StructType(Seq(
     StructField("time", LongType, nullable = false),
     StructField("timers", ArrayType(LongType, containsNull = false), nullable = false),

@@ -88,7 +88,7 @@ object LocalRun {
 /**
  * Spark's internal row values as JSON, the form `streamjoin.testing.engines` writes and reads: a row
  * or struct is an array of its values; DATE days and TIMESTAMP microseconds are numbers, DECIMAL a
- * string, a non-finite FLOAT/DOUBLE the string `NaN`, `Infinity` or `-Infinity`.
+ * string, BINARY a hex string, a non-finite FLOAT/DOUBLE the string `NaN`, `Infinity` or `-Infinity`.
  */
 private[operators] object InternalJson {
   def row(node: JsonNode, schema: StructType): InternalRow =
@@ -104,6 +104,7 @@ private[operators] object InternalJson {
     case DoubleType => double(node)
     case d: DecimalType => Decimal(new java.math.BigDecimal(node.asText()), d.precision, d.scale)
     case _: StringType => UTF8String.fromString(node.asText())
+    case BinaryType => org.apache.commons.codec.binary.Hex.decodeHex(node.asText())
     case ArrayType(element, _) => new GenericArrayData(node.elements().asScala.map(read(_, element)).toArray[Any])
     case s: StructType => row(node, s)
     case other => throw new IllegalArgumentException(s"LocalRun does not read $other values")
@@ -129,6 +130,7 @@ private[operators] object InternalJson {
       if (d.isNaN || d.isInfinite) TextNode.valueOf(d.toString) else DoubleNode.valueOf(d)
     case _: DecimalType => TextNode.valueOf(v.asInstanceOf[Decimal].toJavaBigDecimal.toPlainString)
     case _: StringType => TextNode.valueOf(v.toString)
+    case BinaryType => TextNode.valueOf(org.apache.commons.codec.binary.Hex.encodeHexString(v.asInstanceOf[Array[Byte]]))
     case ArrayType(element, _) =>
       val a = v.asInstanceOf[ArrayData]
       val out = new ArrayNode(com.fasterxml.jackson.databind.node.JsonNodeFactory.instance)

@@ -44,12 +44,12 @@ class OverAggregateLogic(specJson: String, input: StructType) extends KeyedLogic
 
   override def elements(rows: Iterator[Row]): Iterator[Element] =
     KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
-      val seq = r.getLong(seqIndex)
+      val seq = SeqPath.of(r, seqIndex)
       val kind = r.getString(kindIndex)
       if (kind != RowKind.Insert)
-        throw new IllegalStateException(s"over_aggregate consumes an insert-only changelog; got $kind at _seq=$seq")
+        throw new IllegalStateException(s"over_aggregate consumes an insert-only changelog; got $kind at _seq=${SeqPath.show(seq)}")
       val time: java.lang.Long = if (orderBy == null) null else {
-        if (r.isNullAt(rowtimeIndex)) throw new IllegalStateException(s"over_aggregate: $orderBy is null at _seq=$seq; it must not be")
+        if (r.isNullAt(rowtimeIndex)) throw new IllegalStateException(s"over_aggregate: $orderBy is null at _seq=${SeqPath.show(seq)}; it must not be")
         r.getLong(rowtimeIndex)
       }
       val wm: java.lang.Long = if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null

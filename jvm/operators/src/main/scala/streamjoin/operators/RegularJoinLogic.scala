@@ -123,8 +123,8 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
     visitKey(all)
     all.map { r =>
       val side = r.getInt(sideIndex)
-      Element(r.getLong(seqIndex), kindOf(r), null, side = side, packed = sideRow(r, side))
-    }.sortBy(e => (e.seq, e.side)).iterator
+      Element(SeqPath.of(r, seqIndex), kindOf(r), null, side = side, packed = sideRow(r, side))
+    }.sortBy(e => (e.seq, e.side))(SeqPath.withSide).iterator
   }
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
@@ -212,7 +212,7 @@ class RegularJoinAssociateLogic(specJson: String, input: StructType) extends Reg
     }
     events.iterator.map { case (r, matches) =>
       val side = r.getInt(sideIndex)
-      Element(r.getLong(seqIndex), kindOf(r), null, side = side, matches = matches.toSeq, packed = sideRow(r, side))
+      Element(SeqPath.of(r, seqIndex), kindOf(r), null, side = side, matches = matches.toSeq, packed = sideRow(r, side))
     }
   }
 }

@@ -35,7 +35,7 @@ class ResidualPaddingLogic(specJson: String, input: StructType) extends KeyedLog
   /** Elements' rows are the data values followed by the left and right ids (null: none). */
   override def elements(rows: Iterator[Row]): Iterator[Element] =
     KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
-      Element(r.getLong(seqIndex), RowKind.Insert, KeyedLogic.values(r, columns ++ ids))
+      Element(SeqPath.of(r, seqIndex), RowKind.Insert, KeyedLogic.values(r, columns ++ ids))
     }
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {

@@ -22,7 +22,7 @@ final case class Change(kind: String, values: Array[Any])
  * One input change of a key, as [[KeyedOperator]] hands it to a [[KeyedLogic]]
  * (the JVM twin of `streamjoin.runtime.processor.Element`).
  *
- * @param seq       its `_seq` in its input
+ * @param seq       its `_seq` in its input (a path, [[SeqPath]])
  * @param kind      its RowKind short string
  * @param row       its values, in the logic's column order
  * @param side      0 (left/probe) or 1 (right/build) for two-input operators, else 0
@@ -33,7 +33,7 @@ final case class Change(kind: String, values: Array[Any])
  * @param packed    for a logic whose input is packed ([[KeyedLogic.packedInput]]): the row as Spark's `UnsafeRow`
  *                  (its struct's columns, the per-row watermark field included), with `row` null; else null
  */
-final case class Element(seq: Long, kind: String, row: Array[Any], side: Int = 0, time: Any = null,
+final case class Element(seq: Array[Byte], kind: String, row: Array[Any], side: Int = 0, time: Any = null,
                          watermark: java.lang.Long = null,
                          matches: Seq[org.apache.spark.sql.catalyst.expressions.UnsafeRow] = null,
                          packed: org.apache.spark.sql.catalyst.expressions.UnsafeRow = null)

@@ -16,7 +16,7 @@ import org.apache.spark.sql.types.{StructType, TimestampType}
  * Description: `keyColumns` (the grouping key), `rowtime` (`[left, right]` positions of the
  * TIMESTAMP rowtime in each side's data row, or null for processing time), `rowWatermark`
  * (`[left, right]` positions of the LONG per-row watermark in each side's row struct, or null).
- * Changes are numbered by their position in the key's visit (no `seqFromInput`).
+ * Each change is numbered under the `_seq` of the element that caused it ([[SeqPath]]).
  */
 abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedLogic {
   protected val spec = new Spec(specJson)
@@ -58,7 +58,7 @@ abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedL
   }
 
   override def elements(rows: Iterator[Row]): Iterator[Element] = {
-    val ordered = rows.toArray.sortBy(r => (r.getLong(seqIndex), r.getInt(sideIndex)))
+    val ordered = rows.toArray.sortBy(r => (SeqPath.of(r, seqIndex), r.getInt(sideIndex)))(SeqPath.withSide)
     if (ordered.nonEmpty) joinable = keyIndexes.forall(i => !ordered(0).isNullAt(i))
     if (packed) return ordered.iterator.map(packedElement)
     ordered.iterator.map { r =>
@@ -72,7 +72,7 @@ abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedL
         values = values.patch(at, Nil, 1)
       }
       val time: Any = if (rowtimes == null) null else TwoInputLogic.millis(values(rowtimes(side)))
-      Element(r.getLong(seqIndex), r.getString(kindIndex), values, side, time, watermark)
+      Element(SeqPath.of(r, seqIndex), r.getString(kindIndex), values, side, time, watermark)
     }
   }
 
@@ -88,7 +88,7 @@ abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedL
         if (row.isNullAt(at)) throw new IllegalStateException("a rowtime is null; it must not be")
         Math.floorDiv(row.getLong(at), 1000L) // TIMESTAMP microseconds, floored to ms as [[TwoInputLogic.millis]]
       }
-    Element(r.getLong(seqIndex), r.getString(kindIndex), null, side, time, watermark, packed = row)
+    Element(SeqPath.of(r, seqIndex), r.getString(kindIndex), null, side, time, watermark, packed = row)
   }
 
   /** The element's rowtime, or `now` (the processing time) for a processing-time operator. */
