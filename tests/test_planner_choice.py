@@ -327,3 +327,23 @@ def test_group_by_expressions_are_computed_before_the_aggregate():
     assert agg.group_by == ["f6"] and [(a.function, a.arg) for a in agg.aggregates] == [("SUM", "f7")]
     assert agg.inputs[0].describe() == "Calc(select=[UPPER(kind) AS f6, price * 2 AS f7])"
     assert sink.field_names == ["k", "s"] and "where=[s > 2]" in sink.inputs[0].describe()
+
+
+def test_an_alias_named_like_an_input_column_names_only_the_output_column():
+    # Flink: a SELECT alias never shadows an input column (nor is it visible to GROUP BY or HAVING);
+    # SUM(...) AS s over a table with a column s is the output column s, not a second input column.
+    ddl = DDL + "CREATE TABLE S (k INT, v INT, s INT) WITH ('connector' = 'values');\n"
+    sink = plan("SELECT COALESCE(S.k, B.b1) AS kk, COUNT(*) AS c, SUM(COALESCE(S.v, 0) + COALESCE(B.b2, 0)) AS s "
+                "FROM S FULL JOIN B ON S.k = B.b1 GROUP BY COALESCE(S.k, B.b1)", ddl)
+    agg = only(sink, GroupAggregate)
+    assert [(a.output, a.function) for a in agg.aggregates] == [("c", "COUNT"), ("s", "SUM")]
+    assert sink.field_names == ["kk", "c", "s"]
+    agg = only(plan("SELECT k, SUM(v) AS s FROM S GROUP BY k HAVING SUM(s) > 1", ddl), GroupAggregate)
+    assert [(a.output, a.arg) for a in agg.aggregates] == [("s", "v"), ("agg$1", "s")]
+    # As in Flink, s in the select list or HAVING is the input column, neither grouped nor aggregated ...
+    for query in ("SELECT k, s + 0 AS t, SUM(v) AS s FROM S GROUP BY k", "SELECT k, SUM(v) AS s FROM S GROUP BY k HAVING s > 1"):
+        with pytest.raises(ValidationError, match=r"column 's' is not being grouped"):
+            plan(query, ddl)
+    # ... and an alias is no column of the input.
+    with pytest.raises(ValidationError, match=r"unknown column 'total'"):
+        plan("SELECT k, SUM(v) AS total FROM S GROUP BY k HAVING total > 1", ddl)

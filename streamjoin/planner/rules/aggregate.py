@@ -68,7 +68,10 @@ def _aggregate_type(planner: QueryPlanner, function: str, t: SqlType | None, cal
 def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation, items, group_exprs: list | None = None) -> Relation:
     """A ``GroupAggregate`` for ``select`` over ``relation``, then the Calc computing ``items`` and ``HAVING``.
 
-    ``group_exprs`` overrides ``GROUP BY`` (``SELECT DISTINCT`` passes its items).
+    ``group_exprs`` overrides ``GROUP BY`` (``SELECT DISTINCT`` passes its items). As in Flink (Calcite's
+    default conformance), the names in the select list, ``GROUP BY`` and ``HAVING`` are the input's columns:
+    a select alias names an output column only (``SUM(x) AS s`` over an input with a column ``s`` is no
+    ambiguity, and ``HAVING s > 1`` then reads the input's ``s``).
 
     Raises:
         ValidationError: a selected column that is neither grouped nor aggregated, a non-numeric SUM/AVG.
@@ -124,26 +127,36 @@ def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation
     if not pre.is_insert_only and any(a.function in ("FIRST_VALUE", "LAST_VALUE") for a in calls):
         raise planner.error(UnsupportedPlanError, select, "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported", "supported-aggregates")
     agg = GroupAggregate(pre, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch)
-    agg_scope_types = {f.name: f.type for f in agg.fields}
 
     def rewrite(e: exp.Expr) -> exp.Expr:
+        # Columns name the input (Flink: a SELECT alias never shadows an input column, so an aggregate
+        # named ``s`` and an input column ``s`` are different columns); an aggregate call becomes its
+        # output field and a grouped expression its grouping field. What is left naming the input is
+        # neither grouped nor aggregated.
+        outputs: set[int] = set()
+
         def replace(n: exp.Expr) -> exp.Expr:
             if isinstance(n, tuple(AGGREGATES)) and not n.find_ancestor(exp.Window):
-                return field_column(call_map[n.sql(Flink)], n)
+                column = field_column(call_map[n.sql(Flink)], n)
+                outputs.add(id(column))
+                return column
+            if isinstance(n, (exp.Column, exp.Subquery, exp.Exists, exp.Select)):
+                return resolve(n, scope)
             return n
-
-        replaced = e.copy().transform(replace, copy=False)
-        resolved_expr = resolve(replaced, Scope(relation.columns + [ScopeColumn(None, c, c, agg_scope_types[c]) for c in call_map.values()], planner.source))
 
         def to_group(n: exp.Expr) -> exp.Expr:
+            if id(n) in outputs:
+                return n
             key = n.sql(Flink)
             if key in group_map:
-                return field_column(group_map[key], n)
+                column = field_column(group_map[key], n)
+                outputs.add(id(column))
+                return column
             return n
 
-        grouped = resolved_expr.transform(to_group, copy=False)
+        grouped = e.transform(replace).transform(to_group, copy=False)
         for col in grouped.find_all(exp.Column):
-            if col.name not in agg_scope_types:
+            if id(col) not in outputs and not isinstance(col.this, exp.Star):
                 raise planner.error(ValidationError, col, f"column '{col.name}' is not being grouped: add it to GROUP BY or aggregate it", "group-by-columns")
         return grouped
 
