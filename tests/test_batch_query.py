@@ -237,6 +237,19 @@ def test_integer_division_is_flinks(spark):
     assert rows(run(spark, script, statement, {"events": [("+I", ("a", 7)), ("+I", ("b", -7))]})) == [("a", 3), ("b", -3)]
 
 
+def test_timestampdiff_is_flinks(spark):
+    # Flink counts months on the dates, one less when the time of day is earlier (also backwards: from
+    # 02-01 12:00 to 01-01 00:00 is -2 months), and seconds from the milliseconds, truncated toward zero.
+    script, statement = pipeline(
+        "CREATE TABLE ages (id BIGINT, months INT, secs INT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');",
+        "INSERT INTO ages SELECT id, TIMESTAMPDIFF(MONTH, ts, CAST('2024-01-01 00:00:00' AS TIMESTAMP(3))), "
+        "TIMESTAMPDIFF(SECOND, ts, CAST('2024-01-01 00:00:00' AS TIMESTAMP(3))) FROM orders;",
+    )
+    orders = [("+I", (1, "EUR", Decimal("1.00"), 1, dt.datetime(2024, 2, 1, 12))),
+              ("+I", (2, "EUR", Decimal("1.00"), 1, dt.datetime(2023, 12, 31, 23, 59, 58, 500000)))]
+    assert rows(run(spark, script, statement, {"orders": orders})) == [(1, -2, -2721600), (2, 0, 1)]
+
+
 # --- refused before anything runs -----------------------------------------------------------------------
 
 

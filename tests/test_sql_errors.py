@@ -186,6 +186,18 @@ def test_ungrouped_column():
     assert "column 'amount' is not being grouped" in message and message.endswith("[rule: group-by-columns]") and where(message) == (1, 18)
 
 
+def test_timestampdiff_takes_a_unit_and_two_time_points():
+    message = refused("SELECT TIMESTAMPDIFF(FORTNIGHT, ts, plain_ts) FROM Orders;")
+    assert "FORTNIGHT is not a time unit in TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)" in message
+    assert message.endswith("[rule: function-arguments]") and where(message) == (1, 8)
+    message = refused("SELECT order_id FROM Orders WHERE TIMESTAMPDIFF(NANOSECOND, ts, plain_ts) > 1;", UnsupportedPlanError)
+    assert "NANOSECOND is not supported" in message and message.endswith("[rule: supported-functions]")
+    message = refused("SELECT TIMESTAMPDIFF('DAY', ts, plain_ts) FROM Orders;")
+    assert "its first argument a time unit" in message and message.endswith("[rule: function-arguments]")
+    message = refused("SELECT TIMESTAMPDIFF(DAY, currency, ts) FROM Orders;")
+    assert "TIMESTAMPDIFF needs a DATE or TIMESTAMP; '`currency`' is STRING" in message and message.endswith("[rule: type-mismatch]")
+
+
 def test_interval_join_over_an_updating_input_is_unsupported():
     message = refused("SELECT c.id FROM TimedChanges c JOIN Ships s ON c.id = s.order_id "
                       "AND s.ship_ts BETWEEN c.ts AND c.ts + INTERVAL '1' HOUR;", UnsupportedPlanError)

@@ -12,6 +12,9 @@ rather than methods:
 - ``WATERMARK FOR ts AS ts - INTERVAL '5' SECOND`` as a schema constraint
   (``CONSTRAINT_PARSERS`` / ``SCHEMA_UNNAMED_CONSTRAINTS``);
 - ``EXPLAIN [CHANGELOG_MODE, …] <statement>`` as an :class:`Explain` node;
+- ``TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)`` with its first argument read as a time unit
+  (a ``Var``, ``SQL_TSI_DAY`` spelled ``DAY``), not a column: a ``TimestampDiff`` whose ``this`` is
+  ``timepoint2`` and ``expression`` ``timepoint1``, as sqlglot's MySQL dialect reads it;
 - ``CREATE TABLE … WITH (…) LIKE source (INCLUDING ALL OVERWRITING OPTIONS …)``: Flink's LIKE
   clause, a ``LikeProperty`` whose ``expressions`` are ``Property(this=strategy, value=feature)``
   (sqlglot reads the options of Postgres' form, without parentheses);
@@ -34,12 +37,33 @@ from sqlglot.tokens import TokenType
 
 from streamjoin.errors import ValidationError
 
-__all__ = ["Flink", "Explain", "EXPLAIN_DETAILS", "interval_ms"]
+__all__ = ["Flink", "Explain", "EXPLAIN_DETAILS", "interval_ms", "timestampdiff_unit"]
 
 #: The ``EXPLAIN`` details Flink accepts (``ExplainDetail``).
 EXPLAIN_DETAILS = ("CHANGELOG_MODE", "ESTIMATED_COST", "JSON_EXECUTION_PLAN", "PLAN_ADVICE")
 
 _UNIT_MS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000}
+
+
+def _build_timestampdiff(args: list) -> exp.Expr:
+    """Flink's ``TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)``: the unit is a keyword (Calcite's
+    ``TimeUnit``), not a column. A call of another shape (a quoted or string unit, two or four arguments)
+    stays an anonymous ``TIMESTAMPDIFF(…)`` for the planner to refuse with its location."""
+    unit = args[0] if args else None
+    plain = isinstance(unit, exp.Var) or (isinstance(unit, exp.Column) and not unit.table and not unit.this.quoted)
+    if len(args) != 3 or not plain:
+        return exp.Anonymous(this="TIMESTAMPDIFF", expressions=list(args))
+    return exp.TimestampDiff(this=args[2], expression=args[1], unit=exp.var(unit.name.upper()))
+
+
+def timestampdiff_unit(node: exp.TimestampDiff) -> str | None:
+    """The unit of a parsed ``TIMESTAMPDIFF`` (``SECOND``, ``MONTH``…; Calcite's ``SQL_TSI_X`` is ``X``), or
+    ``None`` when it is not a unit keyword."""
+    unit = node.args.get("unit")
+    if not isinstance(unit, exp.Var):
+        return None
+    name = unit.name.upper()
+    return name[len("SQL_TSI_"):] if name.startswith("SQL_TSI_") else name
 
 
 class Explain(exp.Expression):
@@ -64,6 +88,8 @@ class FlinkParser(BaseParser):
     SCHEMA_UNNAMED_CONSTRAINTS = {*BaseParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
     PROPERTY_PARSERS = {**BaseParser.PROPERTY_PARSERS, "LIKE": lambda self: self._parse_like_clause()}
+
+    FUNCTIONS = {**BaseParser.FUNCTIONS, "TIMESTAMPDIFF": _build_timestampdiff}
 
     # The tokenizer files EXPLAIN with DESCRIBE (Flink's DESCRIBE is not supported).
     STATEMENT_PARSERS = {
@@ -114,6 +140,7 @@ class FlinkGenerator(Generator):
         **Generator.TRANSFORMS,
         Explain: lambda self, e: self.explain_sql(e),
         exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
+        exp.TimestampDiff: lambda self, e: self.func("TIMESTAMPDIFF", e.args.get("unit"), e.expression, e.this),
     }
 
     def version_sql(self, expression: exp.Version) -> str:

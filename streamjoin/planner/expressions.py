@@ -13,21 +13,25 @@ What happens here is what Flink's validator does before that:
 
 Where Flink's and Spark's semantics of an operator differ, :func:`spark_sql`
 writes the Flink meaning: ``INT / INT`` is an integer division in Flink
-(``a DIV b`` in Spark), ``PROCTIME()`` is the micro-batch's timestamp.
+(``a DIV b`` in Spark), ``PROCTIME()`` is the micro-batch's timestamp,
+``TIMESTAMPDIFF`` counts Flink's whole units (:func:`timestampdiff_spark`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
+import sqlglot
 from sqlglot import exp
 
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.diagnostics import SqlSource, error
-from streamjoin.planner.dialect import Flink
+from streamjoin.planner.dialect import Flink, timestampdiff_unit
 from streamjoin.planner.types import SqlType, common_type, sql_type
 
-__all__ = ["ScopeColumn", "Scope", "resolve", "Typer", "spark_sql", "flink_functions", "conjuncts", "and_all", "columns_of"]
+__all__ = ["ScopeColumn", "Scope", "resolve", "Typer", "spark_sql", "flink_functions", "timestampdiff_spark", "conjuncts",
+           "and_all", "columns_of", "TIMESTAMPDIFF_UNITS"]
 
 #: Aggregate functions (their sqlglot classes), as Flink names them.
 AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
@@ -38,6 +42,11 @@ _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 _STRING = SqlType("VARCHAR", 2147483647)
 _BOOLEAN = SqlType("BOOLEAN")
 _INTERVAL = "INTERVAL"
+
+#: The units of ``TIMESTAMPDIFF`` planned here (Flink also reads MICROSECOND, NANOSECOND, DECADE, …).
+TIMESTAMPDIFF_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR", "MILLISECOND")
+_TIMESTAMPDIFF_OTHER_UNITS = ("MICROSECOND", "NANOSECOND", "FRAC_SECOND", "DECADE", "CENTURY", "MILLENNIUM")
+_TIMESTAMPDIFF_SHAPE = "TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)"
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,8 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
                 "subqueries are supported only as IN / EXISTS conditions AND-ed into a WHERE clause, and in FROM",
                 "supported-queries",
             )
+        if isinstance(node, (exp.TimestampDiff, exp.Anonymous)):
+            _check_timestampdiff(node, scope.source)
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             column, outer = scope.resolve(node)
             if outer and not allow_outer:
@@ -174,6 +185,28 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
         return node
 
     return expression.copy().transform(replace, copy=False)
+
+
+def _check_timestampdiff(node: exp.Expr, source: SqlSource) -> None:
+    """Refuse a ``TIMESTAMPDIFF`` call Flink refuses (not a unit keyword and two time points), or whose unit is
+    not planned here (:data:`TIMESTAMPDIFF_UNITS`)."""
+    if isinstance(node, exp.Anonymous):
+        if node.name.upper() == "TIMESTAMPDIFF":
+            raise error(
+                ValidationError, source, node,
+                f"'{node.sql(Flink)}': the call is {_TIMESTAMPDIFF_SHAPE}, its first argument a time unit "
+                f"({', '.join(TIMESTAMPDIFF_UNITS)})", "function-arguments",
+            )
+        return
+    unit = timestampdiff_unit(node)
+    if unit in TIMESTAMPDIFF_UNITS:
+        return
+    kind, what = (UnsupportedPlanError, "is not supported") if unit in _TIMESTAMPDIFF_OTHER_UNITS else (ValidationError, "is not a time unit")
+    raise error(
+        kind, source, node,
+        f"'{node.sql(Flink)}': {unit} {what} in {_TIMESTAMPDIFF_SHAPE}; units: {', '.join(TIMESTAMPDIFF_UNITS)}",
+        "supported-functions" if kind is UnsupportedPlanError else "function-arguments",
+    )
 
 
 class Typer:
@@ -277,6 +310,8 @@ class Typer:
             return self._branches(node)
         if isinstance(node, exp.CurrentTimestamp):
             return SqlType("TIMESTAMP_LTZ", 3, nullable=False)
+        if isinstance(node, exp.TimestampDiff):
+            return self._timestampdiff(node)
         if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME" and not node.expressions:
             return SqlType("TIMESTAMP_LTZ", 3, nullable=False, time_attribute="PROCTIME")
         if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP":
@@ -286,6 +321,19 @@ class Typer:
         for child in node.iter_expressions():
             self.type_of(child)
         return None
+
+    def _timestampdiff(self, node: exp.TimestampDiff) -> SqlType:
+        # Flink: TIMESTAMPDIFF(<ANY>, <DATETIME>, <DATETIME>) is an INT, nullable when a time point is.
+        nullable = False
+        for operand in (node.expression, node.this):
+            t = self.type_of(operand)
+            if t is not None and t.family not in ("date", "timestamp", "null"):
+                raise error(
+                    ValidationError, self.source, node,
+                    f"TIMESTAMPDIFF needs a DATE or TIMESTAMP; '{operand.sql(Flink)}' is {t}", "type-mismatch",
+                )
+            nullable = nullable or t is None or t.nullable
+        return SqlType("INT", nullable=nullable)
 
     @staticmethod
     def _plain(t: SqlType | None) -> SqlType | None:
@@ -349,31 +397,121 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
     - ``a / b`` of two integral types is Flink's integer division (``CAST(a DIV b AS <type>)``);
     - ``PROCTIME()`` is ``CURRENT_TIMESTAMP()`` (the micro-batch's timestamp);
     - ``TO_TIMESTAMP_LTZ(epoch, 3)`` / ``(epoch, 0)`` are ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``;
+    - ``TIMESTAMPDIFF(unit, t1, t2)`` counts Flink's whole units (:func:`timestampdiff_spark`);
     - everything else is sqlglot's transpilation to the ``spark`` dialect.
+
+    Operands are rewritten before the operator that contains them (``i / 2 / 3`` divides as integers twice).
 
     Example:
         >>> spark_sql(sqlglot.parse_one("`a` / 2", read=Flink), Typer({"a": SqlType("INT")}, src))  # doctest: +SKIP
         'CAST(`a` DIV 2 AS INT)'
     """
 
+    tree = expression.copy()
+    # The operands' Flink types, taken before the operands are rewritten into Spark's spelling.
+    division_types = {id(n): (typer.type_of(n.this), typer.type_of(n.expression)) for n in tree.walk() if isinstance(n, exp.Div)}
+
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Div):
-            lt, rt = typer.type_of(node.this), typer.type_of(node.expression)
+            lt, rt = division_types[id(node)]
             if lt is not None and rt is not None and lt.is_integral and rt.is_integral:
                 result = common_type(lt, rt)
                 return exp.cast(exp.IntDiv(this=node.this, expression=node.expression), result.root)
         return flink_functions(node)
 
-    return expression.copy().transform(rewrite, copy=False).sql(dialect="spark")
+    return _bottom_up(tree, rewrite).sql(dialect="spark")
+
+
+def _bottom_up(expression: exp.Expr, fun) -> exp.Expr:
+    """``expression`` with ``fun`` applied to every node after its operands (sqlglot's ``transform`` goes
+    top-down and does not descend into what it replaced), in place."""
+    root = expression
+    for node in reversed(list(expression.walk(bfs=False))):
+        new = fun(node)
+        if new is not node:
+            if node is root:
+                root = new
+            else:
+                node.replace(new)
+    return root
 
 
 def flink_functions(node: exp.Expr) -> exp.Expr:
     """A sqlglot transform giving Flink's functions their Spark spelling: ``PROCTIME()`` is the query's
-    ``CURRENT_TIMESTAMP()``, ``TO_TIMESTAMP_LTZ(epoch, 3|0)`` is ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``."""
+    ``CURRENT_TIMESTAMP()``, ``TO_TIMESTAMP_LTZ(epoch, 3|0)`` is ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``,
+    ``TIMESTAMPDIFF`` is :func:`timestampdiff_spark` (its operands transformed first, for a top-down
+    ``transform``)."""
     if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME" and not node.expressions:
         return exp.CurrentTimestamp()
     if isinstance(node, exp.Anonymous) and node.name.upper() == "TO_TIMESTAMP_LTZ" and len(node.expressions) == 2:
         unit = {"3": "TIMESTAMP_MILLIS", "0": "TIMESTAMP_SECONDS"}.get(node.expressions[1].name)
         if unit:
             return exp.Anonymous(this=unit, expressions=[node.expressions[0]])
+    if isinstance(node, exp.TimestampDiff):
+        return timestampdiff_spark(timestampdiff_unit(node), node.expression.transform(flink_functions),
+                                   node.this.transform(flink_functions))
     return node
+
+
+# Flink reads the time points as milliseconds (TimestampData.getMillisecond: sub-millisecond digits dropped).
+_MS = "UNIX_MILLIS(CAST({t} AS TIMESTAMP))"
+_MS_DIFF = f"({_MS.format(t=':t2')} - {_MS.format(t=':t1')})"
+# Java's (int) of a long: the low 32 bits, as Flink casts the BIGINT count to INT.
+_INT = "CAST(PMOD({x} + 2147483648, 4294967296) - 2147483648 AS INT)"
+_SECONDS = _INT.format(x=f"{_MS_DIFF} DIV 1000")
+_DAY_TIME_MS = {"SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
+_MONTH_DIVISOR = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}
+
+
+def _months() -> str:
+    """Flink's months from ``:t1`` to ``:t2`` (``DateTimeUtils.subtractMonths(t2, t1)``): on the dates, the
+    most months ``m`` with ``t1 + m months`` (the day clamped to the month's end) not past ``t2``'s date
+    (from ``t2`` when ``t2`` is earlier, negated); one less when that lands on ``t2``'s date and ``t2``'s
+    time of day is earlier than ``t1``'s (in either direction: ``2020-01-01 00:00:59`` to ``2020-01-01
+    00:00:00`` is -1 month in Flink)."""
+    d2, d1 = "CAST(:t2 AS DATE)", "CAST(:t1 AS DATE)"
+    k = f"((YEAR({d2}) * 12 + MONTH({d2})) - (YEAR({d1}) * 12 + MONTH({d1})))"
+    m = (f"(CASE WHEN {d2} >= {d1} THEN {k} - IF(LEAST(DAY({d1}), DAY(LAST_DAY({d2}))) > DAY({d2}), 1, 0) "
+         f"ELSE {k} + IF(LEAST(DAY({d2}), DAY(LAST_DAY({d1}))) > DAY({d1}), 1, 0) END)")
+    day_ms = "PMOD({ms}, 86400000)"
+    earlier = f"{day_ms.format(ms=_MS.format(t=':t2'))} < {day_ms.format(ms=_MS.format(t=':t1'))}"
+    return f"({m} - IF(ADD_MONTHS({d1}, {m}) = {d2} AND {earlier}, 1, 0))"
+
+
+def timestampdiff_spark(unit: str, t1: exp.Expr, t2: exp.Expr) -> exp.Expr:
+    """A Spark expression for Flink's ``TIMESTAMPDIFF(unit, t1, t2)`` over Spark-spelled time points (an INT).
+
+    What Flink 2.3 computes (Calcite's ``TimestampDiffConvertlet``: ``CAST((t2 - t1) unit AS INT)``), pinned by
+    ``tests/data/flink-diff/cases/timestampdiff_units.json``:
+
+    - SECOND, MINUTE, HOUR, DAY: the milliseconds from ``t1`` to ``t2`` divided by the unit's, truncated
+      toward zero, then the low 32 bits (past 68 years of seconds Flink's INT wraps);
+    - WEEK: the seconds (as an INT) divided by 604800, truncated toward zero; MILLISECOND: the seconds
+      (as an INT) times 1000, wrapped to an INT (Flink counts whole seconds there: 1.5 s is 1000);
+    - MONTH: Flink's month count (:func:`_months`, not Spark's ``months_between`` or ``timestampdiff``);
+      QUARTER and YEAR: the months divided by 3 and 12, truncated toward zero.
+
+    Spark's own ``timestampdiff`` differs: it counts microseconds, returns a BIGINT and counts months
+    symmetrically. Dates count from their midnight (UTC, the session time zone).
+
+    Raises:
+        UnsupportedPlanError: for a unit not in :data:`TIMESTAMPDIFF_UNITS`.
+    """
+    if unit in _DAY_TIME_MS:
+        text = _INT.format(x=f"{_MS_DIFF} DIV {_DAY_TIME_MS[unit]}")
+    elif unit == "WEEK":
+        text = f"CAST({_SECONDS} DIV 604800 AS INT)"
+    elif unit == "MILLISECOND":
+        text = _INT.format(x=f"CAST({_SECONDS} AS BIGINT) * 1000")
+    elif unit in _MONTH_DIVISOR:
+        months = _months()
+        text = f"CAST({months} DIV {_MONTH_DIVISOR[unit]} AS INT)" if _MONTH_DIVISOR[unit] > 1 else f"CAST({months} AS INT)"
+    else:
+        raise UnsupportedPlanError(f"TIMESTAMPDIFF unit {unit} is not supported; units: {', '.join(TIMESTAMPDIFF_UNITS)}")
+    points = {"t1": t1, "t2": t2}
+    return _spark_template(text).transform(lambda n: points[n.name].copy() if isinstance(n, exp.Placeholder) else n)
+
+
+@lru_cache(maxsize=None)
+def _spark_template(text: str) -> exp.Expr:
+    return sqlglot.parse_one(text, read="spark")
