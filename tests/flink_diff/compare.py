@@ -1,7 +1,8 @@
 """Compare two result documents of a case (``{"columns", "changelog", "final"}`` or ``{"error"}``).
 
 Used to check the Flink runner against the stored ``tests/data/flink-cases/expected/`` and streamjoin's
-replay against stored Flink outputs. Standard library only (runs in either venv).
+replay against stored Flink outputs: the whole changelog in order (:func:`difference`), or each upsert key's
+changes in order (:func:`per_key_difference`). Standard library only (runs in either venv).
 """
 
 from __future__ import annotations
@@ -61,4 +62,44 @@ def difference(expected: dict, actual: dict, *, changelog: bool = True, within_r
         first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
         return (f"changelog: first difference at change {first}: "
                 f"{want[first:first + 3]} != {got[first:first + 3]} ({len(want)} vs {len(got)} changes)")
+    return None
+
+
+def per_key(changelog: list[list], columns: list[list], key: list[str]) -> dict[str, list[list]]:
+    """``changelog`` split per upsert key: the key columns' values (as JSON) → the subsequence of the changes that
+    have those values, in order. ``columns`` are the document's ``[name, type]`` pairs, ``key`` names some of them
+    (``[]``: one subsequence, the whole changelog)."""
+    names = [c[0] for c in columns]
+    missing = [k for k in key if k not in names]
+    if missing:
+        raise ValueError(f"upsert key columns {missing} are not among the columns {names}")
+    positions = [1 + names.index(k) for k in key]  # after the RowKind
+    out: dict[str, list[list]] = {}
+    for change in changelog:
+        out.setdefault(json.dumps([change[i] for i in positions]), []).append(change)
+    return out
+
+
+def per_key_difference(expected: dict, actual: dict, key: list[str], *, within_runs: bool = False) -> str | None:
+    """What differs between ``expected`` and ``actual`` when each upsert key's changes are compared on their own.
+
+    As :func:`difference` without the changelog (refusal, columns, final rows), then, for every value of the
+    ``key`` columns that either side has, the changes of that value in order (:func:`per_key`; with
+    ``within_runs``, up to the order within runs of one RowKind of that subsequence, :func:`in_runs`). Changes
+    of different keys may interleave in any way. Returns the first difference as one line, ``"changelog: key
+    […]=[…]: …"`` for a key whose changes differ (keys in sorted order), ``None`` when equal.
+    """
+    found = difference(expected, actual, changelog=False)
+    if found or expected.get("error"):
+        return found
+    want = per_key(expected["changelog"], expected["columns"], key)
+    got = per_key(actual["changelog"], actual["columns"], key)
+    for value in sorted(want.keys() | got.keys()):
+        w, g = want.get(value, []), got.get(value, [])
+        if within_runs:
+            w, g = in_runs(w), in_runs(g)
+        if w != g:
+            first = next((i for i, (a, b) in enumerate(zip(w, g)) if a != b), min(len(w), len(g)))
+            return (f"changelog: key {key}={value}: first difference at change {first} of the key's: "
+                    f"{w[first:first + 3]} != {g[first:first + 3]} ({len(w)} vs {len(g)} changes)")
     return None
