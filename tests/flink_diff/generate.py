@@ -1,6 +1,7 @@
 """Seeded generator of streaming-SQL test cases in the ``flink-cases`` format, one family per operator.
 
     python tests/flink_diff/generate.py --n 114 --seed 13 --out-dir DIR
+    python tests/flink_diff/generate.py --chains --n 44 --seed 13 --out-dir DIR   # chains of operators
 
 writes ``DIR/NAME.json`` (format: ``tests/data/flink-cases/README.md``). Case ``i`` belongs to family
 ``FAMILIES[i % len(FAMILIES)]`` and is drawn from its own ``random.Random(f"{seed}-{i}")``, so one case
@@ -12,7 +13,9 @@ null keys and values, watermark delays of 0 (strictly ascending), 1 ms and secon
 joins of every type (with and without primary keys and a residual predicate), semi joins (``IN``,
 ``EXISTS``), anti joins (``NOT EXISTS``, ``NOT IN``), interval joins of every type, event-time temporal
 joins (INNER/LEFT), OVER (ROWS/RANGE, bounded/unbounded, partitioned or not), deduplication (keep
-first/last, on rowtime and proctime) and group aggregates over changelogs. Standard library only.
+first/last, on rowtime and proctime) and group aggregates over changelogs. With ``--chains``, chains of
+operators instead (:data:`CHAIN_FAMILIES`: joins into aggregates, an aggregate into a join, and more; each case
+with the ``upsert_key`` of its output). Standard library only.
 """
 
 from __future__ import annotations
@@ -345,16 +348,396 @@ def generate_mini_batch_case(seed: int, index: int) -> dict:
     }
 
 
+# -- chains of operators ---------------------------------------------------------------------------------------
+#
+# Each chain case feeds the output of one stateful operator into another: joins into aggregates, an aggregate into
+# a join, a deduplication, a UNION ALL or an event-time join into an aggregate. Their names are
+# ``<family>_<seed>_<index>`` with families starting with ``chain_``; case ``i`` of a seed is of family
+# ``CHAIN_FAMILIES[i % len(CHAIN_FAMILIES)]`` and variant ``i // len(CHAIN_FAMILIES)`` of it (a join type, a
+# deduplication), drawn from its own ``random.Random(f"chain-{seed}-{i}")``. A case whose output has an upsert key
+# (the GROUP BY columns; ``[]`` for a global aggregate) records it as ``"upsert_key"``: its changes can be compared
+# key by key (``compare.per_key_difference``).
+
+CHAIN_FAMILIES = [
+    "chain_join_agg",            # regular join (variant: inner, left, right, full) -> GROUP BY
+    "chain_left_agg_by_right",   # A LEFT JOIN B -> GROUP BY B.t (the padded side's column)
+    "chain_join_agg_large",      # unkeyed A JOIN keyed B, ~100 changes each -> GROUP BY A.s, B.t
+    "chain_orders_region",       # two upsert sources, an order's +U moves it to another customer -> GROUP BY region
+    "chain_agg_join",            # GROUP BY -> joined back to its table or to a keyed table
+    "chain_join_join_agg",       # A JOIN B [LEFT] JOIN C -> GROUP BY
+    "chain_dedup_join_agg",      # deduplication (variant: keep first/last on rowtime/proctime) -> JOIN -> GROUP BY
+    "chain_union_agg",           # UNION ALL of two changelogs -> GROUP BY
+    "chain_left_null_agg",       # A LEFT JOIN B WHERE <B's column> IS NULL -> global aggregate
+    "chain_temporal_agg",        # event-time temporal join (variant: inner, left) -> GROUP BY
+    "chain_interval_agg",        # interval join (variant: inner, left, right, full) -> GROUP BY
+]
+#: Stored chain cases of seed 13 (tests/data/flink-diff/README.md): four variants of each family.
+CHAIN_CASES = len(CHAIN_FAMILIES) * 4
+#: The chain families whose changelogs are compared up to the order within runs of one RowKind: every one with a
+#: join before its last operator (one input row's matches come in Flink's HashMap order).
+ORDER_WITHIN_RUNS_FAMILIES |= set(CHAIN_FAMILIES) - {"chain_union_agg"}
+#: The chain families whose changelogs are compared key by key even at one row per micro-batch: an event-time temporal
+#: join emits the probe rows of several keys that one watermark fires in its timers' order, which Flink does not keep
+#: from run to run (in three runs of the stored cases, three of the four had the groups' updates interleaved otherwise
+#: at least once, each group's own in the same order).
+PER_KEY_FAMILIES = {"chain_temporal_agg"}
+
+_JOIN_KINDS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]
+
+
+def _chain_table(rng: random.Random, name: str, columns: list[list[str]], make_row, n_ops: int,
+                 key: str | None = None, upsert: bool = False) -> dict:
+    """A changelog table; with ``key`` its primary key (column name), ``upsert``: an upsert changelog (no ``-U``)."""
+    names = [c for c, _ in columns]
+    rows = _changelog(rng, make_row, n_ops, names.index(key) if key else None)
+    table = {"name": name, "columns": columns, "rows": rows}
+    if key:
+        table["primary_key"] = [key]
+        if upsert:
+            table["rows"] = [r for r in rows if r[0] != "-U"]
+            table["changelog_mode"] = "upsert"
+    return table
+
+
+def _keyed(rng: random.Random, choices: list) -> tuple[str | None, bool]:
+    """A primary key drawn from ``choices`` (None: no key) and whether the table is then an upsert changelog."""
+    key = rng.choice(choices)
+    return key, key is not None and rng.random() < 0.35
+
+
+def _ab_chain_tables(rng: random.Random, n_ops: tuple[int, int], n_keys: int = 3, a_keys=(None, None, "id", "k"),
+                     b_keys=(None, "k", "k", "id"), b_upsert: bool | None = None) -> list[dict]:
+    """``A(id, k, s, v)`` and ``B(id, k, t, w)``, joined on ``k`` (NULL in an unkeyed table now and then); each
+    without a primary key or keyed by one of ``a_keys``/``b_keys`` (an upsert changelog at random, or as
+    ``b_upsert`` says for B)."""
+    tables = []
+    for name, text, number, keys in (("A", "s", "v", a_keys), ("B", "t", "w", b_keys)):
+        key, upsert = _keyed(rng, list(keys))
+        if name == "B" and b_upsert is not None:
+            upsert = b_upsert
+        prefix = name.lower()
+
+        def make_row(pk, key=key, prefix=prefix):
+            row = [rng.randint(1, 8), _maybe_null(rng, rng.randint(1, n_keys), 0.0 if key == "k" else 0.1),
+                   _maybe_null(rng, f"{prefix}{rng.randint(1, 3)}"), _maybe_null(rng, rng.randrange(0, 50, 5))]
+            if pk is not None:
+                row[0 if key == "id" else 1] = pk
+            return row
+
+        columns = [["id", "INT"], ["k", "INT"], [text, "STRING"], [number, "INT"]]
+        tables.append(_chain_table(rng, name, columns, make_row, rng.randint(*n_ops), key, upsert))
+    return tables
+
+
+def _select(keys: list[str], aggregates: list[str]) -> str:
+    return ", ".join([*keys, *(f"{a} AS agg{i}" for i, a in enumerate(aggregates))])
+
+
+def _chain_join_agg(rng: random.Random, variant: int) -> dict:
+    tables = _ab_chain_tables(rng, (4, 12))
+    kind = _JOIN_KINDS[variant % 4]
+    group = rng.choice([["A.s"], ["B.t"], ["A.s", "B.t"], ["A.k"], ["B.k"]])
+    aggregates = ["COUNT(*)", *rng.sample(["COUNT(DISTINCT A.s)", "COUNT(DISTINCT B.w)", "SUM(A.v)", "SUM(B.w)",
+                                           "MIN(B.w)", "MAX(A.v)", "MIN(A.v)", "MAX(B.t)", "COUNT(B.w)"], 3)]
+    query = f"SELECT {_select(group, aggregates)} FROM A {kind} B ON A.k = B.k GROUP BY {', '.join(group)}"
+    return {"tables": tables, "query": query, "upsert_key": [g.split(".")[1] for g in group], "links": [("A", 1, "B", 1)]}
+
+
+def _chain_left_agg_by_right(rng: random.Random, variant: int) -> dict:
+    tables = _ab_chain_tables(rng, (4, 12))
+    query = ("SELECT B.t, COUNT(*) AS agg0, COUNT(DISTINCT A.s) AS agg1, COUNT(B.w) AS agg2, SUM(A.v) AS agg3 "
+             "FROM A LEFT JOIN B ON A.k = B.k GROUP BY B.t")
+    return {"tables": tables, "query": query, "upsert_key": ["t"], "links": [("A", 1, "B", 1)]}
+
+
+def _chain_join_agg_large(rng: random.Random, variant: int) -> dict:
+    # A has no key; B is keyed (on the join key in even variants, on its id in odd ones), an upsert changelog in
+    # variants 2 and 3.
+    b_key = "k" if variant % 2 == 0 else "id"
+    tables = _ab_chain_tables(rng, (85, 100), n_keys=6, a_keys=(None,), b_keys=(b_key,), b_upsert=variant >= 2)
+    query = ("SELECT A.s, B.t, COUNT(*) AS agg0, SUM(A.v) AS agg1, MIN(B.w) AS agg2, MAX(A.v) AS agg3, "
+             "COUNT(DISTINCT A.k) AS agg4 FROM A JOIN B ON A.k = B.k GROUP BY A.s, B.t")
+    return {"tables": tables, "query": query, "upsert_key": ["s", "t"], "links": [("A", 1, "B", 1)]}
+
+
+def _chain_orders_region(rng: random.Random, variant: int) -> dict:
+    def order(oid):
+        return [oid if oid is not None else rng.randint(1, 8), _maybe_null(rng, rng.randint(1, 4), 0.1),
+                rng.randrange(5, 100, 5)]
+
+    def customer(cid):
+        return [cid if cid is not None else rng.randint(1, 4), _maybe_null(rng, rng.choice(["EU", "US", "ASIA"]), 0.1)]
+
+    orders = _chain_table(rng, "orders", [["oid", "INT"], ["cid", "INT"], ["amount", "INT"]], order,
+                          rng.randint(6, 16), "oid", upsert=True)
+    customers = _chain_table(rng, "customers", [["cid", "INT"], ["region", "STRING"]], customer,
+                             rng.randint(3, 9), "cid", upsert=True)
+    query = ("SELECT c.region, COUNT(*) AS agg0, SUM(o.amount) AS agg1, MAX(o.amount) AS agg2 "
+             "FROM orders o JOIN customers c ON o.cid = c.cid GROUP BY c.region")
+    return {"tables": [orders, customers], "query": query, "upsert_key": ["region"],
+            "links": [("orders", 1, "customers", 0)]}
+
+
+def _chain_agg_join(rng: random.Random, variant: int) -> dict:
+    aggregates = ["COUNT(*)", *rng.sample(["SUM(v)", "MAX(v)", "MIN(v)", "COUNT(DISTINCT s)"], 2)]
+    inner = f"(SELECT k, {_select([], aggregates)} FROM A GROUP BY k) g"
+    sums = ", ".join(f"g.agg{i} AS agg{i}" for i in range(len(aggregates)))
+    if variant % 2 == 0:  # back to its own table: A keyed by id -> (id) is the output's upsert key
+        [a] = _ab_chain_tables(rng, (6, 16), a_keys=("id",))[:1]
+        kind = rng.choice(["JOIN", "LEFT JOIN"])
+        query = f"SELECT A.id, A.k, A.v, {sums} FROM A {kind} {inner} ON A.k = g.k"
+        return {"tables": [a], "query": query, "upsert_key": ["id"]}
+    tables = _ab_chain_tables(rng, (5, 14), a_keys=(None, "id"), b_keys=("k",))
+    kind = rng.choice(["JOIN", "LEFT JOIN"])
+    query = f"SELECT g.k, {sums}, B.t, B.w FROM {inner} {kind} B ON g.k = B.k"
+    return {"tables": tables, "query": query, "upsert_key": ["k"], "links": [("A", 1, "B", 1)]}
+
+
+def _chain_join_join_agg(rng: random.Random, variant: int) -> dict:
+    tables = _ab_chain_tables(rng, (3, 9))
+
+    def make_c(key):
+        return [key if key is not None else f"b{rng.randint(1, 3)}", _maybe_null(rng, rng.choice(["g1", "g2"]))]
+
+    key, upsert = _keyed(rng, [None, "t"])
+    tables.append(_chain_table(rng, "C", [["t", "STRING"], ["g", "STRING"]], make_c, rng.randint(2, 6), key, upsert))
+    first, second = rng.choice(_JOIN_KINDS[:2]), rng.choice(_JOIN_KINDS[:3])
+    group = rng.choice([["C.g"], ["A.s", "C.g"]])
+    aggregates = ["COUNT(*)", *rng.sample(["SUM(A.v)", "MAX(B.w)", "MIN(A.v)", "COUNT(DISTINCT B.id)",
+                                           "COUNT(C.t)"], 3)]
+    query = (f"SELECT {_select(group, aggregates)} FROM A {first} B ON A.k = B.k {second} C ON B.t = C.t "
+             f"GROUP BY {', '.join(group)}")
+    return {"tables": tables, "query": query, "upsert_key": [g.split(".")[1] for g in group],
+            "links": [("A", 1, "B", 1), ("B", 2, "C", 0)]}
+
+
+def _chain_dedup_join_agg(rng: random.Random, variant: int) -> dict:
+    direction = "ASC" if variant % 2 == 0 else "DESC"
+    order = "ts" if variant < 2 else "pt"
+    n = rng.randint(6, 16)
+    times = _event_times(rng, n, 60_000, rng.choice([0, 90_000]), 0.1 if order == "ts" else 0.0)
+    events = {
+        "name": "events",
+        "columns": [["id", "STRING"], ["k", "INT"], ["v", "INT"], ["ts", "TIMESTAMP(3)"]],
+        "rowtime": {"column": "ts", "watermark_delay_ms": _delay(rng)},
+        "rows": [["+I", f"e{rng.randint(1, 5)}", _maybe_null(rng, rng.randint(1, 4)), _maybe_null(rng, rng.randint(0, 30)),
+                  _ts(t)] for t in times],
+    }
+    if order == "pt":
+        events["proctime"] = "pt"
+    [b] = _ab_chain_tables(rng, (3, 10), b_keys=(None, "k", "k"))[1:]
+    kind = rng.choice(["JOIN", "LEFT JOIN"])
+    group = rng.choice([["B.t"], ["d.id"]])
+    aggregates = ["COUNT(*)", *rng.sample(["SUM(d.v)", "MAX(d.v)", "MIN(B.w)", "COUNT(DISTINCT d.id)",
+                                           "COUNT(DISTINCT B.t)"], 2)]
+    dedup = (f"(SELECT id, k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} {direction}) "
+             "AS rn FROM events) WHERE rn = 1) d")
+    query = f"SELECT {_select(group, aggregates)} FROM {dedup} {kind} B ON d.k = B.k GROUP BY {', '.join(group)}"
+    return {"tables": [events, b], "query": query, "upsert_key": [g.split(".")[1] for g in group],
+            "links": [("events", 1, "B", 1)]}
+
+
+def _chain_union_agg(rng: random.Random, variant: int) -> dict:
+    tables = _ab_chain_tables(rng, (5, 14))
+    where = rng.choice(["", " WHERE w > 10", " WHERE t <> 'b1'"])
+    aggregates = ["COUNT(*)", *rng.sample(["SUM(v)", "MIN(v)", "MAX(v)", "COUNT(DISTINCT v)", "COUNT(DISTINCT s)",
+                                           "COUNT(v)"], 3)]
+    query = (f"SELECT {_select(['k'], aggregates)} FROM (SELECT k, s, v FROM A UNION ALL SELECT k, t, w FROM B{where}) "
+             "GROUP BY k")
+    return {"tables": tables, "query": query, "upsert_key": ["k"]}
+
+
+def _chain_left_null_agg(rng: random.Random, variant: int) -> dict:
+    tables = _ab_chain_tables(rng, (4, 14))
+    padded = rng.choice(["B.k", "B.k", "B.t", "B.id"])
+    aggregates = ["COUNT(*)", *rng.sample(["SUM(A.v)", "COUNT(DISTINCT A.k)", "MAX(A.v)", "MIN(A.s)", "COUNT(A.v)"], 2)]
+    query = f"SELECT {_select([], aggregates)} FROM A LEFT JOIN B ON A.k = B.k WHERE {padded} IS NULL"
+    return {"tables": tables, "query": query, "upsert_key": [], "links": [("A", 1, "B", 1)]}
+
+
+def _chain_rates(rng: random.Random) -> list[list]:
+    """Versions of ``RatesHistory(currency, rate, update_time)`` in time order: most currencies valid from about the
+    first order on, then updated (``-U``/``+U``) or deleted and inserted again every minute or few."""
+    events = []
+    for currency in ["EUR", "USD", "JPY"]:
+        if rng.random() < 0.15:
+            continue  # no version at all: INNER drops its orders, LEFT pads them
+        t = rng.choice([-60_000, 0, 0, 60_000])
+        events.append((t, currency))
+        for _ in range(rng.randint(0, 3)):
+            t += rng.choice([30_000, 60_000, 120_000, 180_000])
+            events.append((t, currency))
+    rows, live = [], {}
+    for t, currency in sorted(events, key=lambda e: e[0]):
+        new = [currency, rng.randint(1, 9), _ts(max(0, t))]
+        if currency not in live:
+            rows.append(["+I", *new])
+        elif rng.random() < 0.15:
+            rows += [["-D", *live[currency]], ["+I", *new]]
+        else:
+            rows += [["-U", *live[currency]], ["+U", *new]]
+        live[currency] = new
+    return rows
+
+
+def _chain_temporal_agg(rng: random.Random, variant: int) -> dict:
+    times = _event_times(rng, rng.randint(8, 20), 30_000, rng.choice([0, 0, 45_000]), 0.1)
+    orders = {
+        "name": "Orders",
+        "columns": [["order_id", "INT"], ["currency", "STRING"], ["amount", "INT"], ["order_time", "TIMESTAMP(3)"]],
+        "rowtime": {"column": "order_time", "watermark_delay_ms": _delay(rng)},
+        "rows": [["+I", i + 1, _maybe_null(rng, rng.choice(["EUR", "USD", "JPY"])), rng.randint(1, 100), _ts(t)]
+                 for i, t in enumerate(times)],
+    }
+    rates = {
+        "name": "RatesHistory",
+        "columns": [["currency", "STRING"], ["rate", "INT"], ["update_time", "TIMESTAMP(3)"]],
+        "primary_key": ["currency"],
+        "rowtime": {"column": "update_time", "watermark_delay_ms": rng.choice([0, 0, 1, 30_000])},
+        "rows": _chain_rates(rng),
+    }
+    kind = "JOIN" if variant % 2 == 0 else "LEFT JOIN"
+    group = rng.choice([["o.currency"], ["r.rate"]])
+    aggregates = ["COUNT(*)", *rng.sample(["SUM(o.amount)", "SUM(o.amount * r.rate)", "MAX(r.rate)", "MIN(o.amount)",
+                                           "COUNT(DISTINCT r.update_time)", "COUNT(r.rate)"], 2)]
+    query = (f"SELECT {_select(group, aggregates)} FROM Orders AS o {kind} RatesHistory FOR SYSTEM_TIME AS OF "
+             f"o.order_time AS r ON o.currency = r.currency GROUP BY {', '.join(group)}")
+    return {"tables": [orders, rates], "query": query, "upsert_key": [g.split(".")[1] for g in group],
+            "links": [("Orders", 1, "RatesHistory", 0)]}
+
+
+def _chain_interval_agg(rng: random.Random, variant: int) -> dict:
+    tables = []
+    for name, column in (("Orders", "ts"), ("Shipments", "ship_ts")):
+        times = _event_times(rng, rng.randint(5, 14), 60_000, rng.choice([0, 0, 90_000]), 0.1)
+        tables.append({
+            "name": name,
+            "columns": [["order_id", "INT"], [column, "TIMESTAMP(3)"], ["qty", "INT"]],
+            "rowtime": {"column": column, "watermark_delay_ms": _delay(rng)},
+            "rows": [["+I", _maybe_null(rng, rng.randint(1, 3)), _ts(t), rng.randint(1, 9)] for t in times],
+        })
+    lower, upper = rng.choice([0, 1, 2]), rng.choice([2, 5, 10])
+    kind = _JOIN_KINDS[variant % 4]
+    group = {"JOIN": "a.order_id", "LEFT JOIN": "a.order_id", "RIGHT JOIN": "b.order_id",
+             "FULL JOIN": rng.choice(["a.order_id", "b.order_id"])}[kind]
+    aggregates = ["COUNT(*)", *rng.sample(["COUNT(b.ship_ts)", "SUM(b.qty)", "MAX(a.qty)", "MIN(b.qty)",
+                                           "COUNT(DISTINCT a.ts)"], 2)]
+    query = (f"SELECT {_select([group], aggregates)} FROM Orders a {kind} Shipments b ON a.order_id = b.order_id AND "
+             f"b.ship_ts BETWEEN a.ts - INTERVAL '{lower}' MINUTE AND a.ts + INTERVAL '{upper}' MINUTE GROUP BY {group}")
+    return {"tables": tables, "query": query, "upsert_key": ["order_id"], "links": [("Orders", 0, "Shipments", 0)]}
+
+
+_CHAIN_BUILDERS = {
+    "chain_join_agg": _chain_join_agg, "chain_left_agg_by_right": _chain_left_agg_by_right,
+    "chain_join_agg_large": _chain_join_agg_large, "chain_orders_region": _chain_orders_region,
+    "chain_agg_join": _chain_agg_join, "chain_join_join_agg": _chain_join_join_agg,
+    "chain_dedup_join_agg": _chain_dedup_join_agg, "chain_union_agg": _chain_union_agg,
+    "chain_left_null_agg": _chain_left_null_agg, "chain_temporal_agg": _chain_temporal_agg,
+    "chain_interval_agg": _chain_interval_agg,
+}
+
+
+#: Arrivals per chain case: small ones (a few micro-batches of seven rows), and the ~100 changes per table of
+#: ``chain_join_agg_large``.
+CHAIN_ARRIVALS = {"chain_join_agg_large": (150, 240)}
+_SMALL_CHAIN = (10, 40)
+
+
+def _chain_fits(family: str, case: dict, arrival: list[str]) -> bool:
+    """Whether a drawn chain case is one to keep: its size in range, every table with two rows or more, every table
+    that is no event-time input (a changelog) with an update or a delete in it, its joins with something to join
+    (the case's ``links``, :func:`_matches`) after three arrivals or more, and an order that moves."""
+    tables = case["tables"]
+    low, high = CHAIN_ARRIVALS.get(family, _SMALL_CHAIN)
+    if family == "chain_orders_region" and not _moves_an_order(tables[0]["rows"]):
+        return False
+    if case.get("links") and _matches(tables, arrival, case["links"]) < 3:
+        return False
+    return (low <= len(arrival) <= high and all(len(t["rows"]) >= 2 for t in tables)
+            and all(t.get("rowtime") or any(r[0] != "+I" for r in t["rows"]) for t in tables))
+
+
+def _matches(tables: list[dict], arrival: list[str], links: list[tuple[str, int, str, int]]) -> int:
+    """After how many arrivals the live rows hold a path along ``links`` — ``(table, column, other table, column)``,
+    each link's first table the one before's other table, columns as positions in a row's values — with equal
+    non-NULL values at each link: the joins of the case have something to join."""
+    live: dict[str, dict] = {t["name"]: {} for t in tables}
+    cursor = {t["name"]: 0 for t in tables}
+    by_name = {t["name"]: t for t in tables}
+    count = 0
+    for n, name in enumerate(arrival):
+        table = by_name[name]
+        kind, *values = table["rows"][cursor[name]]
+        cursor[name] += 1
+        rows = live[name]
+        # keyed: one row per primary key (an upsert +U replaces it); else a row per arrival
+        columns = [c for c, _ in table["columns"]]
+        slot = values[columns.index(table["primary_key"][0])] if table.get("primary_key") else None
+        if kind in ("+I", "+U"):
+            rows[slot if slot is not None else n] = values
+        else:
+            gone = slot if slot is not None else next((i for i, r in rows.items() if r == values), None)
+            rows.pop(gone, None)
+        reached = list(live[links[0][0]].values())
+        for left, left_column, right, right_column in links:
+            values_left = {r[left_column] for r in reached} - {None}
+            reached = [r for r in live[right].values() if r[right_column] in values_left]
+        count += bool(reached)
+    return count
+
+
+def _moves_an_order(rows: list[list]) -> bool:
+    """Whether an upsert changelog of ``orders(oid, cid, amount)`` has a ``+U`` that gives an order another customer."""
+    customer = {}
+    for kind, oid, cid, _ in rows:
+        if kind == "+U" and oid in customer and customer[oid] != cid:
+            return True
+        customer[oid] = cid if kind != "-D" else None
+    return False
+
+
+def generate_chain_case(seed: int, index: int) -> dict:
+    """Chain case ``index`` of ``seed``: family ``CHAIN_FAMILIES[index % len]``, variant ``index // len``; with
+    ``"upsert_key"`` (the output's upsert key: its GROUP BY columns, ``[]`` for a global aggregate) when it has one."""
+    family = CHAIN_FAMILIES[index % len(CHAIN_FAMILIES)]
+    rng = random.Random(f"chain-{seed}-{index}")
+    for _ in range(1000):  # drawn again (same rng) until it fits
+        case = _CHAIN_BUILDERS[family](rng, index // len(CHAIN_FAMILIES))
+        arrival = _interleave(rng, case["tables"])
+        if _chain_fits(family, case, arrival):
+            break
+    out = {
+        "name": f"{family}_{seed}_{index:04d}",
+        "description": f"generated: chain family {family}, seed {seed}, index {index} (tests/flink_diff/generate.py)",
+        "tables": case["tables"],
+        "arrival": arrival,
+        "query": case["query"],
+    }
+    if case.get("upsert_key") is not None:
+        out["upsert_key"] = case["upsert_key"]
+    return out
+
+
+def generate_chain_cases(n: int, seed: int) -> list[dict]:
+    """Chain cases ``0 … n-1`` of ``seed``."""
+    return [generate_chain_case(seed, i) for i in range(n)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=len(FAMILIES) * 6)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--mini-batch", action="store_true", help="group-aggregate cases in mini-batch mode instead")
+    parser.add_argument("--chains", action="store_true", help="chains of operators (CHAIN_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    cases = ([generate_mini_batch_case(args.seed, i) for i in range(args.n)] if args.mini_batch
-             else generate_cases(args.n, args.seed))
+    if args.mini_batch:
+        cases = [generate_mini_batch_case(args.seed, i) for i in range(args.n)]
+    elif args.chains:
+        cases = generate_chain_cases(args.n, args.seed)
+    else:
+        cases = generate_cases(args.n, args.seed)
     for case in cases:
         (args.out_dir / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n")
     return 0
