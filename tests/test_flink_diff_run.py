@@ -27,6 +27,23 @@ def test_outcome_of_a_case(ours_1, ours_7, kind):
     assert outcome(FLINK, ours_1, ours_7)[0] == kind
 
 
+def test_outcome_of_a_chain_compares_each_keys_changes_at_the_larger_batch_sizes():
+    columns = [["t", "VARCHAR"], ["n", "BIGINT"]]
+    flink = {"columns": columns, "changelog": [["+I", "x", 1], ["+I", "y", 1], ["-U", "x", 1], ["+U", "x", 2]],
+             "final": [["x", 2], ["y", 1]]}
+    interleaved = dict(flink, changelog=[["+I", "x", 1], ["-U", "x", 1], ["+U", "x", 2], ["+I", "y", 1]])
+    swapped = dict(flink, changelog=[["+I", "y", 1], ["+I", "x", 1], ["+U", "x", 2], ["-U", "x", 1]])
+    assert outcome(flink, flink, interleaved, upsert_key=["t"], more={100: interleaved}) == ("equal", None)
+    kind, detail = outcome(flink, flink, interleaved, upsert_key=["t"], more={100: swapped})
+    assert kind == "changelog" and detail.startswith("at 100 rows per micro-batch: changelog: key ['t']=[\"x\"]")
+    assert outcome(flink, flink, swapped)[0] == "equal"  # without an upsert key: final rows only at 7
+    assert outcome(flink, flink, flink, more={100: LOST})[0] == "final"
+    assert outcome(flink, interleaved, flink, upsert_key=["t"])[0] == "changelog"  # at one row: the whole changelog
+    assert outcome(flink, interleaved, flink, upsert_key=["t"], per_key_at_one=True) == ("equal", None)
+    kind, detail = outcome(flink, swapped, flink, upsert_key=["t"], per_key_at_one=True)
+    assert kind == "changelog" and detail.startswith("at 1 row per micro-batch: changelog: key")
+
+
 @pytest.mark.parametrize("kind, entry, expected", [
     ("equal", None, ("equal", False)),
     ("flink-refused", None, ("flink-refused", False)),

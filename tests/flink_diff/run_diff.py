@@ -1,14 +1,16 @@
 """Differential run: generated cases on Apache Flink 2.3.0 and through streamjoin, with a summary per family.
 
-    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--work .local/flink-diff/run] [--reuse-flink]
-    make flink-diff N=1000 SEED=7 [REUSE_FLINK=1]
+    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--chains 50] [--work .local/flink-diff/run] [--reuse-flink]
+    make flink-diff N=1000 SEED=7 [CHAINS=50] [REUSE_FLINK=1]
 
-Generates ``n`` cases (:mod:`generate`), runs them on Flink with the Flink venv's python
-(:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
-(``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch, and
-prints, per family, how many cases are equal to Flink (final rows at both batch sizes and the changelog at
-one row per batch — for joins and event-time operators up to the order within runs of one RowKind,
-``generate.ORDER_WITHIN_RUNS_FAMILIES``), differ as ``tests/data/flink-diff/known_differences.json`` lists
+Generates ``n`` cases (:mod:`generate`) and ``chains`` chains of operators (``generate.generate_chain_cases``,
+families ``chain_*``; by default ``n // 20``, at least one per family), runs them on Flink with the Flink venv's
+python (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
+(``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch (the chains
+also at 100), and prints, per family, how many cases are equal to Flink (final rows at every batch size and the
+changelog at one row per batch — for joins and event-time operators up to the order within runs of one RowKind,
+``generate.ORDER_WITHIN_RUNS_FAMILIES`` —, and for a chain with an upsert key each key's changes at 7 and 100,
+``compare.per_key_difference``), differ as ``tests/data/flink-diff/known_differences.json`` lists
 them (``documented``), differ only in the changelog, differ in the final rows, are refused by streamjoin, or
 are refused by Flink. A listing applies to a generated case only when the stored regression case of that
 name is the same case (tables, arrival, query, setup). Every case, output and difference stays under
@@ -30,8 +32,9 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .compare import difference
-from .generate import ORDER_WITHIN_RUNS_FAMILIES, family_of, generate_cases
+from .compare import difference, per_key_difference
+from .generate import (CHAIN_FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, PER_KEY_FAMILIES, family_of, generate_cases,
+                       generate_chain_cases)
 
 ROOT = Path(__file__).resolve().parents[2]
 FLINK_PYTHON = ROOT / ".local" / "flink-venv" / "bin" / "python"
@@ -72,23 +75,38 @@ def reusable(case_path: Path, text: str, flink_output: Path) -> bool:
             and flink_output.stat().st_mtime >= case_path.stat().st_mtime)
 
 
-def outcome(flink: dict, ours_1: dict, ours_7: dict, *, within_runs: bool = False) -> tuple[str, str | None]:
+def outcome(flink: dict, ours_1: dict, ours_7: dict, *, within_runs: bool = False, upsert_key: list[str] | None = None,
+            more: dict[int, dict] | None = None, per_key_at_one: bool = False) -> tuple[str, str | None]:
     """How streamjoin's results (at 1 and 7 rows per micro-batch) compare with Flink's: ``(outcome, detail)``.
 
     ``outcome`` is one of :data:`OUTCOMES`; ``detail`` is the first difference found (``None`` when equal).
     ``within_runs``: compare the changelog up to the order within runs of one RowKind (``compare.in_runs``).
+    ``more``: results at other batch sizes (rows per micro-batch → result), whose final rows count too.
+    ``upsert_key``: the output's upsert key (a chain case's ``upsert_key``); then each key's changes at 7 rows and
+    at the sizes of ``more`` are compared too (``compare.per_key_difference``; a difference is ``changelog``).
+    ``per_key_at_one``: with an ``upsert_key``, compare the changelog at one row per micro-batch key by key too, not
+    as a whole (``generate.PER_KEY_FAMILIES``: Flink's own order across keys changes from run to run).
     """
     if flink.get("error"):
         return "flink-refused", flink["error"]
-    for ours in (ours_1, ours_7):
+    batched = {7: ours_7, **(more or {})}
+    for ours in (ours_1, *batched.values()):
         if ours.get("error"):
             return "refused", ours["error"]
-    for ours in (ours_1, ours_7):
+    for ours in (ours_1, *batched.values()):
         found = difference(flink, ours, changelog=False)
         if found:
             return "final", found
-    found = difference(flink, ours_1, within_runs=within_runs)
-    return ("changelog", found) if found else ("equal", None)
+    per_key_at_one = per_key_at_one and upsert_key is not None
+    found = None if per_key_at_one else difference(flink, ours_1, within_runs=within_runs)
+    if found:
+        return "changelog", found
+    if upsert_key is not None:
+        for rows, ours in sorted({**batched, **({1: ours_1} if per_key_at_one else {})}.items()):
+            found = per_key_difference(flink, ours, upsert_key, within_runs=within_runs)
+            if found:
+                return "changelog", f"at {rows} row{'s' if rows > 1 else ''} per micro-batch: {found}"
+    return "equal", None
 
 
 def listed(known: dict[str, dict], generated: dict[str, dict], stored: dict[str, dict]) -> dict[str, dict]:
@@ -141,11 +159,12 @@ def reference(first: dict, again: dict) -> tuple[dict, bool]:
 
 def summary_table(table: dict[str, Counter]) -> str:
     """The per-family table of outcome counts (:data:`OUTCOMES` columns) with a total line."""
-    lines = [f"{'family':18}" + "".join(f"{o:>14}" for o in OUTCOMES)]
+    width = max([18, *(len(f) + 1 for f in table)])
+    lines = [f"{'family':{width}}" + "".join(f"{o:>14}" for o in OUTCOMES)]
     for family in sorted(table):
-        lines.append(f"{family:18}" + "".join(f"{table[family][o]:>14}" for o in OUTCOMES))
+        lines.append(f"{family:{width}}" + "".join(f"{table[family][o]:>14}" for o in OUTCOMES))
     total = sum(table.values(), Counter())
-    lines.append(f"{'total':18}" + "".join(f"{total[o]:>14}" for o in OUTCOMES))
+    lines.append(f"{'total':{width}}" + "".join(f"{total[o]:>14}" for o in OUTCOMES))
     return "\n".join(lines)
 
 
@@ -153,14 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--chains", type=int, default=None,
+                        help="chains of operators to generate too (default: n // 20, at least one per chain family)")
     parser.add_argument("--work", type=Path, default=ROOT / ".local" / "flink-diff" / "run")
     parser.add_argument("--reuse-flink", action="store_true",
                         help="keep the Flink output under --work of every case whose case file is unchanged")
     args = parser.parse_args(argv)
     cases_dir, flink_dir = args.work / "cases", args.work / "flink"
     cases_dir.mkdir(parents=True, exist_ok=True)
+    chains = max(len(CHAIN_FAMILIES), args.n // 20) if args.chains is None else args.chains
     paths, generated, to_run = [], {}, []
-    for case in generate_cases(args.n, args.seed):
+    for case in [*generate_cases(args.n, args.seed), *generate_chain_cases(chains, args.seed)]:
         path = cases_dir / f"{case['name']}.json"
         text = json.dumps(case, indent=1) + "\n"
         if not (args.reuse_flink and reusable(path, text, flink_dir / path.name)):
@@ -180,9 +202,14 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = spark_session("streamjoin-flink-diff")
     ours = {rows: replay_cases(spark, paths, args.work / f"streamjoin-{rows}", micro_batch_rows=rows) for rows in (1, 7)}
+    chain_paths = [path for path in paths if family_of(path.stem) in CHAIN_FAMILIES]
+    ours[100] = replay_cases(spark, chain_paths, args.work / "streamjoin-100", micro_batch_rows=100)
 
     def judge(name: str, flink: dict) -> tuple[str, bool, str | None]:
-        kind, detail = outcome(flink, ours[1][name], ours[7][name], within_runs=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES)
+        chain = family_of(name) in CHAIN_FAMILIES
+        kind, detail = outcome(flink, ours[1][name], ours[7][name], within_runs=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES,
+                               upsert_key=generated[name].get("upsert_key"), more={100: ours[100][name]} if chain else None,
+                               per_key_at_one=family_of(name) in PER_KEY_FAMILIES)
         return *classify(kind, applicable.get(name)), detail
 
     firsts = {path.stem: json.loads((flink_dir / path.name).read_text()) for path in paths}
