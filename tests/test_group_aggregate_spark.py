@@ -8,8 +8,8 @@ The three ``changelog_*`` cases share their input, so they run in one query:
   arrival column; Flink plans a Top-1, same changelog), then the same group aggregate.
 
 Processing time is arrival order: micro-batch, then ``_seq``. Dedup and group
-aggregate number their output ``_seq`` from the input's (``input _seq × 4 + i``),
-so the global arrival order survives both operators and the whole changelog —
+aggregate number their output ``_seq`` from the input's (its path, then the
+change's index: docs/semantics.md §1.1), so the global arrival order survives both operators and the whole changelog —
 not just each key's — equals Flink's, at any batch size.
 """
 

@@ -7,6 +7,9 @@ import shutil
 from delta.tables import DeltaTable
 from pyspark.sql.types import DateType, IntegerType, LongType, StringType, StructField, StructType
 
+import pytest
+
+from streamjoin.errors import SinkError
 from streamjoin.sink.delta import DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, create_sink_tables
 
 SCHEMA = StructType([StructField("k", IntegerType()), StructField("v", StringType())])
@@ -41,8 +44,9 @@ def test_collapse_merge_and_replay(spark, tmp_path):
     assert DeltaTable.forPath(spark, sink.path).history().count() == versions
     changelog = spark.read.format("delta").load(sink.changelog_path)
     assert changelog.count() == 10
-    assert sorted((r._batch_id, r._seq, r._rowkind) for r in changelog.where("_batch_id = 1").collect()) == [
-        (1, 10, "-U"), (1, 11, "+U"), (1, 12, "-D"), (1, 13, "+U"),
+    # A source's LONG _seq is kept as the root of its path (docs/semantics.md §1.1): 8 bytes, big-endian.
+    assert sorted((r._batch_id, bytes(r._seq), r._rowkind) for r in changelog.where("_batch_id = 1").collect()) == [
+        (1, s.to_bytes(8, "big"), kind) for s, kind in ((10, "-U"), (11, "+U"), (12, "-D"), (13, "+U"))
     ]
 
     # A batch without changes (a micro-batch that only moved the watermark) commits to neither table.
@@ -52,6 +56,14 @@ def test_collapse_merge_and_replay(spark, tmp_path):
     assert DeltaTable.forPath(spark, sink.changelog_path).history().count() == changelog_versions
     materialize(spark.createDataFrame([(5, "e", "-D", 20)], BATCH), 3)
     assert table(spark, sink.path) == [(1, "a2")]
+
+
+def test_a_changelog_table_written_with_a_long_seq_is_refused_naming_what_to_remove(spark, tmp_path):
+    sink = DeltaSink("t", str(tmp_path / "t"), ("k",))
+    old = StructType(SCHEMA.fields + [StructField("_rowkind", StringType()), StructField("_seq", LongType())])
+    spark.createDataFrame([(1, "a", "+I", 0)], old).write.format("delta").save(sink.changelog_path)
+    with pytest.raises(SinkError, match=r"sink t: its changelog table .*t_changelog has _seq bigint.*remove"):
+        create_sink_tables(spark, sink, SCHEMA)
 
 
 def test_change_data_feed_is_on(spark, tmp_path):

@@ -136,7 +136,8 @@ def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType)
         schema: the sink's columns (without ``_rowkind``/``_seq``).
 
     Raises:
-        SinkError: when a primary-key or partition column is not in ``schema``.
+        SinkError: when a primary-key or partition column is not in ``schema``, or when the changelog table
+            exists with a LONG ``_seq`` (written before ``_seq`` became a path).
     """
     for what, columns in (("primary key", sink.primary_key), ("partition", sink.partition_by)):
         missing = [k for k in columns if k not in schema.names]
@@ -150,6 +151,14 @@ def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType)
         .property("delta.enableChangeDataFeed", "true")
         .execute()
     )
+    if DeltaTable.isDeltaTable(spark, sink.changelog_path):
+        found = DeltaTable.forPath(spark, sink.changelog_path).toDF().schema
+        if SEQ_COLUMN in found.names and not isinstance(found[SEQ_COLUMN].dataType, BinaryType):
+            raise SinkError(
+                f"sink {sink.name}: its changelog table {sink.changelog_path} has {SEQ_COLUMN} "
+                f"{found[SEQ_COLUMN].dataType.simpleString()}, written before {SEQ_COLUMN} became a BINARY path "
+                "(docs/semantics.md §1.1); remove that table, the sink table and the pipeline's checkpoint to rebuild"
+            )
     (
         DeltaTable.createIfNotExists(spark)
         .location(sink.changelog_path)

@@ -7,7 +7,7 @@ import org.apache.spark.sql.types._
 /**
  * Group aggregate over any changelog, `SELECT key, agg(col), … GROUP BY key` (docs/semantics.md §6;
  * Flink's `operators/aggregate/GroupAggFunction`): the JVM twin of
- * `streamjoin.runtime.group_aggregate._GroupAggLogic`, same changes and `_seq` (input `_seq × 4 + i`).
+ * `streamjoin.runtime.group_aggregate._GroupAggLogic`, same changes and `_seq` (the input change's, then the index: [[SeqPath]]).
  *
  * State per group, as Flink keeps it: a value `groupAggState` (the group's row count and the
  * accumulators, one struct per aggregate; absent while the group is empty) and, per COUNT(DISTINCT)
