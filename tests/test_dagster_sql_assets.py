@@ -53,7 +53,8 @@ def test_the_code_location_has_an_asset_per_sql_pipeline():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     names = {p.pipeline.name for p in load_sql_pipelines()}
-    assert names == {"orders_current", "lineitem_with_order", "orders_in_eur", "orders_shipped_fast", "orders_by_status", "part_price_over"}
+    assert names == {"orders_current", "lineitem_with_order", "orders_in_eur", "orders_shipped_fast", "orders_by_status",
+                     "part_price_over", "lineitem_revenue_by_status"}
     assert names | {f"{n}_changelog" for n in names} <= keys
     assert {"kafka/orders", "kafka/lineitem", "kafka/order_events", "kafka/shipments", "kafka/rates"} <= keys
     upstream = {k.to_user_string() for k in graph.get(AssetKey("part_price_over")).parent_keys}
