@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from checks.expectations import ExpectationCheck
 from checks.generic import generic_checks
+from checks.lineitem_revenue_by_status import expected_lineitem_revenue_by_status, lineitem_revenue_by_status_checks
 from checks.lineitem_with_order import expected_lineitem_with_order, lineitem_with_order_checks
 from checks.orders_by_status import expected_orders_by_status, orders_by_status_checks
 from checks.orders_current import expected_orders_current, orders_current_checks
@@ -20,7 +21,7 @@ from streamjoin.planner import SqlPipeline
 #: The TPC-H demo's checks, for the tables of ``sql/`` when they are loaded.
 DEMO_CHECKS = [
     *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
-    *orders_by_status_checks, *part_price_over_checks,
+    *orders_by_status_checks, *part_price_over_checks, *lineitem_revenue_by_status_checks,
 ]
 
 #: Each TPC-H demo table's batch recomputation from the generated input (``expected(BatchInputs) -> DataFrame``).
@@ -31,6 +32,7 @@ DEMO_EXPECTED = {
     "orders_shipped_fast": expected_orders_shipped_fast,
     "orders_by_status": expected_orders_by_status,
     "part_price_over": expected_part_price_over,
+    "lineitem_revenue_by_status": expected_lineitem_revenue_by_status,
 }
 
 
