@@ -363,7 +363,7 @@ CHAIN_FAMILIES = [
     "chain_left_agg_by_right",   # A LEFT JOIN B -> GROUP BY B.t (the padded side's column)
     "chain_join_agg_large",      # unkeyed A JOIN keyed B, ~100 changes each -> GROUP BY A.s, B.t
     "chain_orders_region",       # two upsert sources, an order's +U moves it to another customer -> GROUP BY region
-    "chain_agg_join",            # GROUP BY -> joined back to its table or to a keyed table
+    "chain_agg_join",            # GROUP BY -> joined to a table keyed by the group key or by its own id
     "chain_join_join_agg",       # A JOIN B [LEFT] JOIN C -> GROUP BY
     "chain_dedup_join_agg",      # deduplication (variant: keep first/last on rowtime/proctime) -> JOIN -> GROUP BY
     "chain_union_agg",           # UNION ALL of two changelogs -> GROUP BY
@@ -482,11 +482,14 @@ def _chain_agg_join(rng: random.Random, variant: int) -> dict:
     aggregates = ["COUNT(*)", *rng.sample(["SUM(v)", "MAX(v)", "MIN(v)", "COUNT(DISTINCT s)"], 2)]
     inner = f"(SELECT k, {_select([], aggregates)} FROM A GROUP BY k) g"
     sums = ", ".join(f"g.agg{i} AS agg{i}" for i in range(len(aggregates)))
-    if variant % 2 == 0:  # back to its own table: A keyed by id -> (id) is the output's upsert key
-        [a] = _ab_chain_tables(rng, (6, 16), a_keys=("id",))[:1]
+    if variant % 2 == 0:
+        # Joined to a table keyed by its id: each of its rows meets one group at most, so its id is the output's upsert
+        # key. (Not joined back to A itself: A's row and the group's change that row causes reach Flink's join on two
+        # paths, in an order that changes from run to run.)
+        tables = _ab_chain_tables(rng, (5, 14), a_keys=(None, "id"), b_keys=("id",))
         kind = rng.choice(["JOIN", "LEFT JOIN"])
-        query = f"SELECT A.id, A.k, A.v, {sums} FROM A {kind} {inner} ON A.k = g.k"
-        return {"tables": [a], "query": query, "upsert_key": ["id"]}
+        query = f"SELECT B.id, B.k, B.w, {sums} FROM B {kind} {inner} ON B.k = g.k"
+        return {"tables": tables, "query": query, "upsert_key": ["id"], "links": [("A", 1, "B", 1)]}
     tables = _ab_chain_tables(rng, (5, 14), a_keys=(None, "id"), b_keys=("k",))
     kind = rng.choice(["JOIN", "LEFT JOIN"])
     query = f"SELECT g.k, {sums}, B.t, B.w FROM {inner} {kind} B ON g.k = B.k"
