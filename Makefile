@@ -97,9 +97,10 @@ CHAINS ?=
 flink-diff: setup flink
 	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED) $(if $(CHAINS),--chains $(CHAINS)) $(if $(REUSE_FLINK),--reuse-flink)
 
-# Every stored differential case against its stored Flink output (make test replays a subset; 9–15 min).
+# Every stored differential case against its stored Flink output (make test replays a subset; 9–15 min, and the
+# chains of operators at 1, 7 and 100 rows per micro-batch on both engines).
 test-flink-diff: setup
-	STREAMJOIN_FLINK_DIFF=all $(PY) -m pytest tests/test_flink_diff.py
+	STREAMJOIN_FLINK_DIFF=all $(PY) -m pytest tests/test_flink_diff.py tests/test_flink_diff_chains.py
 
 # Every operator on Spark native, the jvm and python engines and Flink, then each sql/ pipeline beside a
 # Kafka -> Delta passthrough, on TPC-H at scale factor SF; appends the figures to bench/RESULTS.md (under 30 min at 0.1).
