@@ -62,6 +62,31 @@ def test_proctime_keep_last_skips_an_identical_row():
     assert fn.process_element(state, ("k", 2)) == [(UB, ("k", 1)), (UA, ("k", 2))]
 
 
+def test_proctime_keep_last_skips_a_repeat_only_until_the_keys_first_update():
+    # Flink 2.3 (case chain_dedup_last_proctime_repeated_row): its equaliser compares the RowKind too, and its heap
+    # state holds the row it emitted as +U, so after a key's first update a repeat is emitted again.
+    fn = deduplicate_function("last", rowtime=False)
+    state = DedupState()
+    assert fn.process_element(state, ("k", 1)) == [(I, ("k", 1))]
+    assert fn.process_element(state, ("k", 2)) == [(UB, ("k", 1)), (UA, ("k", 2))]
+    assert fn.process_element(state, ("k", 2)) == [(UB, ("k", 2)), (UA, ("k", 2))]
+    assert fn.process_element(state, ("k", 1)) == [(UB, ("k", 2)), (UA, ("k", 1))]
+
+
+def test_proctime_keep_last_compares_without_the_proctime_column_and_skips_nothing_with_state_ttl():
+    # A PROCTIME() column holds no value in Flink's row: rows that differ only there are equal, and the kept row stays
+    # the one emitted (a later -U retracts exactly what went out).
+    fn = deduplicate_function("last", rowtime=False, compared=[0, 1])
+    state = DedupState()
+    assert fn.process_element(state, ("k", 1, "10:00")) == [(I, ("k", 1, "10:00"))]
+    assert fn.process_element(state, ("k", 1, "10:01")) == []
+    assert fn.process_element(state, ("k", 2, "10:02")) == [(UB, ("k", 1, "10:00")), (UA, ("k", 2, "10:02"))]
+    ttl = deduplicate_function("last", rowtime=False, state_ttl=True)
+    state = DedupState()
+    assert ttl.process_element(state, ("k", 1)) == [(I, ("k", 1))]
+    assert ttl.process_element(state, ("k", 1)) == [(UB, ("k", 1)), (UA, ("k", 1))]
+
+
 def test_rowtime_keep_last_keeps_the_greatest_time_and_the_later_of_equal_times():
     fn = deduplicate_function("last", rowtime=True)
     state = DedupState()

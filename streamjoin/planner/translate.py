@@ -268,6 +268,7 @@ class Translator:
         deduplicated = deduplicate(
             df, key=node.keys, order_by=None if node.time == "PROCTIME" else node.order_by, keep=node.keep,
             watermark_column=row_wm, state_ttl_ms=node.state_ttl_ms,
+            proctime_columns=[f.name for f in input.fields if f.is_proctime],
         )
         return deduplicated.select(*[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG)
 

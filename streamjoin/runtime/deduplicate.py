@@ -7,7 +7,8 @@ function                            output       behaviour
 =================================== ============ ===========================================================
 ProcTimeDeduplicateKeepFirstRow     insert-only  the first row to arrive is emitted (``+I``), later ones dropped
 ProcTimeDeduplicateKeepLastRow      updates      ``+I`` for the first row; each later row ``-U`` old, ``+U`` new;
-                                                 a row equal to the kept one emits nothing
+                                                 a row equal to the key's first row, while that row
+                                                 is still the kept one, emits nothing (see below)
 RowTimeDeduplicateKeepLastRow       updates      a row replaces the kept one when its time is ≥ the kept
                                                  one's (ties: the later arrival wins): ``+I`` / ``-U`` ``+U``;
                                                  an older row is ignored
@@ -17,6 +18,14 @@ RowTimeDeduplicateKeepFirstRow      insert-only  the row with the smallest time 
 =================================== ============ ===========================================================
 
 Processing time means arrival order: on Spark, micro-batch order then ``_seq``.
+
+Keeping the last row on processing time, Flink 2.3 skips a row equal to the kept one
+(``DeduplicateFunctionHelper.processLastRowOnProcTime``, without state TTL) with a record equaliser
+that compares the RowKind too, and its heap state keeps the very object it then emits: once a key has
+emitted an update its kept row is a ``+U`` and no ``+I`` row equals it. So a repeat is skipped only
+while the key's first row is still the kept one; after the key's first update every row, equal or not,
+emits ``-U`` ``+U``. A ``PROCTIME()`` column has no value in Flink's row (it is read from the clock
+only where a query uses it) and takes no part in the comparison.
 """
 
 from __future__ import annotations
@@ -69,7 +78,8 @@ class DedupState:
             waiting for the watermark).
         time: its order value (rowtime in ms, or the ORDER BY value).
         seq: its input ``_seq`` (Spark operator: the ``_seq`` of a timer's output).
-        emitted: whether the first row was emitted (event-time keep-first).
+        emitted: keeping the first row, whether it was emitted (event-time keep-first); keeping the last
+            row on processing time, whether the key emitted an update (its kept row went out as ``+U``).
         timers, late_dropped, spark_timer: as in :class:`~streamjoin.runtime.over_functions.OverState`.
     """
 
@@ -112,12 +122,32 @@ class ProcTimeDeduplicateKeepFirstRowFunction(DeduplicateFunction):
 
 
 class ProcTimeDeduplicateKeepLastRowFunction(DeduplicateFunction):
-    """Keep the last row to arrive; an identical row emits nothing (Flink, without state TTL)."""
+    """Keep the last row to arrive; a row equal to the key's first row emits nothing while that row is kept.
+
+    Flink's rule without state TTL (module docstring): the repeat is skipped only until the key's first
+    update; with state TTL nothing is skipped.
+
+    Args:
+        compared: the positions of the row's values that the comparison looks at (None: all); a
+            ``PROCTIME()`` column's is left out.
+        state_ttl: whether state TTL is on (Flink then emits every row).
+    """
+
+    def __init__(self, compared: Sequence[int] | None = None, state_ttl: bool = False):
+        self.compared = None if compared is None else tuple(compared)
+        self.state_ttl = state_ttl
+
+    def _equal(self, kept: tuple, row: tuple) -> bool:
+        if self.compared is None:
+            return kept == row
+        return all(kept[i] == row[i] for i in self.compared)
 
     def process_element(self, state, row, time=None):
-        if state.row == row:
-            return []
-        return _replace(state, row)
+        if not self.state_ttl and not state.emitted and state.row is not None and self._equal(state.row, row):
+            return []  # the kept row stays the one emitted, so that a later -U retracts exactly it
+        changes = _replace(state, row)
+        state.emitted = len(changes) > 1
+        return changes
 
 
 class RowTimeDeduplicateKeepLastRowFunction(DeduplicateFunction):
@@ -152,8 +182,13 @@ class RowTimeDeduplicateKeepFirstRowFunction(DeduplicateFunction):
         return [(RowKind.INSERT, row)]
 
 
-def deduplicate_function(keep: Literal["first", "last"], rowtime: bool) -> DeduplicateFunction:
+def deduplicate_function(
+    keep: Literal["first", "last"], rowtime: bool, *, compared: Sequence[int] | None = None, state_ttl: bool = False
+) -> DeduplicateFunction:
     """The Flink function for ``keep`` on event time (``rowtime``) or processing time.
+
+    ``compared`` and ``state_ttl`` are those of :class:`ProcTimeDeduplicateKeepLastRowFunction` (the
+    other variants compare no rows).
 
     Raises:
         ValidationError: for ``keep`` other than ``"first"``/``"last"``.
@@ -162,7 +197,9 @@ def deduplicate_function(keep: Literal["first", "last"], rowtime: bool) -> Dedup
         raise ValidationError(f"keep must be 'first' or 'last'; got {keep!r}")
     if rowtime:
         return RowTimeDeduplicateKeepFirstRowFunction() if keep == "first" else RowTimeDeduplicateKeepLastRowFunction()
-    return ProcTimeDeduplicateKeepFirstRowFunction() if keep == "first" else ProcTimeDeduplicateKeepLastRowFunction()
+    if keep == "first":
+        return ProcTimeDeduplicateKeepFirstRowFunction()
+    return ProcTimeDeduplicateKeepLastRowFunction(compared, state_ttl)
 
 
 # --------------------------------------------------------------------------- Spark operator
@@ -177,13 +214,17 @@ class _DeduplicateLogic(KeyedLogic):
     state_name = DEDUP_STATE
     counts_late_rows = True
 
-    def __init__(self, keep: str, ordered: bool, event_time: bool, columns: list[str], watermark_column: str | None):
+    def __init__(self, keep: str, ordered: bool, event_time: bool, columns: list[str], watermark_column: str | None,
+                 proctime_columns: Sequence[str] = (), state_ttl: bool = False):
         self.keep = keep
-        self.fn = deduplicate_function(keep, rowtime=ordered)
+        compared = [i for i, c in enumerate(columns) if c not in proctime_columns]
+        self.fn = deduplicate_function(keep, rowtime=ordered, compared=compared, state_ttl=state_ttl)
         self.ordered = ordered
         self.event_time = event_time
         self.columns = columns
         self.watermark_column = watermark_column
+        self.proctime_columns = list(proctime_columns)
+        self.state_ttl = state_ttl
 
     def new_state(self, key: tuple) -> DedupState:
         return DedupState()
@@ -220,6 +261,8 @@ class _DeduplicateLogic(KeyedLogic):
                 "eventTime": self.event_time,
                 "columns": self.columns,
                 "watermarkColumn": self.watermark_column,
+                "proctimeColumns": self.proctime_columns,
+                "stateTtl": self.state_ttl,
             },
         )
 
@@ -232,6 +275,7 @@ def deduplicate(
     keep: Literal["first", "last"],
     watermark_column: str | None = None,
     state_ttl_ms: int | None = None,
+    proctime_columns: Sequence[str] = (),
 ) -> DataFrame:
     """Keep one row per key of an insert-only changelog stream (docs/semantics.md §6).
 
@@ -262,6 +306,8 @@ def deduplicate(
             written for that long is forgotten, and its next row is emitted as a first row (``+I``,
             no retraction of the forgotten one), as Flink's deduplication with state TTL. Not with
             ``keep="first"`` on event time (event-time timers; Spark expires state in processing time).
+        proctime_columns: the input's ``PROCTIME()`` columns, left out when keep-last on processing time
+            compares a row with the kept one (module docstring): Flink's row holds no value in them.
 
     Returns:
         A changelog DataFrame with ``df``'s columns (without
@@ -307,6 +353,8 @@ def deduplicate(
             raise ValidationError(f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}")
         columns.remove(watermark_column)
 
+    require_columns(df, list(proctime_columns), "deduplicate proctime_columns")
+
     prepared = without_watermark_columns(df)
     if event_time:
         prepared = unshared_exchange(prepared)
@@ -314,6 +362,7 @@ def deduplicate(
         order = F.unix_millis(F.col(order_by).cast("timestamp")) if is_timestamp else F.col(order_by)
         prepared = prepared.withColumn(_ORDER, order)
     schema = output_schema([StructField(c, types[c]) for c in columns])
-    logic = _DeduplicateLogic(keep, order_by is not None, event_time, columns, watermark_column)
+    logic = _DeduplicateLogic(keep, order_by is not None, event_time, columns, watermark_column,
+                              proctime_columns=proctime_columns, state_ttl=state_ttl_ms is not None)
     processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none", state_ttl_ms=state_ttl_ms)
     return processor.apply(prepared, key, schema)

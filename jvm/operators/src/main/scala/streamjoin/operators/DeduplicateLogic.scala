@@ -10,11 +10,19 @@ import org.apache.spark.sql.types._
  * `streamjoin.runtime.deduplicate`, same variants and outputs.
  *
  * State per key, as Flink keeps it: one value — the kept row (or, keeping the first row on event
- * time, the row waiting for the watermark), its order value, its input `_seq`, whether it was emitted.
+ * time, the row waiting for the watermark), its order value, its input `_seq`, and `emitted`: keeping
+ * the first row, whether it was emitted; keeping the last row on processing time, whether the key
+ * emitted an update (its kept row went out as `+U`).
+ *
+ * Keeping the last row on processing time, a row equal to the kept one emits nothing only while the
+ * key's first row is still the kept one, and only without state TTL: Flink's equaliser compares the
+ * RowKind too, and its heap state holds the row it then emits as `+U` (the Python module's docstring).
+ * `PROCTIME()` columns, which hold no value in Flink's row, take no part in the comparison.
  *
  * Description: `keep` ("first" | "last"), `ordered` (ORDER BY a column, in `_order`), `eventTime`
  * (keep first on event time: held until the watermark passes it), `columns` (the output columns),
- * `watermarkColumn` (optional LONG per-row watermark).
+ * `watermarkColumn` (optional LONG per-row watermark), `proctimeColumns` (the columns among `columns`
+ * left out of the comparison), `stateTtl` (whether state TTL is on).
  */
 class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
   private val spec = new Spec(specJson)
@@ -26,6 +34,12 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val orderIndex = if (ordered) KeyedLogic.index(input, "_order") else -1
   private val watermarkIndex = Option(spec.optString("watermarkColumn")).map(KeyedLogic.index(input, _)).getOrElse(-1)
+  // The positions in a kept row that the comparison of keep-last on processing time looks at.
+  private val compared: Array[Int] = {
+    val proctime = spec.strings("proctimeColumns").toSet
+    spec.strings("columns").zipWithIndex.collect { case (c, i) if !proctime(c) => i }
+  }
+  private val stateTtl = spec.bool("stateTtl")
   private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))
   private val stateSchema = StructType(Seq(
     StructField("row", rowSchema, nullable = true),
@@ -72,6 +86,8 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
       Element(s, RowKind.Insert, KeyedLogic.values(r, columns), time = t, watermark = wm)
     }
 
+  private def sameValues(kept: Array[Any], other: Array[Any]): Boolean = compared.forall(i => kept(i) == other(i))
+
   private def replace(newRow: Array[Any]): Seq[Change] = {
     val previous = row
     row = newRow
@@ -84,8 +100,12 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
     if (!ordered) {
       if (keepFirst) {
         if (emitted) Nil else { emitted = true; Seq(Change(RowKind.Insert, e.row)) }
-      } else if (row != null && row.sameElements(e.row)) Nil // an identical row emits nothing (Flink, no TTL)
-      else replace(e.row)
+      } else if (!stateTtl && !emitted && row != null && sameValues(row, e.row)) Nil // the kept row stays the one emitted
+      else {
+        val changes = replace(e.row)
+        emitted = changes.length > 1
+        changes
+      }
     } else if (!keepFirst) {
       if (row != null && Values.compare(e.time, time) < 0) Nil
       else { time = e.time; replace(e.row) }
