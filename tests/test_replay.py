@@ -120,3 +120,28 @@ def test_a_refused_case_is_an_error_document_and_the_others_still_run(replayed):
     assert list(error) == ["error"]
     assert "unknown column 'b'" in error["error"] and "[rule: column-exists]" in error["error"]
     assert all("error" not in results[n] for n in NAMES)
+
+
+def test_only_the_tables_an_event_time_operator_reads_get_sparks_watermark():
+    # Spark has one watermark per query, the minimum over its watermarked inputs; Flink's operators follow their own
+    # inputs'. A rowtime table that only a regular join reads would hold back the deduplication's timers
+    # (case dedup_first_rowtime_left_join), so the replay gives it no watermark.
+    from dataclasses import replace
+    from pathlib import Path
+
+    from streamjoin.planner import plan_script
+    from streamjoin.planner.plan import watermarked_tables
+    from streamjoin.testing.replay import case_script, load_case_file
+
+    def tables(query: str) -> set[str]:
+        case = load_case_file(Path(__file__).parent / "data" / "flink-diff" / "cases" / "dedup_first_rowtime_left_join.json")
+        case = replace(case, query=query)
+        return watermarked_tables(plan_script(case_script(case), "<test>").statements[-1].sink)
+
+    dedup = "(SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts {}) AS rn FROM users) WHERE rn = 1)"
+    assert tables(f"SELECT o.oid, u.name FROM orders o LEFT JOIN {dedup.format('ASC')} u ON o.k = u.k") == {"users"}
+    assert tables(f"SELECT o.oid, u.name FROM orders o LEFT JOIN {dedup.format('DESC')} u ON o.k = u.k") == set()
+    assert tables("SELECT o.oid, u.name FROM orders o JOIN users u ON o.k = u.k "
+                  "AND u.ts BETWEEN o.ots - INTERVAL '1' MINUTE AND o.ots") == {"orders", "users"}
+    assert tables("SELECT oid, COUNT(*) OVER (PARTITION BY k ORDER BY ots "
+                  "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM orders") == {"orders"}

@@ -36,6 +36,7 @@ __all__ = [
     "Field", "Aggregate", "Node", "TableScan", "Calc", "RegularJoin", "IntervalJoin", "TemporalJoin",
     "LookupJoin", "OverAggregate", "Deduplicate", "GroupAggregate", "DropUpdateBefore",
     "ChangelogNormalize", "SinkUpsertMaterializer", "Sink", "Union", "JoinKind", "UpdateKind", "uniquify", "walk",
+    "watermarked_tables",
 ]
 
 JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
@@ -104,6 +105,8 @@ class Node:
     name = "Node"
     #: Whether the node can emit updates without UPDATE_BEFORE when its consumer asks (Flink's ONLY_UPDATE_AFTER).
     supports_only_update_after = False
+    #: Whether the node is an event-time operator: it follows the watermark of the tables it reads (timers).
+    reads_watermark = False
 
     inputs: list["Node"]
     fields: list[Field]
@@ -178,6 +181,16 @@ def walk(node: Node):
     yield node
     for child in node.inputs:
         yield from walk(child)
+
+
+def watermarked_tables(node: Node) -> set[str]:
+    """The tables whose watermark an event-time operator of ``node``'s plan follows (:attr:`Node.reads_watermark`).
+
+    In Flink each operator sees the watermark of its own inputs only, and a table that no event-time operator
+    reads changes no output by its watermark; Spark has one watermark per query, the minimum over every input
+    that declares one, so such a table's watermark could only hold back the timers of the others.
+    """
+    return set().union(*(n.source_tables() for n in walk(node) if n.reads_watermark))
 
 
 class TableScan(Node):
@@ -337,6 +350,7 @@ class IntervalJoin(_Join):
         self.lower_ms, self.upper_ms = lower_ms, upper_ms
         self.left_time, self.right_time = left_time, right_time
         self.rowtime = rowtime
+        self.reads_watermark = rowtime
         self.post_filter = post_filter
         self.modify_kinds = frozenset("I")
         self.unique_keys, self.upsert_keys = metadata.NO_KEYS
@@ -360,6 +374,7 @@ class TemporalJoin(_Join):
     """
 
     name = "TemporalJoin"
+    reads_watermark = True
 
     def __init__(self, kind, left, right, left_keys, right_keys, left_time: str, right_time: str,
                  primary_key: tuple[str, ...], append_only_versions: bool):
@@ -416,6 +431,7 @@ class OverAggregate(Node):
         self.partition_by = partition_by
         self.order_by = order_by
         self.rowtime = rowtime
+        self.reads_watermark = rowtime
         self.frame = frame
         self.preceding = preceding
         self.aggregates = aggregates
@@ -455,6 +471,8 @@ class Deduplicate(Node):
         self.keep = keep
         self.rank_field = rank_field
         self.name = "Deduplicate" if time else "Rank"
+        # Keeping the first row on event time holds it until the watermark passes it; the others emit at once.
+        self.reads_watermark = time == "ROWTIME" and keep == "first"
         self.fields = list(input.fields) + [Field(rank_field, SqlType("BIGINT", nullable=False))]
         if time is None:
             self.modify_kinds = ALL_KINDS

@@ -16,10 +16,17 @@ says Flink was fed:
   row carries each rowtime table's watermark at its arrival, and an event-time
   operator advances to the minimum of its tables' before the row
   (:mod:`streamjoin.planner.translate`), as Flink's per-record watermarks do;
+- Spark has one watermark per query, the minimum over the inputs that declare
+  one; it moves the timers of keys that get no row. Flink's operators each
+  follow their own inputs' watermarks, so a rowtime table gets Spark's
+  watermark only when an event-time operator reads it
+  (:func:`~streamjoin.planner.plan.watermarked_tables`): a table that only
+  a regular join reads would hold back the timers of an event-time operator
+  on another table (case ``dedup_first_rowtime_left_join``);
 - Spark's own watermark must neither run ahead of Flink's (Spark ignores an
   input that has seen no row; Flink waits for it) nor stop short at the end
   (Flink ends the input with a +∞ watermark that fires every timer): each
-  rowtime table gets an invisible first row at 1970-01-01 and an invisible
+  such table gets an invisible first row at 1970-01-01 and an invisible
   last row at 9000-01-01, which move Spark's watermark and are filtered out
   before any operator; one more empty micro-batch lets the last one fire.
 
@@ -49,6 +56,7 @@ from streamjoin.connectors.changelog_files import read_changelog_files, write_ch
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import StreamJoinError, ValidationError
 from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.plan import watermarked_tables
 from streamjoin.planner.script import PlannedStatement, Script, plan_script
 from streamjoin.planner.translate import Translator
 from streamjoin.planner.types import SqlType, from_spark
@@ -158,17 +166,27 @@ def _epoch_ms(value: dt.datetime) -> int:
 
 
 class _Feed:
-    """The micro-batches of every table of a case, with arrival index, per-table watermarks and sentinels."""
+    """The micro-batches of every table of a case, with arrival index, per-table watermarks and sentinels.
 
-    def __init__(self, case: Case, tables: dict[str, TableDef], micro_batch_rows: int):
+    Args:
+        case: the case.
+        tables: the catalog's tables.
+        micro_batch_rows: arrivals per micro-batch.
+        watermarked: the rowtime tables that get Spark's watermark and its sentinels (module docstring);
+            by default all.
+    """
+
+    def __init__(self, case: Case, tables: dict[str, TableDef], micro_batch_rows: int,
+                 watermarked: Iterable[str] | None = None):
         self.case = case
         self.tables = tables
         self.rowtime_tables = [t["name"] for t in case.tables if t.get("rowtime")]
+        self.watermarked = [n for n in self.rowtime_tables if watermarked is None or n in set(watermarked)]
         self.watermark_columns = {name: f"_wm{i}" for i, name in enumerate(self.rowtime_tables)}
         arrivals = case.arrivals()
         n_batches = -(-len(arrivals) // micro_batch_rows) if arrivals else 0
         # Event time needs two more micro-batches: the +inf watermark's, and one in which it fires timers.
-        total = n_batches + (2 if self.rowtime_tables else 0)
+        total = n_batches + (2 if self.watermarked else 0)
         self.batches: dict[str, list[list]] = {t["name"]: [[] for _ in range(total)] for t in case.tables}
         max_seen: dict[str, int] = {}
         for index, (name, row) in enumerate(arrivals):
@@ -185,7 +203,7 @@ class _Feed:
                 rowtime = values[[c.name for c in table.physical_columns].index(table.rowtime)]
                 if rowtime is not None:
                     max_seen[name] = max(max_seen.get(name, _epoch_ms(rowtime)), _epoch_ms(rowtime))
-        for name in self.rowtime_tables:
+        for name in self.watermarked:
             self.batches[name][0].insert(0, ("+I", self._sentinel(tables[name], _START)))
             self.batches[name][n_batches].append(("+I", self._sentinel(tables[name], _END)))
 
@@ -215,7 +233,7 @@ class _Feed:
         for c in table.physical_columns:
             if isinstance(c.type.spark, TimestampType):
                 df = df.withColumn(c.name, F.col(f"`{c.name}`").cast("timestamp"))
-        if table.rowtime:
+        if table.rowtime and table.name in self.watermarked:
             df = with_source_watermark(df, table.rowtime, table.watermark.delay_ms)
             # Referencing the rowtime keeps Spark from pushing this filter below the watermark.
             df = df.where(~F.col(_SENTINEL) | F.col(f"`{table.rowtime}`").isNull())
@@ -259,7 +277,7 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
     try:
         script: Script = plan_script(case_script(case), f"<case {case.name}>")
         statement: PlannedStatement = script.statements[-1]
-        feed = _Feed(case, script.catalog.tables, micro_batch_rows)
+        feed = _Feed(case, script.catalog.tables, micro_batch_rows, watermarked_tables(statement.sink))
         used = statement.sink.source_tables()
         sources = {
             name: feed.stream(spark, table, work_dir / "input" / name)
