@@ -22,15 +22,13 @@ A group replays only the cases of its tests that were selected, once.
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 from flink_diff.compare import difference
 from flink_diff.generate import FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, family_of
-from streamjoin.jvm import ENGINE_CONF
-from streamjoin.testing.replay import replay_cases
+from flink_diff.engine_replay import replay_on_engine
 
 DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"
 #: Every stored case but the chains of operators (``chain_*``: ``test_flink_diff_chains.py`` replays those).
@@ -85,17 +83,7 @@ def _replayed(engine: str, rows: int, request, spark, tmp_path_factory) -> dict:
     """Case name → streamjoin's result document on ``engine`` at ``rows`` arrivals per micro-batch (once per module)."""
     if (engine, rows) not in _RUNS:
         paths = [DIFF_DIR / "cases" / f"{n}.json" for n in _selected(request, engine)]
-        before = spark.conf.get(ENGINE_CONF)
-        spark.conf.set(ENGINE_CONF, engine)
-        start = time.monotonic()
-        try:
-            _RUNS[engine, rows] = replay_cases(
-                spark, paths, tmp_path_factory.mktemp(f"diff-{engine}-{rows}"), micro_batch_rows=rows
-            )
-        finally:
-            spark.conf.set(ENGINE_CONF, before)
-        print(f"\nreplayed {len(paths)} cases on the {engine} engine at {rows} row(s) per micro-batch in "
-              f"{time.monotonic() - start:.0f} s")
+        _RUNS[engine, rows] = replay_on_engine(spark, engine, rows, paths, tmp_path_factory.mktemp(f"diff-{engine}-{rows}"), "cases")
     return _RUNS[engine, rows]
 
 

@@ -27,7 +27,6 @@ the cases of its selected tests, once.
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -35,8 +34,7 @@ import pytest
 from flink_diff.compare import difference, per_key_difference
 from flink_diff.generate import (CHAIN_CASES, CHAIN_FAMILIES, FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, PER_KEY_FAMILIES,
                                  family_of, generate_cases, generate_chain_cases)
-from streamjoin.jvm import ENGINE_CONF
-from streamjoin.testing.replay import replay_cases
+from flink_diff.engine_replay import replay_on_engine
 
 DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"
 NAMES = sorted(p.stem for p in (DIFF_DIR / "cases").glob("chain_*.json"))
@@ -97,17 +95,7 @@ def _replayed(engine: str, rows: int, request, spark, tmp_path_factory) -> dict:
     """Case name → streamjoin's result document on ``engine`` at ``rows`` arrivals per micro-batch (once per module)."""
     if (engine, rows) not in _RUNS:
         paths = [DIFF_DIR / "cases" / f"{n}.json" for n in _selected(request, engine, rows)]
-        before = spark.conf.get(ENGINE_CONF)
-        spark.conf.set(ENGINE_CONF, engine)
-        start = time.monotonic()
-        try:
-            _RUNS[engine, rows] = replay_cases(
-                spark, paths, tmp_path_factory.mktemp(f"chains-{engine}-{rows}"), micro_batch_rows=rows
-            )
-        finally:
-            spark.conf.set(ENGINE_CONF, before)
-        print(f"\nreplayed {len(paths)} chain cases on the {engine} engine at {rows} row(s) per micro-batch in "
-              f"{time.monotonic() - start:.0f} s")
+        _RUNS[engine, rows] = replay_on_engine(spark, engine, rows, paths, tmp_path_factory.mktemp(f"chains-{engine}-{rows}"), "chain cases")
     return _RUNS[engine, rows]
 
 
