@@ -73,7 +73,7 @@ def _changelog(spark, rows):
 
 
 def _row(k, kind, seq, batch, offset, second):
-    return (k, kind, seq, batch, json.dumps([{"orders": {"0": offset}}]), dt.datetime(2026, 1, 1, 0, 0, second))
+    return (k, kind, seq.to_bytes(8, "big"), batch, json.dumps([{"orders": {"0": offset}}]), dt.datetime(2026, 1, 1, 0, 0, second))
 
 
 def test_the_changelog_check_catches_a_batch_appended_twice(spark):
