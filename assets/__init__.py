@@ -3,4 +3,4 @@
 from assets.sql_pipelines import load_sql_pipelines, pipeline_assets, topic_specs
 from assets.tpch_dimensions import customer_currencies, part
 
-__all__ = ["load_sql_pipelines", "pipeline_assets", "topic_specs", "customer_currencies", "part"]
+__all__ = ["customer_currencies", "load_sql_pipelines", "part", "pipeline_assets", "topic_specs"]

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import (
-    AssetExecutionContext, AssetKey, AssetObservation, AssetSpec, Config, MaterializeResult, MetadataValue, multi_asset,
+    AssetExecutionContext,
+    AssetKey,
+    AssetObservation,
+    AssetSpec,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    multi_asset,
 )
 from pydantic import Field
 
@@ -31,11 +38,17 @@ from resources import KafkaResource, LakehouseResource, SparkResource, concurren
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.pipeline import run_pipeline
-from streamjoin.progress import Figures
 from streamjoin.planner import SqlPipeline, load_script, sql_pipelines
+from streamjoin.progress import Figures
 
 __all__ = [
-    "SQL_DIR", "SqlPipelineDef", "StreamingRunConfig", "load_sql_pipelines", "materialize_pipeline", "pipeline_assets", "topic_key",
+    "SQL_DIR",
+    "SqlPipelineDef",
+    "StreamingRunConfig",
+    "load_sql_pipelines",
+    "materialize_pipeline",
+    "pipeline_assets",
+    "topic_key",
     "topic_specs",
 ]
 
@@ -51,7 +64,9 @@ class StreamingRunConfig(Config):
     """
 
     available_now: bool = True
-    report_every: int = Field(default=10, ge=1, description="A continuous run reports an asset observation every this many micro-batches.")
+    report_every: int = Field(
+        default=10, ge=1, description="A continuous run reports an asset observation every this many micro-batches."
+    )
 
 
 class _Observations:
@@ -140,10 +155,18 @@ def pipeline_assets(definition: SqlPipelineDef):
     """The multi-asset ``<sink>`` + ``<sink>_changelog`` of one SQL pipeline, downstream of its topics and lookup tables."""
     pipeline = definition.pipeline
     deps = [topic_key(s) for s in pipeline.sources] + [AssetKey(t) for t in pipeline.lookup_tables]
-    source_file = str(definition.path.relative_to(PROJECT_ROOT)) if definition.path.is_relative_to(PROJECT_ROOT) else str(definition.path)
+    source_file = (
+        str(definition.path.relative_to(PROJECT_ROOT))
+        if definition.path.is_relative_to(PROJECT_ROOT)
+        else str(definition.path)
+    )
     specs = [
         AssetSpec(
-            pipeline.name, deps=deps, description=definition.description, kinds={"delta", "spark"}, group_name="lakehouse",
+            pipeline.name,
+            deps=deps,
+            description=definition.description,
+            kinds={"delta", "spark"},
+            group_name="lakehouse",
             metadata={
                 "primary_key": ", ".join(pipeline.primary_key),
                 "sql": MetadataValue.path(source_file),
@@ -153,21 +176,36 @@ def pipeline_assets(definition: SqlPipelineDef):
             },
         ),
         AssetSpec(
-            f"{pipeline.name}_changelog", deps=deps, kinds={"delta", "spark"}, group_name="lakehouse",
+            f"{pipeline.name}_changelog",
+            deps=deps,
+            kinds={"delta", "spark"},
+            group_name="lakehouse",
             description=f"Raw changelog of `{pipeline.name}`: every change with its RowKind, batch id, source offsets "
             "and processing time.",
         ),
     ]
 
     @multi_asset(name=pipeline.name, specs=specs, pool=concurrency_pool(pipeline.name))
-    def _assets(context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource, kafka: KafkaResource, lakehouse: LakehouseResource):
+    def _assets(
+        context: AssetExecutionContext,
+        config: StreamingRunConfig,
+        spark: SparkResource,
+        kafka: KafkaResource,
+        lakehouse: LakehouseResource,
+    ):
         yield from materialize_pipeline(pipeline, context, config, spark, kafka, lakehouse)
 
     return _assets
 
 
-def materialize_pipeline(pipeline: SqlPipeline, context: AssetExecutionContext, config: StreamingRunConfig, spark: SparkResource,
-                         kafka: KafkaResource, lakehouse: LakehouseResource):
+def materialize_pipeline(
+    pipeline: SqlPipeline,
+    context: AssetExecutionContext,
+    config: StreamingRunConfig,
+    spark: SparkResource,
+    kafka: KafkaResource,
+    lakehouse: LakehouseResource,
+):
     """The body of a pipeline asset's run without a partition: a catch-up or a continuous run of ``pipeline``.
 
     Yields:
@@ -187,8 +225,15 @@ def materialize_pipeline(pipeline: SqlPipeline, context: AssetExecutionContext, 
     # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.
     observations = None if config.available_now else _Observations(context, pipeline.name, config.report_every)
     try:
-        run = run_pipeline(pipeline, session, home, kafka.connection(), available_now=config.available_now,
-                           on_progress=log_progress, on_figures=observations)
+        run = run_pipeline(
+            pipeline,
+            session,
+            home,
+            kafka.connection(),
+            available_now=config.available_now,
+            on_progress=log_progress,
+            on_figures=observations,
+        )
     finally:
         if observations:  # a terminated run: the batches since the last observation
             observations.flush()
@@ -213,4 +258,3 @@ def materialize_pipeline(pipeline: SqlPipeline, context: AssetExecutionContext, 
         asset_key=f"{pipeline.name}_changelog",
         metadata={"path": MetadataValue.path(sink.changelog_path), "changes": appended.get("numOutputRows", 0)},
     )
-

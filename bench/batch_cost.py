@@ -37,8 +37,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cases", type=int, default=12, help="stored cases replayed, first in name order (default 12)")
     parser.add_argument("--engine", choices=["jvm", "python"], default="jvm")
     parser.add_argument("--parallelism", type=int, default=1, help="cases replayed at once (default 1)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting for a second run, compared with the first (repeatable)")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for a second run, compared with the first (repeatable)",
+    )
     return parser.parse_args(argv)
 
 
@@ -96,9 +101,12 @@ def _run(spark, paths: list[Path], parallelism: int, durations: _Durations, labe
     time.sleep(2)  # the listener bus delivers the last progress events after the queries end
     errors = sum("error" in r for r in results.values())
     means = [durations.sums[p] / max(durations.batches, 1) for p in PHASES]
-    return (f"| {label} | {durations.batches} / {durations.all_batches} | {wall:.1f} | "
-            f"{wall / max(durations.all_batches, 1):.3f} | " + " | ".join(f"{m:.0f}" for m in means)
-            + f" | {load_before} → {load().split(' / ')[0]} | {errors} |")
+    return (
+        f"| {label} | {durations.batches} / {durations.all_batches} | {wall:.1f} | "
+        f"{wall / max(durations.all_batches, 1):.3f} | "
+        + " | ".join(f"{m:.0f}" for m in means)
+        + f" | {load_before} → {load().split(' / ')[0]} | {errors} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     # The chains of operators (chain_*, up to 240 rows each) would change what the first cases in name order are.
     paths = sorted(p for p in CASES.glob("*.json") if not p.name.startswith("chain_"))[: args.cases]
     print(f"{len(paths)} cases, {args.engine} engine, {args.parallelism} at once, one row per micro-batch; {machine()}")
-    print("| run | micro-batches with rows / all | wall s | wall s per micro-batch | "
-          + " | ".join(f"{p} ms" for p in PHASES) + " | load | failed cases |")
+    print(
+        "| run | micro-batches with rows / all | wall s | wall s per micro-batch | "
+        + " | ".join(f"{p} ms" for p in PHASES)
+        + " | load | failed cases |"
+    )
     print("|---|---|---:|---:|" + "---:|" * len(PHASES) + "---|---:|")
     _run(spark, paths[:2], args.parallelism, durations, "warm-up")  # class loading and JIT, not measured
     print(_run(spark, paths, args.parallelism, durations, "session defaults"), flush=True)

@@ -39,13 +39,20 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("no usable class-data-sharing archive: run `make setup`")
     rows = []
     with tempfile.TemporaryDirectory(prefix="cold-start-") as tmp, EmbeddedKafka(Path(tmp) / "kafka") as broker:
-        load_topics(broker.bootstrap_servers, TpchChangelog(generate_tpch(local_dir("tpch"), args.scale_factor), seed=1))
+        load_topics(
+            broker.bootstrap_servers, TpchChangelog(generate_tpch(local_dir("tpch"), args.scale_factor), seed=1)
+        )
         for round_ in range(1, args.rounds + 1):
             for file in args.files:
-                seconds = {label: _run(broker.bootstrap_servers, file, Path(tmp) / f"lake-{round_}-{i}", options)
-                           for i, (label, options) in enumerate(VARIANTS.items())}
+                seconds = {
+                    label: _run(broker.bootstrap_servers, file, Path(tmp) / f"lake-{round_}-{i}", options)
+                    for i, (label, options) in enumerate(VARIANTS.items())
+                }
                 rows.append((file.stem, round_, *seconds.values()))
-                print(f"{file.stem} round {round_}: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()), flush=True)
+                print(
+                    f"{file.stem} round {round_}: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()),
+                    flush=True,
+                )
     print("\n| pipeline | round | " + " | ".join(f"{label} s" for label in VARIANTS) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in VARIANTS) + " |")
     for name, round_, *seconds in rows:
@@ -58,8 +65,23 @@ def _run(bootstrap: str, file: Path, lakehouse: Path, options: str | None) -> fl
     if options is not None:
         env[JAVA_OPTIONS_ENV] = options
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "streamjoin.cli", "run", "--available-now", "--bootstrap-servers", bootstrap,
-                           "--lakehouse", str(lakehouse), str(file)], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamjoin.cli",
+            "run",
+            "--available-now",
+            "--bootstrap-servers",
+            bootstrap,
+            "--lakehouse",
+            str(lakehouse),
+            str(file),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise RuntimeError(f"streamjoin run {file} exited {done.returncode}: {done.stderr[-2000:]}")
     return time.monotonic() - started

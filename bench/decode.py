@@ -40,17 +40,22 @@ from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 from streamjoin.jvm import ENGINE_CONF, ENGINES
 from streamjoin.session import spark_session
 
-__all__ = ["native", "main"]
+__all__ = ["main", "native"]
 
-_RAW = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("offset", LongType())])
+_RAW = StructType(
+    [StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("offset", LongType())]
+)
 
 
 def native(raw: DataFrame, source: KafkaSource) -> DataFrame:
     """Spark's own decoding of ``raw`` (``key``/``value`` BINARY, ``offset`` LONG): ``from_json`` of the format's
     envelope, column ``j``."""
     row = source.schema
-    envelope = (StructType([StructField("before", row), StructField("after", row), StructField("op", StringType())])
-                if source.format == "debezium-json" else row)
+    envelope = (
+        StructType([StructField("before", row), StructField("after", row), StructField("op", StringType())])
+        if source.format == "debezium-json"
+        else row
+    )
     return raw.select(F.from_json(F.col("value").cast("string"), envelope).alias("j"))
 
 
@@ -77,15 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     records = topic_records(changelog)
     lines = [
         f"## Kafka decoding: ours beside Spark's from_json, sf {args.scale_factor:g} "
-        f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
+        f"({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)",
+        "",
         f"`python -m bench.decode --scale-factor {args.scale_factor:g} --passes {args.passes}`; {machine()}, load {load()} at the start; "
-        "one core per topic, records cached in Spark.", "",
+        "one core per topic, records cached in Spark.",
+        "",
         "| topic | format | records | jvm records/s | python records/s | from_json records/s | jvm / from_json | jvm / python |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for source in TOPICS:
-        rows = [(str(r[0]).encode(), r[1].encode() if isinstance(r[1], str) else r[1], offset)
-                for offset, r in enumerate(records[source.topic])]
+        rows = [
+            (str(r[0]).encode(), r[1].encode() if isinstance(r[1], str) else r[1], offset)
+            for offset, r in enumerate(records[source.topic])
+        ]
         raw = spark.createDataFrame(rows, _RAW).repartition(1).cache()
         raw.count()
         ours = {}
@@ -93,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
             spark.conf.set(ENGINE_CONF, engine)
             ours[engine] = _best_seconds(changelog_rows(decode(raw, source), source), args.passes)
         theirs = _best_seconds(native(raw, source), args.passes)
-        lines.append(f"| {source.topic} | {source.format} | {len(rows):,} | {len(rows) / ours['jvm']:,.0f} | "
-                     f"{len(rows) / ours['python']:,.0f} | {len(rows) / theirs:,.0f} | {theirs / ours['jvm']:.2f}× | "
-                     f"{ours['python'] / ours['jvm']:.2f}× |")
+        lines.append(
+            f"| {source.topic} | {source.format} | {len(rows):,} | {len(rows) / ours['jvm']:,.0f} | "
+            f"{len(rows) / ours['python']:,.0f} | {len(rows) / theirs:,.0f} | {theirs / ours['jvm']:.2f}× | "
+            f"{ours['python'] / ours['jvm']:.2f}× |"
+        )
         print(lines[-1], flush=True)
         raw.unpersist()
     table = "\n".join(lines)

@@ -37,7 +37,9 @@ def run_phase(phase: dict, parallelism: int) -> dict:
             env.execute_sql(ddl)
         try:
             table = env.sql_query(query["sql"])._j_table
-            schema = jvm.org.apache.flink.table.api.Schema.newBuilder().fromResolvedSchema(table.getResolvedSchema()).build()
+            schema = (
+                jvm.org.apache.flink.table.api.Schema.newBuilder().fromResolvedSchema(table.getResolvedSchema()).build()
+            )
             sink = jvm.org.apache.flink.table.api.TableDescriptor.forConnector("blackhole").schema(schema).build()
             job = table.executeInsert(sink).getJobClient().get()
             ms = job.getJobExecutionResult().get().getNetRuntime()

@@ -73,8 +73,14 @@ def from_progress(name: str, progress: list, seconds: float, *, input_rows: int 
 
 
 def measure(
-    name: str, query: DataFrame, checkpoint: Path, *, timeout_s: float = 3600, output_mode: str = "append",
-    sink: str = "noop", path: str | None = None,
+    name: str,
+    query: DataFrame,
+    checkpoint: Path,
+    *,
+    timeout_s: float = 3600,
+    output_mode: str = "append",
+    sink: str = "noop",
+    path: str | None = None,
 ) -> Measurement:
     """Run ``query`` to the end of its input (``availableNow``) into ``sink`` (Spark's ``noop`` by default,
     ``"delta"`` with ``path``) and return its figures; seconds are wall-clock from start to end.

@@ -26,8 +26,12 @@ from pyspark.sql.types import DateType, LongType, StringType, StructField, Struc
 from streamjoin.session import spark_session
 from streamjoin.sink.delta import DeltaSink, DeltaUpsertWriter, create_sink_tables
 
-SCHEMA = StructType([StructField("k", LongType(), False), StructField("v", StringType()), StructField("day", DateType(), False)])
-BATCH = StructType(SCHEMA.fields + [StructField("_rowkind", StringType(), False), StructField("_seq", LongType(), False)])
+SCHEMA = StructType(
+    [StructField("k", LongType(), False), StructField("v", StringType()), StructField("day", DateType(), False)]
+)
+BATCH = StructType(
+    SCHEMA.fields + [StructField("_rowkind", StringType(), False), StructField("_seq", LongType(), False)]
+)
 #: variant → the sink's primary key.
 VARIANTS = {"key holds the day": ("k", "day"), "key without the day": ("k",)}
 DAY0 = dt.date(2020, 1, 1)
@@ -35,15 +39,20 @@ DAY0 = dt.date(2020, 1, 1)
 
 def _batches(days: int, rows_per_day: int, batches: int, batch_rows: int) -> list[list[tuple]]:
     """The backlog micro-batch, then the live ones (rows of :data:`BATCH`)."""
-    backlog = [(d * rows_per_day + i, "backlog", DAY0 + dt.timedelta(d), "+I", d * rows_per_day + i)
-               for d in range(days) for i in range(rows_per_day)]
+    backlog = [
+        (d * rows_per_day + i, "backlog", DAY0 + dt.timedelta(d), "+I", d * rows_per_day + i)
+        for d in range(days)
+        for i in range(rows_per_day)
+    ]
     live = []
     for b in range(batches):
         day = days + b
         inserted = [(day * rows_per_day + i, "live", DAY0 + dt.timedelta(day), "+I", i) for i in range(batch_rows)]
         previous = day - 1
-        updated = [(previous * rows_per_day + i, f"update {b}", DAY0 + dt.timedelta(previous), "+U", batch_rows + i)
-                   for i in range(min(batch_rows, rows_per_day))]
+        updated = [
+            (previous * rows_per_day + i, f"update {b}", DAY0 + dt.timedelta(previous), "+U", batch_rows + i)
+            for i in range(min(batch_rows, rows_per_day))
+        ]
         live.append(inserted + updated)
     return [backlog, *live]
 
@@ -51,8 +60,10 @@ def _batches(days: int, rows_per_day: int, batches: int, batch_rows: int) -> lis
 def _run(spark, folder: Path, batches: list[list[tuple]]) -> dict[str, tuple[list[float], list[float]]]:
     """Per variant, the seconds of each live micro-batch's writer call and of its MERGE's scan. The variants take
     each micro-batch in turn, in alternating order, so that both see the same machine and the same JIT."""
-    sinks = {label: DeltaSink("bench", str(folder / str(i)), key, partition_by=("day",))
-             for i, (label, key) in enumerate(VARIANTS.items())}
+    sinks = {
+        label: DeltaSink("bench", str(folder / str(i)), key, partition_by=("day",))
+        for i, (label, key) in enumerate(VARIANTS.items())
+    }
     writers = {}
     for label, sink in sinks.items():
         create_sink_tables(spark, sink, SCHEMA)
@@ -60,13 +71,15 @@ def _run(spark, folder: Path, batches: list[list[tuple]]) -> dict[str, tuple[lis
     seconds = {label: [] for label in sinks}
     for batch_id, rows in enumerate(batches):
         frame = spark.createDataFrame(rows, BATCH).repartition(2)
-        for label in (list(sinks) if batch_id % 2 else list(reversed(sinks))):
+        for label in list(sinks) if batch_id % 2 else list(reversed(sinks)):
             started = time.perf_counter()
             writers[label](frame, batch_id)
             seconds[label].append(time.perf_counter() - started)
     result = {}
     for label, sink in sinks.items():
-        history = spark.sql(f"DESCRIBE HISTORY delta.`{sink.path}`").where("operation = 'MERGE'").orderBy("version").collect()
+        history = (
+            spark.sql(f"DESCRIBE HISTORY delta.`{sink.path}`").where("operation = 'MERGE'").orderBy("version").collect()
+        )
         result[label] = (seconds[label][1:], [int(h.operationMetrics["scanTimeMs"]) / 1000 for h in history][1:])
     return result
 
@@ -80,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = spark_session("bench-partitioned-merge")
     batches = _batches(args.days, args.rows_per_day, args.batches, args.batch_rows)
-    print(f"{args.days:,} days × {args.rows_per_day} keys, then {args.batches} live micro-batches of "
-          f"{len(batches[1]):,} changes on 2 days each\n")
+    print(
+        f"{args.days:,} days × {args.rows_per_day} keys, then {args.batches} live micro-batches of "
+        f"{len(batches[1]):,} changes on 2 days each\n"
+    )
     print("| sink key | live micro-batch p50 s | p95 s | MERGE scan p50 s |")
     print("| --- | ---: | ---: | ---: |")
     p50 = {}

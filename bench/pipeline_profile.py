@@ -83,15 +83,29 @@ def stage_parts(event_logs: list[Path], pipeline: str) -> list[Stage]:
             job = description.get(info["Stage ID"], "")
             part = classify(job, pipeline, [r["Name"] for r in info["RDD Info"]], records)
             submitted = info.get("Submission Time", 0)
-            stages.append(Stage(submitted, part, run_ms, cpu_ms, info.get("Completion Time", submitted) - submitted,
-                                info["Number of Tasks"], records, job.split("\n", 1)[0]))
+            stages.append(
+                Stage(
+                    submitted,
+                    part,
+                    run_ms,
+                    cpu_ms,
+                    info.get("Completion Time", submitted) - submitted,
+                    info["Number of Tasks"],
+                    records,
+                    job.split("\n", 1)[0],
+                )
+            )
     return stages
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pipeline", default="lineitem_with_order", help="a sql/ pipeline (default lineitem_with_order)")
-    parser.add_argument("--scale-factor", type=float, default=0.01, help="TPC-H scale factor (default 0.01, as make bench)")
+    parser.add_argument(
+        "--pipeline", default="lineitem_with_order", help="a sql/ pipeline (default lineitem_with_order)"
+    )
+    parser.add_argument(
+        "--scale-factor", type=float, default=0.01, help="TPC-H scale factor (default 0.01, as make bench)"
+    )
     parser.add_argument("--runs", type=int, default=2, help="runs in one session, the first cold (default 2)")
     parser.add_argument("--stages", action="store_true", help="also list each run's stages in order of submission")
     args = parser.parse_args(argv)
@@ -112,10 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="pipeline-profile-"))
     events = work / "events"
     events.mkdir()
-    spark = spark_session("streamjoin-pipeline-profile", conf={
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"})
-    print(f"python -m bench.pipeline_profile --pipeline {args.pipeline} --scale-factor {args.scale_factor} --runs {args.runs}"
-          + (" --stages" if args.stages else ""))
+    spark = spark_session(
+        "streamjoin-pipeline-profile",
+        conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"},
+    )
+    print(
+        f"python -m bench.pipeline_profile --pipeline {args.pipeline} --scale-factor {args.scale_factor} --runs {args.runs}"
+        + (" --stages" if args.stages else "")
+    )
     print(f"{machine()}, load {load()} at the start")
     try:
         tpch = TpchChangelog(generate_tpch(local_dir("tpch"), args.scale_factor))
@@ -145,16 +163,22 @@ def main(argv: list[str] | None = None) -> int:
             totals[st.part][2] += st.cpu_ms
         all_run = sum(t[1] for t in totals.values()) or 1
         print(f"\nrun {index + 1} ({'cold' if index == 0 else 'warm'}): {(end - start) / 1000:.1f} s wall\n")
-        print("| part | stages | task run s | task CPU s | share of task run time |\n| --- | ---: | ---: | ---: | ---: |")
+        print(
+            "| part | stages | task run s | task CPU s | share of task run time |\n| --- | ---: | ---: | ---: | ---: |"
+        )
         for part in PARTS:
             n, run_ms, cpu_ms = totals.get(part, [0, 0, 0])
             print(f"| {part} | {n} | {run_ms / 1000:.1f} | {cpu_ms / 1000:.1f} | {100 * run_ms / all_run:.0f} % |")
         if args.stages:
-            print("\n| submitted s | wall s | part | job | tasks | records read | task run s | task CPU s |\n"
-                  "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
+            print(
+                "\n| submitted s | wall s | part | job | tasks | records read | task run s | task CPU s |\n"
+                "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |"
+            )
             for st in sorted(run_stages):
-                print(f"| {(st.submitted - start) / 1000:.1f} | {st.wall_ms / 1000:.1f} | {st.part} | {st.job} | {st.tasks} | "
-                      f"{st.records:,} | {st.run_ms / 1000:.1f} | {st.cpu_ms / 1000:.1f} |")
+                print(
+                    f"| {(st.submitted - start) / 1000:.1f} | {st.wall_ms / 1000:.1f} | {st.part} | {st.job} | {st.tasks} | "
+                    f"{st.records:,} | {st.run_ms / 1000:.1f} | {st.cpu_ms / 1000:.1f} |"
+                )
     return 0
 
 

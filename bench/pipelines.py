@@ -36,7 +36,8 @@ def write_dimensions(spark: SparkSession, data_dir: Path, lake: Lakehouse) -> No
     """Write the Delta tables the pipelines' lookup joins read, ``customer_currencies`` and ``part``, from the
     TPC-H folder ``data_dir`` (:func:`~streamjoin.datagen.tpch.generate_tpch`) into ``lake``."""
     rows_frame(spark, customer_currencies(data_dir), CUSTOMER_CURRENCIES_SCHEMA).write.format("delta").save(
-        lake.table_path("customer_currencies"))
+        lake.table_path("customer_currencies")
+    )
     rows_frame(spark, parts(data_dir), PART_SCHEMA).write.format("delta").save(lake.table_path("part"))
 
 
@@ -44,7 +45,9 @@ def passthrough(spark: SparkSession, sources: list[KafkaSource], bootstrap: str)
     """The sources' changelog rows, unioned as ``source``, ``_rowkind`` and the row as JSON text (STRING)."""
     frames = [
         changelog_rows(decode(read_kafka(spark, s, bootstrap), s), s).select(
-            F.lit(s.name).alias("source"), ROWKIND_COLUMN, F.to_json(F.struct(*s.schema.names)).alias("row"),
+            F.lit(s.name).alias("source"),
+            ROWKIND_COLUMN,
+            F.to_json(F.struct(*s.schema.names)).alias("row"),
         )
         for s in sources
     ]
@@ -76,17 +79,27 @@ def run_pipelines(spark: SparkSession, scale_factor: float, workdir: Path) -> li
             try:
                 # Records on its topics, not run_pipeline's records_read: that counts a topic once per scan.
                 run_pipeline(pipeline, spark, lake, bootstrap, on_progress=progress.append)
-                ours = from_progress(f"pipeline {pipeline.name}", progress, time.perf_counter() - start,
-                                     input_rows=sum(records[t] for t in {s.topic for s in pipeline.sources}))
+                ours = from_progress(
+                    f"pipeline {pipeline.name}",
+                    progress,
+                    time.perf_counter() - start,
+                    input_rows=sum(records[t] for t in {s.topic for s in pipeline.sources}),
+                )
             except Exception as e:  # recorded in the table; the other pipelines go on
                 ours = failed(f"pipeline {pipeline.name}", e)
             try:
-                limit = measure(f"passthrough {pipeline.name}", passthrough(spark, list(pipeline.sources), bootstrap),
-                                Path(lake.checkpoint(f"passthrough_{pipeline.name}", "main")), sink="delta",
-                                path=lake.table_path(f"passthrough_{pipeline.name}"))
+                limit = measure(
+                    f"passthrough {pipeline.name}",
+                    passthrough(spark, list(pipeline.sources), bootstrap),
+                    Path(lake.checkpoint(f"passthrough_{pipeline.name}", "main")),
+                    sink="delta",
+                    path=lake.table_path(f"passthrough_{pipeline.name}"),
+                )
             except Exception as e:
                 limit = failed(f"passthrough {pipeline.name}", e)
-            print(f"{pipeline.name}: {ours.rows_per_second:,.0f} records/s, passthrough {limit.rows_per_second:,.0f}",
-                  flush=True)
+            print(
+                f"{pipeline.name}: {ours.rows_per_second:,.0f} records/s, passthrough {limit.rows_per_second:,.0f}",
+                flush=True,
+            )
             results.append((ours, limit))
     return results

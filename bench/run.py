@@ -52,29 +52,51 @@ from streamjoin.session import spark_session
 WARMUP_ROWS = 500
 FLINK_PYTHON = PROJECT_ROOT / ".local" / "flink-venv" / "bin" / "python"
 ENGINES = ("native", "jvm", "python", "flink")
-HEADER = ("| query | engine | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms | state rows | state MiB |\n"
-          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+HEADER = (
+    "| query | engine | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms | state rows | state MiB |\n"
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+)
 
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale-factor", type=float, default=0.1)
     parser.add_argument("--batches", type=int, default=10, help="micro-batches of the operator input")
-    parser.add_argument("--python-batches", type=int, default=2,
-                        help="the prefix of micro-batches the python engine runs (default: 2)")
+    parser.add_argument(
+        "--python-batches", type=int, default=2, help="the prefix of micro-batches the python engine runs (default: 2)"
+    )
     parser.add_argument("--pipeline-scale-factor", type=float, default=None, help="default: scale factor / 10")
-    parser.add_argument("--record", type=Path, default=PROJECT_ROOT / "bench" / "RESULTS.md",
-                        help="the Markdown file the results are appended to")
-    parser.add_argument("--only", nargs="+", metavar="QUERY", default=None,
-                        help="run only the operator queries whose name contains one of these (e.g. 'interval inner' "
-                             "'group'), without the pipelines")
-    parser.add_argument("--pipelines-only", action="store_true",
-                        help="run only the sql/ pipelines beside their passthrough (no operator queries, no Flink)")
-    parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated engines the operator queries run on (default: {','.join(ENGINES)})")
-    parser.add_argument("--flink-state-backend", choices=("hashmap", "rocksdb"), default="hashmap",
-                        help="Flink's state backend (default: hashmap, Flink's own default: state as objects on the heap; "
-                             "rocksdb: serialized in RocksDB, as Spark's transformWithState keeps it)")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=PROJECT_ROOT / "bench" / "RESULTS.md",
+        help="the Markdown file the results are appended to",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="QUERY",
+        default=None,
+        help="run only the operator queries whose name contains one of these (e.g. 'interval inner' "
+        "'group'), without the pipelines",
+    )
+    parser.add_argument(
+        "--pipelines-only",
+        action="store_true",
+        help="run only the sql/ pipelines beside their passthrough (no operator queries, no Flink)",
+    )
+    parser.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help=f"comma-separated engines the operator queries run on (default: {','.join(ENGINES)})",
+    )
+    parser.add_argument(
+        "--flink-state-backend",
+        choices=("hashmap", "rocksdb"),
+        default="hashmap",
+        help="Flink's state backend (default: hashmap, Flink's own default: state as objects on the heap; "
+        "rocksdb: serialized in RocksDB, as Spark's transformWithState keeps it)",
+    )
     args = parser.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
@@ -87,8 +109,10 @@ def _arguments() -> argparse.Namespace:
 
 
 def _row(m: Measurement, engine: str) -> str:
-    return (f"| {m.name} | {engine} | {m.input_rows:,} | {m.batches} | {m.seconds:.1f} | {m.rows_per_second:,.0f} | "
-            f"{m.batch_ms_p50:,.0f} | {m.batch_ms_p95:,.0f} | {m.state_rows:,} | {m.state_bytes / 2**20:,.1f} |")
+    return (
+        f"| {m.name} | {engine} | {m.input_rows:,} | {m.batches} | {m.seconds:.1f} | {m.rows_per_second:,.0f} | "
+        f"{m.batch_ms_p50:,.0f} | {m.batch_ms_p95:,.0f} | {m.state_rows:,} | {m.state_bytes / 2**20:,.1f} |"
+    )
 
 
 def _runs_python(df) -> bool:
@@ -101,7 +125,9 @@ def _selected(args) -> list[Case]:
     return [case for case in CASES if not args.only or any(q.lower() in case.name.lower() for q in args.only)]
 
 
-def run_flink(cases: list[Case], tables: dict[str, BenchTable], workdir: Path, state_backend: str = "hashmap") -> dict[str, dict]:
+def run_flink(
+    cases: list[Case], tables: dict[str, BenchTable], workdir: Path, state_backend: str = "hashmap"
+) -> dict[str, dict]:
     """The cases' SQL on Flink (warm-up phase on ``WARMUP_ROWS`` rows per table, then all rows), with
     ``state_backend`` as Flink's ``state.backend.type``.
 
@@ -114,35 +140,52 @@ def run_flink(cases: list[Case], tables: dict[str, BenchTable], workdir: Path, s
     """
     if not FLINK_PYTHON.exists():
         raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make flink` installs Apache Flink")
-    queries = [{"name": c.name, "sql": c.sql, "settings": {"state.backend.type": state_backend, **dict(c.flink_settings)}} for c in cases]
+    queries = [
+        {"name": c.name, "sql": c.sql, "settings": {"state.backend.type": state_backend, **dict(c.flink_settings)}}
+        for c in cases
+    ]
     phases = []
-    for phase, phase_tables in (("warm-up", {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}), ("measured", tables)):
+    for phase, phase_tables in (
+        ("warm-up", {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}),
+        ("measured", tables),
+    ):
         ddl = [flink_ddl(t, write_csv(t, workdir / phase)) for t in phase_tables.values()]
         phases.append({"name": phase, "ddl": ddl, "queries": queries})
     job, result = workdir / "job.json", workdir / "result.json"
     job.write_text(json.dumps({"parallelism": 1, "phases": phases}))
-    subprocess.run([str(FLINK_PYTHON), str(PROJECT_ROOT / "bench" / "flink_job.py"), str(job), str(result)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(FLINK_PYTHON), str(PROJECT_ROOT / "bench" / "flink_job.py"), str(job), str(result)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return json.loads(result.read_text())["measured"]
 
 
-def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> list[tuple[Case, dict[str, tuple[Measurement, str]]]]:
+def run_operators(
+    spark, tables: dict[str, BenchTable], args, workdir: Path
+) -> list[tuple[Case, dict[str, tuple[Measurement, str]]]]:
     """Each case on Spark native, ``jvm`` (all micro-batches) and ``python`` (``--python-batches``), each after a warm-up run.
 
     Returns:
         Per case, ``{"native" | "jvm" | "python": (figures, note)}``.
     """
     inputs = {
-        "warm-up": spark_streams(spark, {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}, workdir / "input-warmup"),
+        "warm-up": spark_streams(
+            spark, {n: t.prefix(1, WARMUP_ROWS) for n, t in tables.items()}, workdir / "input-warmup"
+        ),
         "all": spark_streams(spark, tables, workdir / "input-all"),
     }
     python_input = "all"
     if args.python_batches < args.batches:
         python_input = "prefix"
-        inputs["prefix"] = spark_streams(spark, {n: t.prefix(args.python_batches) for n, t in tables.items()},
-                                         workdir / "input-prefix")
-    runs = [(engine, input_name) for engine, input_name in (("native", "all"), ("jvm", "all"), ("python", python_input))
-            if engine in args.engines]
+        inputs["prefix"] = spark_streams(
+            spark, {n: t.prefix(args.python_batches) for n, t in tables.items()}, workdir / "input-prefix"
+        )
+    runs = [
+        (engine, input_name)
+        for engine, input_name in (("native", "all"), ("jvm", "all"), ("python", python_input))
+        if engine in args.engines
+    ]
     results = []
     print(HEADER, flush=True)
     for index, case in enumerate(_selected(args)):
@@ -156,8 +199,9 @@ def run_operators(spark, tables: dict[str, BenchTable], args, workdir: Path) -> 
             try:
                 for phase, streams in (("warmup", inputs["warm-up"]), ("run", inputs[input_name])):
                     query = case.native(streams) if engine == "native" else case.ours(streams)
-                    measured = measure(case.name, query, workdir / "checkpoints" / f"{index}-{engine}-{phase}",
-                                       output_mode=mode)
+                    measured = measure(
+                        case.name, query, workdir / "checkpoints" / f"{index}-{engine}-{phase}", output_mode=mode
+                    )
                 note = "runs on python: no Scala twin yet" if engine == "jvm" and _runs_python(query) else ""
             except Exception as e:  # recorded in the table; the other runs go on
                 measured, note = failed(case.name, e), ""
@@ -177,36 +221,57 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
     """The Markdown section: command, machine, load, the figures and the ratios."""
     command = f"python -m bench.run {shlex.join(sys.argv[1:])}".strip() + f"   # make bench SF={args.scale_factor:g}"
     lines = [
-        (f"## make bench, pipelines only: sf {args.pipeline_scale_factor:g} ({started})" if args.pipelines_only
-         else f"## make bench: sf {args.scale_factor:g}, {args.batches} micro-batches ({started})"), "",
-        "```", command, "```", "",
+        (
+            f"## make bench, pipelines only: sf {args.pipeline_scale_factor:g} ({started})"
+            if args.pipelines_only
+            else f"## make bench: sf {args.scale_factor:g}, {args.batches} micro-batches ({started})"
+        ),
+        "",
+        "```",
+        command,
+        "```",
+        "",
         f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1, state backend "
         f"{args.flink_state_backend}); load averages (1/5/15 min) "
-        f"at start {load_start}, at end {load()}.", "",
-        "Operators (input: " + ", ".join(f"{t.name} {t.rows:,} rows" for t in tables.values()) + "; "
-        + (f"python engine on the first {args.python_batches} of {args.batches} micro-batches; "
-           if args.python_batches < args.batches else "")
+        f"at start {load_start}, at end {load()}.",
+        "",
+        "Operators (input: "
+        + ", ".join(f"{t.name} {t.rows:,} rows" for t in tables.values())
+        + "; "
+        + (
+            f"python engine on the first {args.python_batches} of {args.batches} micro-batches; "
+            if args.python_batches < args.batches
+            else ""
+        )
         + "Flink: net job runtime, "
         "JVM start excluded, job scheduling in the MiniCluster and CSV parsing included, no micro-batches, state not "
-        "reported; Flink ends its bounded input with a +∞ watermark, Spark's queries do not):", "",
+        "reported; Flink ends its bounded input with a +∞ watermark, Spark's queries do not):",
+        "",
         HEADER,
     ]
     if args.only:
         lines[lines.index(HEADER) - 2] += f" Only the queries matching {', '.join(map(repr, args.only))}, no pipelines."
     if args.pipelines_only:
-        del lines[lines.index(HEADER) - 2:]
+        del lines[lines.index(HEADER) - 2 :]
     else:
         lines += _operator_lines(args, operators, flink, tables)
     if not pipelines:
         return "\n".join(lines) + "\n"
-    lines += ["", f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
-              "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
-              "whole run_pipeline call, its dead-letter query included):", "", HEADER]
+    lines += [
+        "",
+        f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
+        "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
+        "whole run_pipeline call, its dead-letter query included):",
+        "",
+        HEADER,
+    ]
     for ours, limit in pipelines:
         lines += [_row(ours, "jvm"), _row(limit, "passthrough")]
     lines += ["", "| pipeline | pipeline / passthrough |", "| --- | ---: |"]
-    lines += [f"| {ours.name.removeprefix('pipeline ')} | {_ratio(ours.rows_per_second, limit.rows_per_second)} |"
-              for ours, limit in pipelines]
+    lines += [
+        f"| {ours.name.removeprefix('pipeline ')} | {_ratio(ours.rows_per_second, limit.rows_per_second)} |"
+        for ours, limit in pipelines
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -219,12 +284,19 @@ def _operator_lines(args, operators, flink, tables: dict[str, BenchTable]) -> li
         rows = sum(tables[t].rows for t in case.tables)
         outcome = flink.get(case.name, {"error": "not run"})
         if "ms" in outcome:
-            lines.append(f"| {case.name} | Flink (net job runtime) | {rows:,} | — | {outcome['ms'] / 1000:.1f} | "
-                         f"{rows / (outcome['ms'] / 1000):,.0f} | — | — | — | — |")
+            lines.append(
+                f"| {case.name} | Flink (net job runtime) | {rows:,} | — | {outcome['ms'] / 1000:.1f} | "
+                f"{rows / (outcome['ms'] / 1000):,.0f} | — | — | — | — |"
+            )
     prefix = args.python_batches
     over = f" (jvm / python: over the first {prefix} micro-batches of each)" if prefix < args.batches else ""
-    lines += ["", f"Ratios of rows/s (jvm as a multiple of the other){over}:", "",
-              "| query | jvm / native | jvm / python | jvm / Flink | note |", "| --- | ---: | ---: | ---: | --- |"]
+    lines += [
+        "",
+        f"Ratios of rows/s (jvm as a multiple of the other){over}:",
+        "",
+        "| query | jvm / native | jvm / python | jvm / Flink | note |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
     for case, figures in operators:
         if "jvm" not in figures:
             continue
@@ -232,11 +304,20 @@ def _operator_lines(args, operators, flink, tables: dict[str, BenchTable]) -> li
         native, python = figures.get("native"), figures.get("python")
         outcome = flink.get(case.name, {})
         flink_rate = sum(tables[t].rows for t in case.tables) / (outcome["ms"] / 1000) if "ms" in outcome else None
-        note = "; ".join(n for n in (case.no_native and f"no native: {case.no_native}", jvm_note,
-                                     outcome.get("error", "") and f"Flink: {outcome['error']}") if n)
-        lines.append(f"| {case.name} | {_ratio(jvm.rows_per_second, native[0].rows_per_second if native else None)} | "
-                     f"{_ratio(jvm.rows_per_second_over(prefix), python[0].rows_per_second_over(prefix) if python else None)} | "
-                     f"{_ratio(jvm.rows_per_second, flink_rate)} | {note} |")
+        note = "; ".join(
+            n
+            for n in (
+                case.no_native and f"no native: {case.no_native}",
+                jvm_note,
+                outcome.get("error", "") and f"Flink: {outcome['error']}",
+            )
+            if n
+        )
+        lines.append(
+            f"| {case.name} | {_ratio(jvm.rows_per_second, native[0].rows_per_second if native else None)} | "
+            f"{_ratio(jvm.rows_per_second_over(prefix), python[0].rows_per_second_over(prefix) if python else None)} | "
+            f"{_ratio(jvm.rows_per_second, flink_rate)} | {note} |"
+        )
     return lines + _state_growth(operators, flink, tables, prefix)
 
 
@@ -253,13 +334,18 @@ def _state_growth(operators, flink, tables: dict[str, BenchTable], prefix: int) 
         parts = []
         for engine in ("jvm", "python"):
             if engine in fine and engine in coarse:
-                rate = (lambda m: m.rows_per_second_over(prefix)) if engine == "python" else (lambda m: m.rows_per_second)
+                rate = (
+                    (lambda m: m.rows_per_second_over(prefix)) if engine == "python" else (lambda m: m.rows_per_second)
+                )
                 parts.append(f"{engine} {_ratio(rate(coarse[engine][0]), rate(fine[engine][0]))}")
         if "ms" in flink.get(fine_name, {}) and "ms" in flink.get(coarse_name, {}):
             parts.append(f"Flink {_ratio(1 / flink[coarse_name]['ms'], 1 / flink[fine_name]['ms'])}")
         rows = sum(tables[t].rows for t in fine_case.tables)
-        lines += ["", f"Cost per row as the state per key grows 10×, {fine_name} (the same {rows:,} rows, {grown}): "
-                  f"rows/s as a multiple of the fine query's (flat: 1.00×): " + ", ".join(parts) + "."]
+        lines += [
+            "",
+            f"Cost per row as the state per key grows 10×, {fine_name} (the same {rows:,} rows, {grown}): "
+            f"rows/s as a multiple of the fine query's (flat: 1.00×): " + ", ".join(parts) + ".",
+        ]
     return lines
 
 
@@ -270,7 +356,11 @@ def main() -> None:
     shutil.rmtree(workdir)
     tables = {} if args.pipelines_only else bench_tables(tpch_changelog(args.scale_factor), args.batches)
     print(f"TPC-H sf {args.scale_factor:g}: " + ", ".join(f"{t.name} {t.rows:,}" for t in tables.values()), flush=True)
-    flink = {} if args.pipelines_only or "flink" not in args.engines else run_flink(_selected(args), tables, workdir / "flink", args.flink_state_backend)
+    flink = (
+        {}
+        if args.pipelines_only or "flink" not in args.engines
+        else run_flink(_selected(args), tables, workdir / "flink", args.flink_state_backend)
+    )
     print("Flink: " + ", ".join(f"{name} {outcome}" for name, outcome in flink.items()), flush=True)
     spark = spark_session("bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
     operators = [] if args.pipelines_only else run_operators(spark, tables, args, workdir)

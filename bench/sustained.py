@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from assets.sql_pipelines import SQL_DIR, load_sql_pipelines
@@ -70,20 +70,35 @@ _POLL_S = 5.0
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="length of the sustained phase (default 30)")
-    parser.add_argument("--rate", type=float, default=None,
-                        help="records/s over all topics; default: --fraction of the calibrated capacity")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="records/s over all topics; default: --fraction of the calibrated capacity",
+    )
     parser.add_argument("--fraction", type=float, default=0.75, help="share of the capacity to run at (default 0.75)")
     parser.add_argument("--warmup-records", type=int, default=5_000)
     parser.add_argument("--calibrate-records", type=int, default=40_000)
-    parser.add_argument("--scale-factor", type=float, default=0.01, help="TPC-H scale factor of one pass (default 0.01)")
+    parser.add_argument(
+        "--scale-factor", type=float, default=0.01, help="TPC-H scale factor of one pass (default 0.01)"
+    )
     parser.add_argument("--engine", choices=["jvm", "python"], default="jvm")
-    parser.add_argument("--state-ttl", default=None,
-                        help="'table.exec.state.ttl' for every pipeline, e.g. '5 min' (default: the pipelines as in sql/, no TTL)")
-    parser.add_argument("--workdir", type=Path, default=None, help="broker and lakehouse folder (default .local/sustained)")
+    parser.add_argument(
+        "--state-ttl",
+        default=None,
+        help="'table.exec.state.ttl' for every pipeline, e.g. '5 min' (default: the pipelines as in sql/, no TTL)",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="broker and lakehouse folder (default .local/sustained)"
+    )
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench", help="folder of the CSV and PNG")
     parser.add_argument("--stem", default="sustained", help="their file name without suffix (default sustained)")
-    parser.add_argument("--record", type=Path, default=PROJECT_ROOT / "bench" / "RESULTS.md",
-                        help="markdown file the sustained table is appended to")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=PROJECT_ROOT / "bench" / "RESULTS.md",
+        help="markdown file the sustained table is appended to",
+    )
     return parser.parse_args(argv)
 
 
@@ -101,7 +116,9 @@ class _PipelineThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            run_pipeline(self.pipeline, self._spark, self._lake, self._servers, available_now=False, on_progress=self._keep)
+            run_pipeline(
+                self.pipeline, self._spark, self._lake, self._servers, available_now=False, on_progress=self._keep
+            )
         except BaseException as e:  # noqa: BLE001 - reported by the benchmark
             self.error = e
 
@@ -109,7 +126,9 @@ class _PipelineThread(threading.Thread):
         figures = batch_figures(progress)
         sst = sum(int(s.customMetrics.get("rocksdbSstFileSize", 0) or 0) for s in progress.stateOperators)
         with self._lock:
-            self._batches.append(BatchStat(figures.duration_ms, figures.input_rows, figures.state_rows, figures.state_bytes, sst))
+            self._batches.append(
+                BatchStat(figures.duration_ms, figures.input_rows, figures.state_rows, figures.state_bytes, sst)
+            )
 
     def take(self) -> list[BatchStat]:
         """The micro-batches ended since the last call, oldest first."""
@@ -170,13 +189,25 @@ class _Bench:
         lags = self.lags()
         for run in self.runs:
             name = run.pipeline.name
-            sample = summarize(name, run.take(), seconds, self._previous.get(name), minute=round((now - self.start) / 60, 2),
-                               phase=self.phase, lag=lags[name], produced=self.producer.sent, rate=self.producer.rate)
+            sample = summarize(
+                name,
+                run.take(),
+                seconds,
+                self._previous.get(name),
+                minute=round((now - self.start) / 60, 2),
+                phase=self.phase,
+                lag=lags[name],
+                produced=self.producer.sent,
+                rate=self.producer.rate,
+            )
             self._previous[name] = sample
             self.samples.append(sample)
-            print(f"[{sample.minute:5.1f} min {self.phase}] {name}: {sample.batches} batches, p50 "
-                  f"{(sample.batch_ms_p50 or 0) / 1000:.1f} s, {sample.input_rows_per_s:,.0f} rows/s, state "
-                  f"{sample.state_rows:,} rows {sample.state_bytes / 2**20:.1f} MiB, lag {sample.lag:,}", flush=True)
+            print(
+                f"[{sample.minute:5.1f} min {self.phase}] {name}: {sample.batches} batches, p50 "
+                f"{(sample.batch_ms_p50 or 0) / 1000:.1f} s, {sample.input_rows_per_s:,.0f} rows/s, state "
+                f"{sample.state_rows:,} rows {sample.state_bytes / 2**20:.1f} MiB, lag {sample.lag:,}",
+                flush=True,
+            )
 
 
 def _sql_with_state_ttl(ttl: str, folder: Path) -> Path:
@@ -220,8 +251,11 @@ def _run(args: argparse.Namespace, spark, bench_out: dict) -> None:
                 seconds = time.monotonic() - started
                 bench_out["capacity"] = args.calibrate_records / seconds
                 rate = round(args.fraction * bench_out["capacity"])
-                print(f"calibration: {args.calibrate_records:,} records in {seconds:.0f} s = "
-                      f"{bench_out['capacity']:,.0f} records/s; running at {rate:,} records/s", flush=True)
+                print(
+                    f"calibration: {args.calibrate_records:,} records in {seconds:.0f} s = "
+                    f"{bench_out['capacity']:,.0f} records/s; running at {rate:,} records/s",
+                    flush=True,
+                )
             bench.sample()
             bench.phase = "sustained"
             bench_out["rate"] = rate
@@ -246,26 +280,38 @@ def _record(args: argparse.Namespace, argv: list[str], out: dict, loads: tuple[s
     settle = parse_duration_ms(args.state_ttl) / 60_000 if args.state_ttl else 0.0
     title = f"sql/ pipelines under {rate:,} records/s ({args.engine} engine{ttl}, {machine()})"
     plot(samples, args.out / f"{args.stem}.png", title)
-    calibration = (f"calibrated capacity {out['capacity']:,.0f} records/s ({args.calibrate_records:,} records at once), "
-                   f"run at {args.fraction:.0%} of it" if "capacity" in out else "rate given")
-    section = "\n".join([
-        "", f"## Sustained load, {started}", "",
-        f"Command: `python -m bench.sustained {' '.join(argv)}`".rstrip() + f" (`make sustained`); engine {args.engine}; "
-        f"TPC-H passes of scale factor {args.scale_factor:g}.",
-        f"Machine: {machine()}; load (1/5/15 min) {loads[0]} at start, {loads[1]} at end.",
-        f"Rate: {rate:,} records/s over the five topics for {args.minutes:g} min ({calibration}).",
-        f"Samples: `{_shown(args.out / args.stem)}.csv`; plot: `{_shown(args.out / args.stem)}.png`. Figures over the sustained "
-        "phase, one sample per minute;",
-        "state is `flat` when its fitted growth is under 10 % of its mean, lag `sustained` when its fitted growth is "
-        "under one minute of input. " + (
-            f"Every pipeline with `SET 'table.exec.state.ttl' = '{args.state_ttl}'` (`--state-ttl`): the regular join's "
-            "and the dedup/group aggregate's keys idle longer than that are forgotten; the state and lag verdicts are "
-            f"fitted from {settle:g} min (one TTL) into the sustained phase, once the first keys can expire."
-            if args.state_ttl else
-            "No sql/ pipeline sets a state TTL: the regular join's and the dedup/group aggregate's state grow by design."),
-        "",
-        results_table(samples, rate, settle), "",
-    ])
+    calibration = (
+        f"calibrated capacity {out['capacity']:,.0f} records/s ({args.calibrate_records:,} records at once), "
+        f"run at {args.fraction:.0%} of it"
+        if "capacity" in out
+        else "rate given"
+    )
+    section = "\n".join(
+        [
+            "",
+            f"## Sustained load, {started}",
+            "",
+            f"Command: `python -m bench.sustained {' '.join(argv)}`".rstrip()
+            + f" (`make sustained`); engine {args.engine}; "
+            f"TPC-H passes of scale factor {args.scale_factor:g}.",
+            f"Machine: {machine()}; load (1/5/15 min) {loads[0]} at start, {loads[1]} at end.",
+            f"Rate: {rate:,} records/s over the five topics for {args.minutes:g} min ({calibration}).",
+            f"Samples: `{_shown(args.out / args.stem)}.csv`; plot: `{_shown(args.out / args.stem)}.png`. Figures over the sustained "
+            "phase, one sample per minute;",
+            "state is `flat` when its fitted growth is under 10 % of its mean, lag `sustained` when its fitted growth is "
+            "under one minute of input. "
+            + (
+                f"Every pipeline with `SET 'table.exec.state.ttl' = '{args.state_ttl}'` (`--state-ttl`): the regular join's "
+                "and the dedup/group aggregate's keys idle longer than that are forgotten; the state and lag verdicts are "
+                f"fitted from {settle:g} min (one TTL) into the sustained phase, once the first keys can expire."
+                if args.state_ttl
+                else "No sql/ pipeline sets a state TTL: the regular join's and the dedup/group aggregate's state grow by design."
+            ),
+            "",
+            results_table(samples, rate, settle),
+            "",
+        ]
+    )
     with args.record.open("a") as results:
         results.write(section)
     print(section)
@@ -282,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     args = _arguments(argv)
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     first_load = load()
     spark = spark_session("streamjoin-sustained")
     spark.conf.set(ENGINE_CONF, args.engine)

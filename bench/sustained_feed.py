@@ -37,8 +37,7 @@ def shift_row(row: dict, days: int, key_offset: int) -> dict:
     (:data:`KEY_COLUMNS`) ``key_offset`` higher; other values as they are (a new dict)."""
     later = dt.timedelta(days=days)
     return {
-        column: value + key_offset if column in KEY_COLUMNS
-        else value + later if isinstance(value, dt.date) else value
+        column: value + key_offset if column in KEY_COLUMNS else value + later if isinstance(value, dt.date) else value
         for column, value in row.items()
     }
 
@@ -70,7 +69,7 @@ class _ShiftedChangelog:
 
 
 def _epoch_ms(time_: dt.datetime) -> int:
-    return int(time_.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(time_.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 class Feed:
@@ -103,8 +102,9 @@ class Feed:
         for topic, records in topic_records(shifted, rates).items():
             records = list(records)
             # A CDC record has no timestamp: its place in the pass stands for its time.
-            streams.append([(r[2] if len(r) == 3 else start + length * i // len(records), topic, r)
-                            for i, r in enumerate(records)])
+            streams.append(
+                [(r[2] if len(r) == 3 else start + length * i // len(records), topic, r) for i, r in enumerate(records)]
+            )
         return [(topic, record) for _, topic, record in heapq.merge(*streams, key=lambda t: t[0])]
 
     def records(self) -> Iterator[tuple[str, tuple]]:

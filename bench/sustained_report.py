@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BatchStat", "Sample", "slope", "summarize", "total_lag", "verdict", "write_csv", "plot", "results_table"]
+__all__ = ["BatchStat", "Sample", "plot", "results_table", "slope", "summarize", "total_lag", "verdict", "write_csv"]
 
 _MIB = 2**20
 
@@ -123,8 +123,12 @@ def verdict(samples: Sequence[Sample], rate: float) -> dict[str, str]:
     mean_state = statistics.fmean(s.state_rows for s in samples)
     lag = slope(minutes, [s.lag for s in samples])
     return {
-        "state": "flat" if abs(state) * span <= 0.1 * mean_state else f"{'grows' if state > 0 else 'falls'} {state:+,.0f} rows/min",
-        "lag": "sustained" if lag * span < rate * 60 else f"grows {lag:+,.0f} records/min ({lag / 60 / rate:.0%} of input)",
+        "state": "flat"
+        if abs(state) * span <= 0.1 * mean_state
+        else f"{'grows' if state > 0 else 'falls'} {state:+,.0f} rows/min",
+        "lag": "sustained"
+        if lag * span < rate * 60
+        else f"grows {lag:+,.0f} records/min ({lag / 60 / rate:.0%} of input)",
     }
 
 
@@ -146,11 +150,14 @@ def plot(samples: Sequence[Sample], path: Path, title: str) -> None:
     matplotlib.use("Agg")  # no display: a file only
     import matplotlib.pyplot as plt
 
-    panels = (("state rows", lambda s: s.state_rows), ("Kafka lag (records)", lambda s: s.lag),
-              ("state memory MiB (memoryUsedBytes)", lambda s: s.state_bytes / _MIB),
-              ("state SST MiB (rocksdbSstFileSize)", lambda s: s.state_sst_bytes / _MIB),
-              ("batch duration p50 (s)", lambda s: None if s.batch_ms_p50 is None else s.batch_ms_p50 / 1000),
-              ("input rows/s", lambda s: s.input_rows_per_s))
+    panels = (
+        ("state rows", lambda s: s.state_rows),
+        ("Kafka lag (records)", lambda s: s.lag),
+        ("state memory MiB (memoryUsedBytes)", lambda s: s.state_bytes / _MIB),
+        ("state SST MiB (rocksdbSstFileSize)", lambda s: s.state_sst_bytes / _MIB),
+        ("batch duration p50 (s)", lambda s: None if s.batch_ms_p50 is None else s.batch_ms_p50 / 1000),
+        ("input rows/s", lambda s: s.input_rows_per_s),
+    )
     fig, axes = plt.subplots(3, 2, figsize=(13, 11), sharex=True)
     start = next((s.minute for s in samples if s.phase == "sustained"), None)
     for ax, (label, value) in zip(axes.flat, panels):
@@ -177,9 +184,11 @@ def results_table(samples: Sequence[Sample], rate: float, settle_minutes: float 
     ``settle_minutes``: the verdict judges the samples from that many minutes into the phase on (a state TTL:
     state only stops growing once the first keys can expire, one TTL in); the other columns cover the whole phase.
     """
-    lines = ["| pipeline | state rows start / end / max | state memory MiB start / end / max | state SST MiB start / end / max "
-             "| lag start / end / max | batch p50 s | input rows/s | state | lag |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| pipeline | state rows start / end / max | state memory MiB start / end / max | state SST MiB start / end / max "
+        "| lag start / end / max | batch p50 s | input rows/s | state | lag |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     sustained = [s for s in samples if s.phase == "sustained"]
     for pipeline in dict.fromkeys(s.pipeline for s in sustained):
         own = [s for s in sustained if s.pipeline == pipeline]
@@ -191,7 +200,8 @@ def results_table(samples: Sequence[Sample], rate: float, settle_minutes: float 
             f"{_mib(own, 'state_bytes')} | {_mib(own, 'state_sst_bytes')} | "
             f"{first.lag:,} / {last.lag:,} / {max(s.lag for s in own):,} | "
             f"{statistics.median(p50s) / 1000 if p50s else 0:.1f} | {statistics.fmean(s.input_rows_per_s for s in own):,.0f} | "
-            f"{judged['state']} | {judged['lag']} |")
+            f"{judged['state']} | {judged['lag']} |"
+        )
     return "\n".join(lines)
 
 

@@ -24,7 +24,15 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
-    DateType, DecimalType, IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType, TimestampType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 from streamjoin.config import local_dir
@@ -32,7 +40,7 @@ from streamjoin.connectors.changelog_files import read_changelog_files, write_ch
 from streamjoin.datagen.topics import LINEITEM, ORDERS, RATES, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, customer_currencies, generate_tpch, parts
 
-__all__ = ["BenchTable", "bench_tables", "tpch_changelog", "equal_slices", "spark_streams", "write_csv", "flink_ddl"]
+__all__ = ["BenchTable", "bench_tables", "equal_slices", "flink_ddl", "spark_streams", "tpch_changelog", "write_csv"]
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,14 @@ class BenchTable:
 
     def prefix(self, batches: int, rows: int | None = None) -> BenchTable:
         """The first ``batches`` micro-batches, each cut to its first ``rows`` rows when given."""
-        return BenchTable(self.name, self.schema, self.rowtime, self.watermark_delay_ms, self.primary_key,
-                          [s[:rows] for s in self.slices[:batches]])
+        return BenchTable(
+            self.name,
+            self.schema,
+            self.rowtime,
+            self.watermark_delay_ms,
+            self.primary_key,
+            [s[:rows] for s in self.slices[:batches]],
+        )
 
     @property
     def rows(self) -> int:
@@ -92,16 +106,36 @@ def bench_tables(tpch: TpchChangelog, batches: int) -> dict[str, BenchTable]:
     orders = equal_slices([{**o, "o_currency": currency[o["o_custkey"]]} for o in tpch.orders], batches)
     items = equal_slices([{**i, "p_type": part_type[i["l_partkey"]]} for i in tpch.lineitems], batches)
     return {
-        "orders": BenchTable("orders", StructType([*ORDERS.schema.fields, StructField("o_currency", StringType())]),
-                             ORDERS.rowtime, ORDERS.watermark_delay_ms, ORDERS.primary_key, orders),
-        "lineitem": BenchTable("lineitem", StructType([*LINEITEM.schema.fields, StructField("p_type", StringType())]),
-                               LINEITEM.rowtime, LINEITEM.watermark_delay_ms, LINEITEM.primary_key, items),
-        "rates": BenchTable("rates", RATES.schema, RATES.rowtime, RATES.watermark_delay_ms, ("currency",),
-                            _aligned_rates(rate_rows(tpch.period), orders)),
+        "orders": BenchTable(
+            "orders",
+            StructType([*ORDERS.schema.fields, StructField("o_currency", StringType())]),
+            ORDERS.rowtime,
+            ORDERS.watermark_delay_ms,
+            ORDERS.primary_key,
+            orders,
+        ),
+        "lineitem": BenchTable(
+            "lineitem",
+            StructType([*LINEITEM.schema.fields, StructField("p_type", StringType())]),
+            LINEITEM.rowtime,
+            LINEITEM.watermark_delay_ms,
+            LINEITEM.primary_key,
+            items,
+        ),
+        "rates": BenchTable(
+            "rates",
+            RATES.schema,
+            RATES.rowtime,
+            RATES.watermark_delay_ms,
+            ("currency",),
+            _aligned_rates(rate_rows(tpch.period), orders),
+        ),
     }
 
 
-def spark_streams(spark: SparkSession, tables: dict[str, BenchTable], folder: Path) -> dict[str, Callable[[], DataFrame]]:
+def spark_streams(
+    spark: SparkSession, tables: dict[str, BenchTable], folder: Path
+) -> dict[str, Callable[[], DataFrame]]:
     """Write each table as ``+I`` changes, one Parquet file per micro-batch, under ``folder/<table>``.
 
     Returns:
@@ -112,9 +146,8 @@ def spark_streams(spark: SparkSession, tables: dict[str, BenchTable], folder: Pa
     for table in tables.values():
         batches = [[("+I", tuple(r[c] for c in table.schema.names)) for r in rows] for rows in table.slices]
         write_changelog_batches(folder / table.name, table.schema, batches)
-        builders[table.name] = (
-            lambda t=table: read_changelog_files(spark, folder / t.name, t.schema, rowtime=t.rowtime,
-                                                 watermark_delay_ms=t.watermark_delay_ms)
+        builders[table.name] = lambda t=table: read_changelog_files(
+            spark, folder / t.name, t.schema, rowtime=t.rowtime, watermark_delay_ms=t.watermark_delay_ms
         )
     return builders
 
@@ -138,8 +171,14 @@ def write_csv(table: BenchTable, folder: Path) -> Path:
     return path.parent
 
 
-_FLINK_TYPES = {LongType: "BIGINT", IntegerType: "INT", StringType: "STRING", DateType: "DATE",
-                TimestampType: "TIMESTAMP(3)", TimestampNTZType: "TIMESTAMP(3)"}
+_FLINK_TYPES = {
+    LongType: "BIGINT",
+    IntegerType: "INT",
+    StringType: "STRING",
+    DateType: "DATE",
+    TimestampType: "TIMESTAMP(3)",
+    TimestampNTZType: "TIMESTAMP(3)",
+}
 
 
 def _flink_interval(ms: int) -> str:
@@ -152,12 +191,17 @@ def flink_ddl(table: BenchTable, folder: Path) -> str:
     """Flink's ``CREATE TABLE`` of ``table`` read from the CSV files in ``folder`` (filesystem connector,
     bounded), with the same watermark and, for ``rates``, the primary key a versioned table needs."""
     columns = [
-        f"`{f.name}` DECIMAL({f.dataType.precision}, {f.dataType.scale})" if isinstance(f.dataType, DecimalType)
+        f"`{f.name}` DECIMAL({f.dataType.precision}, {f.dataType.scale})"
+        if isinstance(f.dataType, DecimalType)
         else f"`{f.name}` {_FLINK_TYPES[type(f.dataType)]}"
         for f in table.schema.fields
     ]
-    columns.append(f"WATERMARK FOR `{table.rowtime}` AS `{table.rowtime}` - {_flink_interval(table.watermark_delay_ms)}")
+    columns.append(
+        f"WATERMARK FOR `{table.rowtime}` AS `{table.rowtime}` - {_flink_interval(table.watermark_delay_ms)}"
+    )
     if table.name == "rates":
         columns.append(f"PRIMARY KEY ({', '.join(table.primary_key)}) NOT ENFORCED")
-    return (f"CREATE TEMPORARY TABLE {table.name} (\n  " + ",\n  ".join(columns) + "\n) WITH ("
-            f"'connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv')")
+    return (
+        f"CREATE TEMPORARY TABLE {table.name} (\n  " + ",\n  ".join(columns) + "\n) WITH ("
+        f"'connector' = 'filesystem', 'path' = '{folder}', 'format' = 'csv')"
+    )

@@ -20,8 +20,13 @@ from streamjoin.planner import SqlPipeline
 
 #: The TPC-H demo's checks, for the tables of ``sql/`` when they are loaded.
 DEMO_CHECKS = [
-    *orders_current_checks, *lineitem_with_order_checks, *orders_in_eur_checks, *orders_shipped_fast_checks,
-    *orders_by_status_checks, *part_price_over_checks, *lineitem_revenue_by_status_checks,
+    *orders_current_checks,
+    *lineitem_with_order_checks,
+    *orders_in_eur_checks,
+    *orders_shipped_fast_checks,
+    *orders_by_status_checks,
+    *part_price_over_checks,
+    *lineitem_revenue_by_status_checks,
 ]
 
 #: Each TPC-H demo table's batch recomputation from the generated input (``expected(BatchInputs) -> DataFrame``).

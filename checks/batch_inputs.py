@@ -9,7 +9,6 @@ import datetime as dt
 from collections.abc import Callable
 
 import great_expectations as gx
-
 from pyspark.sql import DataFrame, SparkSession
 
 from checks.expectations import expectation_check, table_difference, within_run_days
@@ -87,8 +86,9 @@ def read_table(context, name: str) -> DataFrame:
     return context.resources.spark.session().read.format("delta").load(path)
 
 
-def equals_batch_check(table: str, name: str, description: str, expected: Callable[[BatchInputs], DataFrame],
-                       day_column: str | None = None):
+def equals_batch_check(
+    table: str, name: str, description: str, expected: Callable[[BatchInputs], DataFrame], day_column: str | None = None
+):
     """A blocking Dagster asset check: ``table`` equals ``expected(inputs)``, the batch query over the generated input.
 
     Validated with Great Expectations on :func:`~checks.expectations.table_difference` (the rows only
@@ -98,10 +98,18 @@ def equals_batch_check(table: str, name: str, description: str, expected: Callab
     """
 
     def build(context):
-        return table_difference(*(within_run_days(context, frame, day_column)
-                                  for frame in (read_table(context, table), expected(batch_inputs(context)))))
+        return table_difference(
+            *(
+                within_run_days(context, frame, day_column)
+                for frame in (read_table(context, table), expected(batch_inputs(context)))
+            )
+        )
 
     return expectation_check(
-        table, name=name, description=description, expectations=[gx.expectations.ExpectTableRowCountToEqual(value=0)],
-        build=build, required_resource_keys=RESOURCES,
+        table,
+        name=name,
+        description=description,
+        expectations=[gx.expectations.ExpectTableRowCountToEqual(value=0)],
+        build=build,
+        required_resource_keys=RESOURCES,
     )

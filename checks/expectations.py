@@ -9,7 +9,6 @@ unexpected count and percent and a sample of failing rows (or GX's observed valu
 table-level expectations).
 """
 
-
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
@@ -17,7 +16,12 @@ from dataclasses import dataclass, field
 
 import great_expectations as gx
 from dagster import (
-    AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetChecksDefinition, MetadataValue, asset_check,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetCheckSeverity,
+    MetadataValue,
+    asset_check,
 )
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -25,7 +29,12 @@ from pyspark.sql import functions as F
 from checks.gx_project import CheckSpec, run_checkpoint
 
 __all__ = [
-    "ExpectationCheck", "expectation_check", "expectation_metadata", "table_difference", "CheckNotApplicable", "run_days",
+    "CheckNotApplicable",
+    "ExpectationCheck",
+    "expectation_check",
+    "expectation_metadata",
+    "run_days",
+    "table_difference",
     "within_run_days",
 ]
 
@@ -61,37 +70,57 @@ class ExpectationCheck:
         """The Dagster asset check: ``passed`` is the Checkpoint's verdict, metadata from :func:`expectation_metadata`."""
 
         @asset_check(
-            asset=self.asset, name=self.spec.name, description=self.spec.description, blocking=self.blocking,
-            required_resource_keys=set(self.required_resource_keys), additional_deps=list(self.additional_deps),
+            asset=self.asset,
+            name=self.spec.name,
+            description=self.spec.description,
+            blocking=self.blocking,
+            required_resource_keys=set(self.required_resource_keys),
+            additional_deps=list(self.additional_deps),
         )
         def _check(context: AssetCheckExecutionContext) -> AssetCheckResult:
             try:
                 df = self.build(context)
             except CheckNotApplicable as reason:
-                return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata={"not evaluated": str(reason)})
+                return AssetCheckResult(
+                    passed=False, severity=AssetCheckSeverity.WARN, metadata={"not evaluated": str(reason)}
+                )
             # GX computes one Spark job per metric: read the table (and its windows) once.
             df = df.persist()
             try:
                 validation = run_checkpoint(self.spec, df, run_name=context.run.run_id)
             finally:
                 df.unpersist()
-            return AssetCheckResult(passed=validation.success, severity=AssetCheckSeverity.ERROR, metadata={
-                "data_docs": MetadataValue.url(validation.docs_url),
-                **expectation_metadata(validation.results),
-            })
+            return AssetCheckResult(
+                passed=validation.success,
+                severity=AssetCheckSeverity.ERROR,
+                metadata={
+                    "data_docs": MetadataValue.url(validation.docs_url),
+                    **expectation_metadata(validation.results),
+                },
+            )
 
         return _check
 
 
 def expectation_check(
-    asset: str, name: str, description: str, expectations: Sequence[gx.expectations.Expectation],
-    build: Callable[[AssetCheckExecutionContext], DataFrame], *, required_resource_keys: set[str],
-    blocking: bool = True, additional_deps: Sequence[str] = (),
+    asset: str,
+    name: str,
+    description: str,
+    expectations: Sequence[gx.expectations.Expectation],
+    build: Callable[[AssetCheckExecutionContext], DataFrame],
+    *,
+    required_resource_keys: set[str],
+    blocking: bool = True,
+    additional_deps: Sequence[str] = (),
 ) -> ExpectationCheck:
     """An :class:`ExpectationCheck` of ``asset`` named ``name`` (also its GX suite and checkpoint name)."""
     return ExpectationCheck(
-        asset, CheckSpec(name, description, tuple(expectations)), build, frozenset(required_resource_keys),
-        blocking, tuple(additional_deps),
+        asset,
+        CheckSpec(name, description, tuple(expectations)),
+        build,
+        frozenset(required_resource_keys),
+        blocking,
+        tuple(additional_deps),
     )
 
 
@@ -135,8 +164,10 @@ def table_difference(actual: DataFrame, expected: DataFrame) -> DataFrame:
         empty when the two tables are equal.
     """
     actual = actual.select(*expected.columns)
-    return actual.exceptAll(expected).withColumn("_where", F.lit("only in actual")).unionByName(
-        expected.exceptAll(actual).withColumn("_where", F.lit("only in expected"))
+    return (
+        actual.exceptAll(expected)
+        .withColumn("_where", F.lit("only in actual"))
+        .unionByName(expected.exceptAll(actual).withColumn("_where", F.lit("only in expected")))
     )
 
 

@@ -32,8 +32,14 @@ from streamjoin.planner import SqlPipeline
 from streamjoin.sink.delta import BATCH_ID_COLUMN, PROCESSING_TIME_COLUMN
 
 __all__ = [
-    "VIOLATION_COLUMN", "WHERE_COLUMN", "GENERIC_CHECKS", "changelog_violations", "primary_key_check", "changelog_check",
-    "batch_query_check", "generic_checks",
+    "GENERIC_CHECKS",
+    "VIOLATION_COLUMN",
+    "WHERE_COLUMN",
+    "batch_query_check",
+    "changelog_check",
+    "changelog_violations",
+    "generic_checks",
+    "primary_key_check",
 ]
 
 #: The column :func:`changelog_violations` adds: why the change is invalid, null when it is valid.
@@ -92,11 +98,13 @@ def primary_key_check(pipeline: SqlPipeline) -> ExpectationCheck:
     """``<sink>_primary_key`` on the sink table: every key column not null, the key unique."""
     key = list(pipeline.primary_key)
     unique = (
-        gx.expectations.ExpectColumnValuesToBeUnique(column=key[0]) if len(key) == 1
+        gx.expectations.ExpectColumnValuesToBeUnique(column=key[0])
+        if len(key) == 1
         else gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=key)
     )
     return expectation_check(
-        pipeline.name, name=f"{pipeline.name}_primary_key",
+        pipeline.name,
+        name=f"{pipeline.name}_primary_key",
         description=f"The primary key ({', '.join(key)}) of {pipeline.name} is not null and unique.",
         expectations=[*(gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in key), unique],
         build=lambda context: _read(context, _sink(context, pipeline).path),
@@ -108,7 +116,8 @@ def changelog_check(pipeline: SqlPipeline) -> ExpectationCheck:
     """``<sink>_changelog_well_formed`` on ``<sink>_changelog``: no change is a :func:`changelog_violations` violation."""
     key = list(pipeline.primary_key)
     return expectation_check(
-        f"{pipeline.name}_changelog", name=f"{pipeline.name}_changelog_well_formed",
+        f"{pipeline.name}_changelog",
+        name=f"{pipeline.name}_changelog_well_formed",
         description=f"Per key ({', '.join(key)}), in the order applied, the changelog of {pipeline.name} is well formed: "
         "each -U directly followed by the +U (or an outer join's +I) that replaces it, no -U/-D of a key not present, "
         "no +I of a key already present, no +U of a key never inserted (docs/semantics.md §1.9, §2.4).",
@@ -138,19 +147,28 @@ def batch_query_check(pipeline: SqlPipeline) -> ExpectationCheck:
         # Only a backfillable pipeline has partition runs: its plan names the day column.
         day = check_backfillable(pipeline).day_column if run_days(context) else None
         expected = batch_query(pipeline, spark, context.resources.kafka.connection(), home)
-        return table_difference(*(within_run_days(context, frame, day) for frame in (_read(context, pipeline.sink(home).path), expected)))
+        return table_difference(
+            *(within_run_days(context, frame, day) for frame in (_read(context, pipeline.sink(home).path), expected))
+        )
 
     return expectation_check(
-        pipeline.name, name=f"{pipeline.name}_equals_batch_query",
+        pipeline.name,
+        name=f"{pipeline.name}_equals_batch_query",
         description=f"{pipeline.name} equals its SQL run as a Spark batch query over what the topics hold "
         "(late rows the streaming operators dropped are the expected difference, docs/semantics.md §10).",
         expectations=[gx.expectations.ExpectColumnValuesToBeNull(column=WHERE_COLUMN)],
-        build=build, required_resource_keys=RESOURCES | {"kafka"}, blocking=False,
+        build=build,
+        required_resource_keys=RESOURCES | {"kafka"},
+        blocking=False,
     )
 
 
 #: Factories of the checks every SQL pipeline gets.
-GENERIC_CHECKS: tuple[Callable[[SqlPipeline], ExpectationCheck], ...] = (primary_key_check, changelog_check, batch_query_check)
+GENERIC_CHECKS: tuple[Callable[[SqlPipeline], ExpectationCheck], ...] = (
+    primary_key_check,
+    changelog_check,
+    batch_query_check,
+)
 
 
 def generic_checks(pipelines: Sequence[SqlPipeline]) -> list[ExpectationCheck]:

@@ -40,7 +40,18 @@ from pyspark.sql import DataFrame
 
 from streamjoin.config import PROJECT_ROOT
 
-__all__ = ["GX_HOME_ENV", "DATA_SOURCE", "RESULT_FORMAT", "CheckSpec", "Validation", "context_root", "open_context", "ensure_checkpoint", "run_checkpoint", "write_definitions"]
+__all__ = [
+    "DATA_SOURCE",
+    "GX_HOME_ENV",
+    "RESULT_FORMAT",
+    "CheckSpec",
+    "Validation",
+    "context_root",
+    "ensure_checkpoint",
+    "open_context",
+    "run_checkpoint",
+    "write_definitions",
+]
 
 #: Great Expectations' environment variable naming a context root (the folder of ``great_expectations.yml``).
 GX_HOME_ENV = "GX_HOME"
@@ -134,21 +145,34 @@ def ensure_checkpoint(context: FileDataContext, spec: CheckSpec) -> gx.Checkpoin
 
     meta = {"notes": spec.description}
     suite = _stored(context.suites, spec.name)
-    if suite is None or suite.meta.get("notes") != spec.description or _expectation_configs(suite.expectations) != _expectation_configs(spec.expectations):
-        suite = context.suites.add_or_update(gx.ExpectationSuite(name=spec.name, expectations=list(spec.expectations), meta=meta))
+    if (
+        suite is None
+        or suite.meta.get("notes") != spec.description
+        or _expectation_configs(suite.expectations) != _expectation_configs(spec.expectations)
+    ):
+        suite = context.suites.add_or_update(
+            gx.ExpectationSuite(name=spec.name, expectations=list(spec.expectations), meta=meta)
+        )
     definition = _stored(context.validation_definitions, spec.name)
     if definition is None or definition.suite.id != suite.id or definition.data.id != batch.id:
-        definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=spec.name, data=batch, suite=suite))
+        definition = context.validation_definitions.add_or_update(
+            gx.ValidationDefinition(name=spec.name, data=batch, suite=suite)
+        )
     checkpoint = _stored(context.checkpoints, spec.name)
     if (
-        checkpoint is None or checkpoint.result_format != RESULT_FORMAT
+        checkpoint is None
+        or checkpoint.result_format != RESULT_FORMAT
         or [d.id for d in checkpoint.validation_definitions] != [definition.id]
         or [a.type for a in checkpoint.actions] != ["update_data_docs"]
     ):
-        checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
-            name=spec.name, validation_definitions=[definition], result_format=RESULT_FORMAT,
-            actions=[UpdateDataDocsAction(name="update_data_docs")],
-        ))
+        checkpoint = context.checkpoints.add_or_update(
+            gx.Checkpoint(
+                name=spec.name,
+                validation_definitions=[definition],
+                result_format=RESULT_FORMAT,
+                actions=[UpdateDataDocsAction(name="update_data_docs")],
+            )
+        )
     return checkpoint
 
 

@@ -20,7 +20,8 @@ def expected_lineitem_revenue_by_status(inputs):
 
 lineitem_revenue_by_status_checks = [
     equals_batch_check(
-        "lineitem_revenue_by_status", name="lineitem_revenue_by_status_equals_batch_aggregate",
+        "lineitem_revenue_by_status",
+        name="lineitem_revenue_by_status_equals_batch_aggregate",
         description="Per order status, the line items, orders, revenue and largest quantity equal the batch join and "
         "aggregate of the final lineitem and orders tables recomputed from the same generated changelogs.",
         expected=expected_lineitem_revenue_by_status,

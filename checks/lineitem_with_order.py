@@ -20,7 +20,9 @@ def expected_lineitem_with_order(inputs):
 def _inconsistent_rows(context):
     path = context.resources.lakehouse.lakehouse().table_path("orders_current")
     if not DeltaTable.isDeltaTable(context.resources.spark.session(), path):
-        raise CheckNotApplicable(f"orders_current has no Delta table at {path} yet: materialize it, then re-run this check")
+        raise CheckNotApplicable(
+            f"orders_current has no Delta table at {path} yet: materialize it, then re-run this check"
+        )
     joined = read_table(context, "lineitem_with_order")
     current = read_table(context, "orders_current").select(*[F.col(c).alias(f"cur_{c}") for c in _ORDER_COLUMNS])
     # A row's order columns are either all null (no order) or exactly the order's current row.
@@ -33,14 +35,18 @@ def _inconsistent_rows(context):
 
 lineitem_with_order_checks = [
     expectation_check(
-        "lineitem_with_order", name="lineitem_with_order_matches_current_orders",
+        "lineitem_with_order",
+        name="lineitem_with_order_matches_current_orders",
         description="Every row's order columns are all null or equal to the order's row in orders_current "
         "(no inconsistent row: the DataFrame of violations has 0 rows).",
-        expectations=[gx.expectations.ExpectTableRowCountToEqual(value=0)], build=_inconsistent_rows,
-        required_resource_keys=RESOURCES, additional_deps=["orders_current"],
+        expectations=[gx.expectations.ExpectTableRowCountToEqual(value=0)],
+        build=_inconsistent_rows,
+        required_resource_keys=RESOURCES,
+        additional_deps=["orders_current"],
     ),
     equals_batch_check(
-        "lineitem_with_order", name="lineitem_with_order_equals_batch_join",
+        "lineitem_with_order",
+        name="lineitem_with_order_equals_batch_join",
         description="The table equals the batch LEFT JOIN of the final lineitem and orders tables recomputed from "
         "the same generated changelogs (the difference, both ways, has 0 rows).",
         expected=expected_lineitem_with_order,

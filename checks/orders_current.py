@@ -10,7 +10,8 @@ def expected_orders_current(inputs):
 
 orders_current_checks = [
     equals_batch_check(
-        "orders_current", name="orders_current_matches_batch",
+        "orders_current",
+        name="orders_current_matches_batch",
         description="The table equals the orders table recomputed in batch from the same generated TPC-H "
         "changelog, after every update and delete (the difference, both ways, has 0 rows).",
         expected=expected_orders_current,

@@ -26,7 +26,13 @@ from resources import KafkaResource, LakehouseResource, SparkResource, TpchResou
 from streamjoin.connectors.kafka_client import declared_properties
 
 #: The ``KafkaResource`` fields set from ``KAFKA_<FIELD>`` variables.
-KAFKA_SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_truststore_location")
+KAFKA_SECURITY_FIELDS = (
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+    "ssl_truststore_location",
+)
 
 
 def _env(name: str, default: str | None) -> EnvVar | str | None:
@@ -48,13 +54,22 @@ defs = Definitions(
     assets=[*topic_specs(SQL_PIPELINES), *(sql_pipeline_assets(p) for p in SQL_PIPELINES), customer_currencies, part],
     asset_checks=[*asset_checks([p.pipeline for p in SQL_PIPELINES]), *FRESHNESS_CHECKS],
     jobs=[*PIPELINE_JOBS.values(), lakehouse_job, load_tpch_topics_job, MAINTENANCE_JOB],
-    schedules=[hourly_schedule(PIPELINE_JOBS["orders_current_job"]), *filter(None, map(daily_schedule, SQL_PIPELINES)),
-               delta_maintenance_schedule(MAINTENANCE_JOB)],
+    schedules=[
+        hourly_schedule(PIPELINE_JOBS["orders_current_job"]),
+        *filter(None, map(daily_schedule, SQL_PIPELINES)),
+        delta_maintenance_schedule(MAINTENANCE_JOB),
+    ],
     sensors=[
         # A pipeline's own threshold: kafka_lag_sensor(..., threshold=N).
-        *(kafka_lag_sensor(p.pipeline.name, sorted({s.topic for s in p.pipeline.sources}), PIPELINE_JOBS[f"{p.pipeline.name}_job"],
-                           properties=declared_properties(s.options for s in p.pipeline.sources))
-          for p in SQL_PIPELINES),
+        *(
+            kafka_lag_sensor(
+                p.pipeline.name,
+                sorted({s.topic for s in p.pipeline.sources}),
+                PIPELINE_JOBS[f"{p.pipeline.name}_job"],
+                properties=declared_properties(s.options for s in p.pipeline.sources),
+            )
+            for p in SQL_PIPELINES
+        ),
         pipeline_run_failures,
         FRESHNESS_SENSOR,
     ],
@@ -62,13 +77,20 @@ defs = Definitions(
     # would start a Spark driver per asset, also for the ad-hoc runs the UI's "Materialize" launches.
     executor=in_process_executor,
     resources={
-        "spark": SparkResource(master=_env("SPARK_MASTER", "local[2]"), packages=_env("SPARK_PACKAGES", ""),
-                               shuffle_partitions=_env("SPARK_SHUFFLE_PARTITIONS", "")),
+        "spark": SparkResource(
+            master=_env("SPARK_MASTER", "local[2]"),
+            packages=_env("SPARK_PACKAGES", ""),
+            shuffle_partitions=_env("SPARK_SHUFFLE_PARTITIONS", ""),
+        ),
         # Unset: the local service (`make kafka`), looked up when a run or sensor needs it.
-        "kafka": KafkaResource(bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS", None),
-                               **{field: _env(f"KAFKA_{field.upper()}", "") for field in KAFKA_SECURITY_FIELDS}),
+        "kafka": KafkaResource(
+            bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS", None),
+            **{field: _env(f"KAFKA_{field.upper()}", "") for field in KAFKA_SECURITY_FIELDS},
+        ),
         "lakehouse": LakehouseResource(root=_env("STREAMJOIN_LAKEHOUSE", "")),
-        "tpch": TpchResource(scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01")),
-                             days=int(os.environ["TPCH_DAYS"]) if os.environ.get("TPCH_DAYS") else None),
+        "tpch": TpchResource(
+            scale_factor=float(os.environ.get("TPCH_SCALE_FACTOR", "0.01")),
+            days=int(os.environ["TPCH_DAYS"]) if os.environ.get("TPCH_DAYS") else None,
+        ),
     },
 )

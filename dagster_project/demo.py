@@ -72,12 +72,17 @@ def format_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
     table_width = sum(widths) + 2 * (len(widths) - 1)
     if width is None or table_width <= width:
+
         def line(cells: Sequence[str]) -> str:
-            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+            return "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
 
         return "\n".join([title, line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
     label = max(len(h) for h in header[1:])
-    blocks = [f"{row[0]}\n" + "\n".join(f"  {h + ':':<{label + 1}} {c}" for h, c in zip(header[1:], row[1:])) for row in rows]
+    blocks = [
+        f"{row[0]}\n" + "\n".join(f"  {h + ':':<{label + 1}} {c}" for h, c in zip(header[1:], row[1:])) for row in rows
+    ]
     return "\n".join([title, *blocks])
 
 
@@ -155,7 +160,9 @@ def main() -> int:
         load = defs.get_job_def("load_tpch_topics_job").execute_in_process(instance=instance)
         produce(bootstrap, ORDERS.topic, [("bad", MALFORMED_RECORD)])
         run = defs.get_job_def("lakehouse_job").execute_in_process(instance=instance, raise_on_error=False)
-    offsets = {t: sum(high - low for low, high in topic_offsets(bootstrap, t).values()) for t in (t.topic for t in TOPICS)}
+    offsets = {
+        t: sum(high - low for low, high in topic_offsets(bootstrap, t).values()) for t in (t.topic for t in TOPICS)
+    }
 
     width = _width(sys.stdout)
     print(format_table("Kafka topics", ("topic", "records"), [(t, f"{n:,}") for t, n in offsets.items()], width))
@@ -170,11 +177,26 @@ def main() -> int:
         changes = materialized.get(f"{name}_changelog", {}).get("changes")
         verdicts = [c for c in checks if c.asset_key.to_user_string() == name]
         passed = sum(c.passed for c in verdicts)
-        rows.append((name, f"{records:,}", f"{meta['rows'].value:,}", f"{changes.value:,}" if changes else "",
-                     str(meta["dead_letters"].value), f"{passed}/{len(verdicts)} passed"))
+        rows.append(
+            (
+                name,
+                f"{records:,}",
+                f"{meta['rows'].value:,}",
+                f"{changes.value:,}" if changes else "",
+                str(meta["dead_letters"].value),
+                f"{passed}/{len(verdicts)} passed",
+            )
+        )
     print()
-    print(format_table("The SQL pipelines of sql/ (Delta tables in .local/lakehouse)",
-                       ("pipeline", "records read", "rows", "changes", "dead letters", "checks"), rows, width), flush=True)
+    print(
+        format_table(
+            "The SQL pipelines of sql/ (Delta tables in .local/lakehouse)",
+            ("pipeline", "records read", "rows", "changes", "dead letters", "checks"),
+            rows,
+            width,
+        ),
+        flush=True,
+    )
     for check in checks:
         if not check.passed:
             console.print(f"[red]check {check.check_name} on {check.asset_key.to_user_string()} FAILED[/red]")

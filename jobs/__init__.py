@@ -6,13 +6,18 @@ Every job runs its steps in one process (the code location's default executor,
 """
 
 from dagster import (
-    AssetSelection, OpExecutionContext, ScheduleDefinition, define_asset_job, job, op,
+    AssetSelection,
+    OpExecutionContext,
+    ScheduleDefinition,
+    define_asset_job,
+    job,
+    op,
 )
 
 from resources import KafkaResource, TpchResource, concurrency_pool
 from streamjoin.datagen.topics import load_topics
 
-__all__ = ["lakehouse_job", "pipeline_jobs", "hourly_schedule", "load_tpch_topics_job"]
+__all__ = ["hourly_schedule", "lakehouse_job", "load_tpch_topics_job", "pipeline_jobs"]
 
 lakehouse_job = define_asset_job(
     "lakehouse_job",
@@ -33,11 +38,13 @@ def pipeline_jobs(name: str) -> tuple:
     """
     selection = AssetSelection.assets(name, f"{name}_changelog")
     backfill = define_asset_job(
-        f"{name}_job", selection=selection,
+        f"{name}_job",
+        selection=selection,
         description=f"Catch `{name}` up with its topics (availableNow) and run its checks.",
     )
     streaming = define_asset_job(
-        f"{name}_streaming_job", selection=selection,
+        f"{name}_streaming_job",
+        selection=selection,
         # The asset's run config (assets.sql_pipelines.StreamingRunConfig), as plain run config.
         config={"ops": {name: {"config": {"available_now": False}}}},
         description=f"Continuous streaming run of `{name}`: its figures are asset observations every `report_every` "
@@ -49,12 +56,17 @@ def pipeline_jobs(name: str) -> tuple:
 def hourly_schedule(job) -> ScheduleDefinition:
     """Run a pipeline's backfill job (from :func:`pipeline_jobs`) every hour: catch up with the topics, then check."""
     return ScheduleDefinition(
-        name=f"{job.name.removesuffix('_job')}_hourly", job=job, cron_schedule="0 * * * *",
+        name=f"{job.name.removesuffix('_job')}_hourly",
+        job=job,
+        cron_schedule="0 * * * *",
         description=f"Every hour, run `{job.name}`: catch the table up with its topics (availableNow) and check it.",
     )
 
 
-@op(pool=concurrency_pool("load_tpch_topics"), description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.")
+@op(
+    pool=concurrency_pool("load_tpch_topics"),
+    description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.",
+)
 def load_tpch_topics(context: OpExecutionContext, kafka: KafkaResource, tpch: TpchResource) -> dict:
     counts = load_topics(kafka.connection(), tpch.changelog())
     for topic, count in counts.items():

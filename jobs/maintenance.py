@@ -14,7 +14,14 @@ conflicts with a concurrent MERGE, so it never overlaps a run of that pipeline.
 """
 
 from dagster import (
-    Config, DefaultScheduleStatus, JobDefinition, OpDefinition, OpExecutionContext, ScheduleDefinition, job, op,
+    Config,
+    DefaultScheduleStatus,
+    JobDefinition,
+    OpDefinition,
+    OpExecutionContext,
+    ScheduleDefinition,
+    job,
+    op,
 )
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -22,7 +29,7 @@ from pyspark.sql import SparkSession
 from resources import LakehouseResource, SparkResource, concurrency_pool
 from streamjoin.pipeline import Pipeline
 
-__all__ = ["DELTA_RETENTION_HOURS", "maintain_table", "delta_maintenance_job", "delta_maintenance_schedule"]
+__all__ = ["DELTA_RETENTION_HOURS", "delta_maintenance_job", "delta_maintenance_schedule", "maintain_table"]
 
 #: Delta's default ``delta.deletedFileRetentionDuration``: 7 days, in hours.
 DELTA_RETENTION_HOURS = 168
@@ -35,7 +42,9 @@ class MaintenanceConfig(Config):
     retention_hours: int = DELTA_RETENTION_HOURS
 
 
-def maintain_table(spark: SparkSession, path: str, retention_hours: int = DELTA_RETENTION_HOURS) -> dict[str, int] | None:
+def maintain_table(
+    spark: SparkSession, path: str, retention_hours: int = DELTA_RETENTION_HOURS
+) -> dict[str, int] | None:
     """OPTIMIZE (compaction) then VACUUM of the Delta table at ``path``.
 
     Returns:
@@ -51,9 +60,14 @@ def maintain_table(spark: SparkSession, path: str, retention_hours: int = DELTA_
 
 
 def _maintenance_op(pipeline: Pipeline) -> OpDefinition:
-    @op(name=f"{pipeline.name}_maintenance", pool=concurrency_pool(pipeline.name),
-        description=f"OPTIMIZE and VACUUM `{pipeline.name}`, `{pipeline.name}_changelog` and `{pipeline.name}_dead_letters`.")
-    def _op(context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource, lakehouse: LakehouseResource) -> dict:
+    @op(
+        name=f"{pipeline.name}_maintenance",
+        pool=concurrency_pool(pipeline.name),
+        description=f"OPTIMIZE and VACUUM `{pipeline.name}`, `{pipeline.name}_changelog` and `{pipeline.name}_dead_letters`.",
+    )
+    def _op(
+        context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource, lakehouse: LakehouseResource
+    ) -> dict:
         home, session = lakehouse.lakehouse(), spark.session()
         sink = pipeline.sink(home)
         done = {}
@@ -69,7 +83,10 @@ def delta_maintenance_job(pipelines: list[Pipeline]) -> JobDefinition:
     """The ``delta_maintenance`` job: one op per pipeline (:func:`maintain_table` on its three tables)."""
     ops = [_maintenance_op(p) for p in pipelines]
 
-    @job(name="delta_maintenance", description="OPTIMIZE and VACUUM every pipeline's sink, changelog and dead-letter tables.")
+    @job(
+        name="delta_maintenance",
+        description="OPTIMIZE and VACUUM every pipeline's sink, changelog and dead-letter tables.",
+    )
     def _job():
         for maintenance in ops:
             maintenance()
@@ -80,6 +97,9 @@ def delta_maintenance_job(pipelines: list[Pipeline]) -> JobDefinition:
 def delta_maintenance_schedule(maintenance_job: JobDefinition) -> ScheduleDefinition:
     """Daily at 03:00 UTC; stopped by default (start it in the UI's Automation tab)."""
     return ScheduleDefinition(
-        name="delta_maintenance_daily", job=maintenance_job, cron_schedule="0 3 * * *",
-        default_status=DefaultScheduleStatus.STOPPED, description="Every day, OPTIMIZE and VACUUM the pipelines' Delta tables.",
+        name="delta_maintenance_daily",
+        job=maintenance_job,
+        cron_schedule="0 3 * * *",
+        default_status=DefaultScheduleStatus.STOPPED,
+        description="Every day, OPTIMIZE and VACUUM the pipelines' Delta tables.",
     )

@@ -20,17 +20,29 @@ import json
 from collections.abc import Mapping, Sequence
 
 from dagster import (
-    AssetChecksDefinition, DefaultSensorStatus, RunFailureSensorContext, RunRequest, SensorDefinition,
-    SensorEvaluationContext, SkipReason, build_last_update_freshness_checks, build_sensor_for_freshness_checks,
-    run_failure_sensor, sensor,
+    AssetChecksDefinition,
+    DefaultSensorStatus,
+    RunFailureSensorContext,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SkipReason,
+    build_last_update_freshness_checks,
+    build_sensor_for_freshness_checks,
+    run_failure_sensor,
+    sensor,
 )
 
 from resources import KafkaResource, LakehouseResource
 from streamjoin.connectors.kafka_lag import end_offsets, kafka_lag
 
 __all__ = [
-    "kafka_lag_sensor", "pipeline_run_failures", "failure_report", "freshness_checks", "DEFAULT_LAG_THRESHOLD",
     "DEFAULT_FRESHNESS",
+    "DEFAULT_LAG_THRESHOLD",
+    "failure_report",
+    "freshness_checks",
+    "kafka_lag_sensor",
+    "pipeline_run_failures",
 ]
 
 #: Records behind at which a lag sensor launches the catch-up job: one catch-up run per thousand records at most.
@@ -40,8 +52,15 @@ DEFAULT_LAG_THRESHOLD = 1000
 DEFAULT_FRESHNESS = datetime.timedelta(days=1)
 
 
-def kafka_lag_sensor(name: str, topics: Sequence[str], job, *, threshold: int = DEFAULT_LAG_THRESHOLD,
-                     minimum_interval_seconds: int = 60, properties: Mapping[str, str] | None = None) -> SensorDefinition:
+def kafka_lag_sensor(
+    name: str,
+    topics: Sequence[str],
+    job,
+    *,
+    threshold: int = DEFAULT_LAG_THRESHOLD,
+    minimum_interval_seconds: int = 60,
+    properties: Mapping[str, str] | None = None,
+) -> SensorDefinition:
     """The sensor ``<name>_kafka_lag``: a run of ``job`` when pipeline ``name`` is ``threshold`` records behind its topics.
 
     Each tick reads the topics' end offsets from the cluster of the ``kafka`` resource (the local
@@ -68,20 +87,31 @@ def kafka_lag_sensor(name: str, topics: Sequence[str], job, *, threshold: int = 
     if threshold < 1:
         raise ValueError(f"the lag threshold of {name} must be >= 1 record, got {threshold}")
 
-    @sensor(name=f"{name}_kafka_lag", job=job, minimum_interval_seconds=minimum_interval_seconds,
-            default_status=DefaultSensorStatus.STOPPED, metadata={"lag_threshold": threshold},
-            description=f"Run `{job.name}` when `{name}` is {threshold:,} or more records behind {', '.join(topics)}.")
+    @sensor(
+        name=f"{name}_kafka_lag",
+        job=job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=DefaultSensorStatus.STOPPED,
+        metadata={"lag_threshold": threshold},
+        description=f"Run `{job.name}` when `{name}` is {threshold:,} or more records behind {', '.join(topics)}.",
+    )
     def _sensor(context: SensorEvaluationContext, kafka: KafkaResource, lakehouse: LakehouseResource):
         cluster = kafka.connection(properties)
         ends = end_offsets(cluster, topics)
         lag = kafka_lag(cluster, topics, lakehouse.lakehouse().checkpoint(name, "main"), ends)
         behind = sum(sum(partitions.values()) for partitions in lag.values())
         if behind < threshold:
-            return SkipReason(f"{name} is {behind:,} records behind {', '.join(topics)}: under the threshold {threshold:,}")
+            return SkipReason(
+                f"{name} is {behind:,} records behind {', '.join(topics)}: under the threshold {threshold:,}"
+            )
         now = {topic: {str(p): high for p, (_, high) in partitions.items()} for topic, partitions in ends.items()}
         requested = json.loads(context.cursor) if context.cursor else {}
-        if not any(end > requested.get(t, {}).get(p, -1) for t, partitions in now.items() for p, end in partitions.items()):
-            return SkipReason(f"{name} is {behind:,} records behind, as when its last run was requested: waiting for it")
+        if not any(
+            end > requested.get(t, {}).get(p, -1) for t, partitions in now.items() for p, end in partitions.items()
+        ):
+            return SkipReason(
+                f"{name} is {behind:,} records behind, as when its last run was requested: waiting for it"
+            )
         cursor = json.dumps(now, sort_keys=True)
         context.update_cursor(cursor)
         return RunRequest(
@@ -105,24 +135,33 @@ def failure_report(context: RunFailureSensorContext) -> str:
     """The failed run, its job and each failed step with its error; the run's own error (e.g. a resource
     that could not start, such as no Kafka cluster) when no step failed. Errors come with their causes."""
     run = context.dagster_run
-    steps = [f"step {event.step_key}: {_error_text(event.step_failure_data.error)}" for event in context.get_step_failure_events()]
+    steps = [
+        f"step {event.step_key}: {_error_text(event.step_failure_data.error)}"
+        for event in context.get_step_failure_events()
+    ]
     run_error = context.failure_event.event_specific_data.error if context.failure_event.event_specific_data else None
     return f"run {run.run_id} of {run.job_name} failed:\n" + "\n".join(
         steps or [_error_text(run_error) if run_error else context.failure_event.message or "no error message"]
     )
 
 
-@run_failure_sensor(name="pipeline_run_failures", default_status=DefaultSensorStatus.RUNNING,
-                    description="Report every failed run of this code location with the error of each failed step, "
-                                "in the sensor's tick log and on the failed run.")
+@run_failure_sensor(
+    name="pipeline_run_failures",
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Report every failed run of this code location with the error of each failed step, "
+    "in the sensor's tick log and on the failed run.",
+)
 def pipeline_run_failures(context: RunFailureSensorContext) -> None:
     """Logs :func:`failure_report` as an error in the tick's log (Automation → the sensor → its tick); returning
     nothing lets Dagster record on the failed run that the sensor handled it."""
     context.log.error(failure_report(context))
 
 
-def freshness_checks(assets: Sequence[str], *, lower_bound_delta: datetime.timedelta = DEFAULT_FRESHNESS,
-                     ) -> tuple[Sequence[AssetChecksDefinition], SensorDefinition]:
+def freshness_checks(
+    assets: Sequence[str],
+    *,
+    lower_bound_delta: datetime.timedelta = DEFAULT_FRESHNESS,
+) -> tuple[Sequence[AssetChecksDefinition], SensorDefinition]:
     """Freshness checks (``freshness_check``, severity WARN) on the sink tables ``assets``, and their sensor.
 
     A table passes while its last materialization is at most ``lower_bound_delta`` old. The checks

@@ -26,7 +26,7 @@ from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
 from streamjoin.pipeline import Lakehouse
 from streamjoin.session import spark_session
 
-__all__ = ["SparkResource", "KafkaResource", "LakehouseResource", "TpchResource", "concurrency_pool"]
+__all__ = ["KafkaResource", "LakehouseResource", "SparkResource", "TpchResource", "concurrency_pool"]
 
 
 def concurrency_pool(name: str) -> str:

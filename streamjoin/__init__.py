@@ -27,8 +27,15 @@ data (:mod:`streamjoin.datagen`) are their own packages. Example::
 from streamjoin._lazy import lazy_exports
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogMode, RowKind
 from streamjoin.errors import (
-    ChangelogError, ConnectorError, ConnectorTimeoutError, EmbeddedKafkaError, SinkError, StateError, StreamJoinError,
-    UnsupportedPlanError, ValidationError,
+    ChangelogError,
+    ConnectorError,
+    ConnectorTimeoutError,
+    EmbeddedKafkaError,
+    SinkError,
+    StateError,
+    StreamJoinError,
+    UnsupportedPlanError,
+    ValidationError,
 )
 
 _EXPORTS = {
@@ -38,9 +45,19 @@ _EXPORTS = {
     "KafkaSource": "streamjoin.connectors.kafka",
 }
 __all__ = [
-    "RowKind", "ChangelogMode", "ROWKIND_COLUMN", "SEQ_COLUMN",
-    "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "SinkError",
-    "ConnectorError", "EmbeddedKafkaError", "ConnectorTimeoutError",
+    "RowKind",
+    "ChangelogMode",
+    "ROWKIND_COLUMN",
+    "SEQ_COLUMN",
+    "StreamJoinError",
+    "ValidationError",
+    "UnsupportedPlanError",
+    "ChangelogError",
+    "StateError",
+    "SinkError",
+    "ConnectorError",
+    "EmbeddedKafkaError",
+    "ConnectorTimeoutError",
     *_EXPORTS,
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

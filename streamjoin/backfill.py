@@ -98,8 +98,14 @@ class _Recompute(Pipeline):
         return replace(self.inner.sink(self.lookups), path=lakehouse.table_path(self.name), changelog_path="")
 
 
-def backfill(pipeline: SqlPipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
-             first: dt.date, last: dt.date) -> BackfillResult:
+def backfill(
+    pipeline: SqlPipeline,
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    bootstrap_servers: Cluster,
+    first: dt.date,
+    last: dt.date,
+) -> BackfillResult:
     """Recompute days ``first``..``last`` (inclusive, UTC) of ``pipeline`` and replace them in its Delta tables.
 
     Raises:
@@ -118,34 +124,55 @@ def backfill(pipeline: SqlPipeline, spark: SparkSession, lakehouse: Lakehouse, b
         options = dict(source.options)
         if start is not None:
             since = start - dt.timedelta(milliseconds=window.watermark_delay_ms)
-            epoch_ms = int(since.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+            epoch_ms = int(since.replace(tzinfo=dt.UTC).timestamp() * 1000)
             # A partition with no record at or after the timestamp starts at its end, not with an error.
             options |= {"startingTimestamp": str(max(epoch_ms, 0)), "startingOffsetsByTimestampStrategy": "latest"}
         sources.append(replace(source, options=options, rowtime_range=(start, end)))
     work = Lakehouse(lakehouse.table_path(f"_backfill/{pipeline.name}-{uuid.uuid4().hex[:12]}"))
-    recompute = _Recompute(pipeline.name, sources, pipeline.query, pipeline.primary_key, inner=pipeline, lookups=lakehouse)
+    recompute = _Recompute(
+        pipeline.name, sources, pipeline.query, pipeline.primary_key, inner=pipeline, lookups=lakehouse
+    )
     try:
         run = run_pipeline(recompute, spark, work, bootstrap_servers, available_now=True, end_of_input=True)
-        rows, changes = _replace_days(spark, recompute.sink(work), pipeline.sink(lakehouse), plan.day_column, first, last)
+        rows, changes = _replace_days(
+            spark, recompute.sink(work), pipeline.sink(lakehouse), plan.day_column, first, last
+        )
     finally:
         _delete(spark, work.root)
     return BackfillResult(pipeline.name, first, last, rows, changes, windows, run)
 
 
-def _replace_days(spark: SparkSession, fresh: DeltaSink, sink: DeltaSink, day: str, first: dt.date, last: dt.date) -> tuple[int, int]:
+def _replace_days(
+    spark: SparkSession, fresh: DeltaSink, sink: DeltaSink, day: str, first: dt.date, last: dt.date
+) -> tuple[int, int]:
     days = f"`{day}` >= DATE'{first.isoformat()}' AND `{day}` <= DATE'{last.isoformat()}'"
     rows = spark.read.format("delta").load(fresh.path).where(days)
     create_sink_tables(spark, sink, rows.schema)
     rows.write.format("delta").mode("overwrite").option("replaceWhere", days).save(sink.path)
     tag = json.dumps({"backfill": [first.isoformat(), last.isoformat()]})[:-1]
-    changes = spark.read.format("delta").load(fresh.changelog_path).where(days).withColumns({
-        BATCH_ID_COLUMN: F.lit(BACKFILL_BATCH_ID).cast("long"),
-        SOURCE_OFFSETS_COLUMN: F.concat(F.lit(tag + ', "offsets": '), F.coalesce(F.col(SOURCE_OFFSETS_COLUMN), F.lit("null")), F.lit("}")),
-    })
-    (changes.write.format("delta").mode("overwrite")
-     .option("replaceWhere", f"{days} AND {BATCH_ID_COLUMN} = {BACKFILL_BATCH_ID}").save(sink.changelog_path))
+    changes = (
+        spark.read.format("delta")
+        .load(fresh.changelog_path)
+        .where(days)
+        .withColumns(
+            {
+                BATCH_ID_COLUMN: F.lit(BACKFILL_BATCH_ID).cast("long"),
+                SOURCE_OFFSETS_COLUMN: F.concat(
+                    F.lit(tag + ', "offsets": '), F.coalesce(F.col(SOURCE_OFFSETS_COLUMN), F.lit("null")), F.lit("}")
+                ),
+            }
+        )
+    )
+    (
+        changes.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"{days} AND {BATCH_ID_COLUMN} = {BACKFILL_BATCH_ID}")
+        .save(sink.changelog_path)
+    )
     target = spark.read.format("delta")
-    return target.load(sink.path).where(days).count(), target.load(sink.changelog_path).where(days).where(f"{BATCH_ID_COLUMN} = {BACKFILL_BATCH_ID}").count()
+    return target.load(sink.path).where(days).count(), target.load(sink.changelog_path).where(days).where(
+        f"{BATCH_ID_COLUMN} = {BACKFILL_BATCH_ID}"
+    ).count()
 
 
 def _delete(spark: SparkSession, root: str) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from streamjoin.config import java_executable, local_dir
 from streamjoin.jvm import operators_jar
 
-__all__ = ["archive_path", "build_archive", "driver_java_options", "JAVA_OPTIONS_ENV"]
+__all__ = ["JAVA_OPTIONS_ENV", "archive_path", "build_archive", "driver_java_options"]
 
 #: The environment variable spark-submit adds to the driver JVM's options (client mode).
 JAVA_OPTIONS_ENV = "SPARK_SUBMIT_OPTS"
@@ -59,8 +59,12 @@ def _stamp() -> dict:
     return {
         "java": [str(java), java.stat().st_size, java.stat().st_mtime_ns] if java else None,
         "jars": str(jars),
-        "jar_files": sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in jars.glob("*.jar")) if jars.is_dir() else [],
-        "operators_jar": [str(operators), operators.stat().st_size, operators.stat().st_mtime_ns] if operators.is_file() else None,
+        "jar_files": sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in jars.glob("*.jar"))
+        if jars.is_dir()
+        else [],
+        "operators_jar": [str(operators), operators.stat().st_size, operators.stat().st_mtime_ns]
+        if operators.is_file()
+        else None,
         "env": {name: os.environ.get(name) for name in _CLASS_PATH_ENV},
     }
 
@@ -125,8 +129,17 @@ def build_archive(sql_file: Path, archive: Path | None = None, *, scale_factor: 
         options = os.environ.get(JAVA_OPTIONS_ENV)
         os.environ[JAVA_OPTIONS_ENV] = f"{options or ''} -XX:ArchiveClassesAtExit={written} -Xlog:cds=error".strip()
         try:
-            status = cli.main(["run", "--available-now", "--bootstrap-servers", broker.bootstrap_servers,
-                               "--lakehouse", str(Path(tmp) / "lakehouse"), str(sql_file)])
+            status = cli.main(
+                [
+                    "run",
+                    "--available-now",
+                    "--bootstrap-servers",
+                    broker.bootstrap_servers,
+                    "--lakehouse",
+                    str(Path(tmp) / "lakehouse"),
+                    str(sql_file),
+                ]
+            )
         finally:
             if options is None:
                 del os.environ[JAVA_OPTIONS_ENV]

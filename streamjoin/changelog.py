@@ -21,13 +21,13 @@ from streamjoin.errors import ChangelogError, ValidationError
 __all__ = [
     "ROWKIND_COLUMN",
     "SEQ_COLUMN",
-    "RowKind",
-    "ChangelogMode",
     "ChangelogError",
-    "seq_root",
-    "with_seq_path",
+    "ChangelogMode",
+    "RowKind",
     "materialize",
     "materialize_upsert",
+    "seq_root",
+    "with_seq_path",
 ]
 
 #: Column carrying the RowKind short string on every changelog DataFrame.
@@ -86,7 +86,7 @@ class RowKind(enum.Enum):
         return not self.is_accumulate
 
     @classmethod
-    def from_short(cls, short: str) -> "RowKind":
+    def from_short(cls, short: str) -> RowKind:
         """Parse ``"+I"``/``"-U"``/``"+U"``/``"-D"``.
 
         Raises:
@@ -95,9 +95,7 @@ class RowKind(enum.Enum):
         try:
             return _BY_SHORT[short]
         except KeyError:
-            raise ChangelogError(
-                f"unknown RowKind {short!r}; expected one of {sorted(_BY_SHORT)}"
-            ) from None
+            raise ChangelogError(f"unknown RowKind {short!r}; expected one of {sorted(_BY_SHORT)}") from None
 
 
 _BY_SHORT = {k.value: k for k in RowKind}
@@ -115,18 +113,18 @@ class ChangelogMode:
     keys: tuple[str, ...] = ()
 
     @classmethod
-    def insert_only(cls) -> "ChangelogMode":
+    def insert_only(cls) -> ChangelogMode:
         return cls(frozenset({RowKind.INSERT}))
 
     @classmethod
-    def upsert(cls, keys: Sequence[str]) -> "ChangelogMode":
+    def upsert(cls, keys: Sequence[str]) -> ChangelogMode:
         """Flink's upsert mode ``[I,UA,D]`` keyed by ``keys``. Raises ValidationError for an empty key."""
         if not keys:
             raise ValidationError("an upsert changelog needs a non-empty upsert key")
         return cls(frozenset({RowKind.INSERT, RowKind.UPDATE_AFTER, RowKind.DELETE}), tuple(keys))
 
     @classmethod
-    def all(cls) -> "ChangelogMode":
+    def all(cls) -> ChangelogMode:
         return cls(frozenset(RowKind))
 
     @property

@@ -54,11 +54,17 @@ import traceback
 from pathlib import Path
 
 from streamjoin.errors import (
-    ChangelogError, ConnectorError, EngineError, SinkError, StateError, StreamJoinError, UnsupportedPlanError,
+    ChangelogError,
+    ConnectorError,
+    EngineError,
+    SinkError,
+    StateError,
+    StreamJoinError,
+    UnsupportedPlanError,
     ValidationError,
 )
 
-__all__ = ["main", "EXIT_CODES", "exit_code"]
+__all__ = ["EXIT_CODES", "exit_code", "main"]
 
 #: Exit status per error class, most specific first (a class maps to the first entry it is an instance of).
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
@@ -126,29 +132,66 @@ def _day(text: str) -> dt.date:
 def _parser() -> argparse.ArgumentParser:
     debug = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: a subcommand without --debug must not reset a --debug given before it.
-    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                       help="print the traceback of an error (also: STREAMJOIN_DEBUG=1)")
-    parser = _Parser(prog="streamjoin", description="Flink SQL pipelines on Spark Structured Streaming.",
-                     epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[debug])
+    debug.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the traceback of an error (also: STREAMJOIN_DEBUG=1)",
+    )
+    parser = _Parser(
+        prog="streamjoin",
+        description="Flink SQL pipelines on Spark Structured Streaming.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[debug],
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     sub = {"parents": [debug], "epilog": _EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
     explain = commands.add_parser("explain", help="print the plan of every statement of a SQL file", **sub)
     explain.add_argument("file", type=_input_file)
-    explain.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
-    run = commands.add_parser("run", help="run the INSERT INTO statements of SQL files against Kafka and Delta, all at once", **sub)
+    explain.add_argument(
+        "-i",
+        "--init",
+        type=_input_file,
+        action="append",
+        help="initialization script (default: catalog/*.sql next to FILE)",
+    )
+    run = commands.add_parser(
+        "run", help="run the INSERT INTO statements of SQL files against Kafka and Delta, all at once", **sub
+    )
     run.add_argument("files", metavar="file", type=_input_file, nargs="+")
-    run.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to each FILE)")
+    run.add_argument(
+        "-i",
+        "--init",
+        type=_input_file,
+        action="append",
+        help="initialization script (default: catalog/*.sql next to each FILE)",
+    )
     run.add_argument("--available-now", action="store_true", help="process what the topics hold, then stop")
-    run.add_argument("--end-of-input", action="store_true",
-                     help="with --available-now: then end the input as Flink's bounded sources do (a +inf watermark "
-                          "flushes every buffered row); later runs on the same checkpoint are refused")
-    run.add_argument("--bootstrap-servers", help="Kafka (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker of "
-                     "`streamjoin kafka start`, else the tables' properties.bootstrap.servers)")
+    run.add_argument(
+        "--end-of-input",
+        action="store_true",
+        help="with --available-now: then end the input as Flink's bounded sources do (a +inf watermark "
+        "flushes every buffered row); later runs on the same checkpoint are refused",
+    )
+    run.add_argument(
+        "--bootstrap-servers",
+        help="Kafka (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker of "
+        "`streamjoin kafka start`, else the tables' properties.bootstrap.servers)",
+    )
     run.add_argument("--lakehouse", default=os.environ.get("STREAMJOIN_LAKEHOUSE"))
     run.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
-    backfill = commands.add_parser("backfill", help="recompute days of a day-partitioned pipeline and replace them in Delta", **sub)
+    backfill = commands.add_parser(
+        "backfill", help="recompute days of a day-partitioned pipeline and replace them in Delta", **sub
+    )
     backfill.add_argument("file", type=_input_file)
-    backfill.add_argument("-i", "--init", type=_input_file, action="append", help="initialization script (default: catalog/*.sql next to FILE)")
+    backfill.add_argument(
+        "-i",
+        "--init",
+        type=_input_file,
+        action="append",
+        help="initialization script (default: catalog/*.sql next to FILE)",
+    )
     backfill.add_argument("--from", dest="first", type=_day, required=True, help="first day (YYYY-MM-DD, UTC)")
     backfill.add_argument("--to", dest="last", type=_day, required=True, help="last day, inclusive (YYYY-MM-DD, UTC)")
     backfill.add_argument("--bootstrap-servers", help="Kafka, as for run")
@@ -158,14 +201,20 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("cases", type=_input_file, nargs="+")
     replay.add_argument("--out-dir", type=Path, required=True)
     replay.add_argument("--micro-batch-rows", type=_positive_int, default=1)
-    replay.add_argument("--parallelism", type=_positive_int, default=None,
-                        help="cases running at the same time (default: 4 on the jvm engine, 2 on python)")
+    replay.add_argument(
+        "--parallelism",
+        type=_positive_int,
+        default=None,
+        help="cases running at the same time (default: 4 on the jvm engine, 2 on python)",
+    )
     replay.add_argument(*_ENGINE_ARGS, **_ENGINE_OPTIONS)
     kafka = commands.add_parser("kafka", help="start, check or stop the local Kafka broker (.local/kafka)", **sub)
     actions = kafka.add_subparsers(dest="action", required=True)
-    for action, text in (("start", "start the broker detached, unless it runs (idempotent)"),
-                         ("status", "is the broker alive and answering a metadata request?"),
-                         ("stop", "controlled shutdown of the broker, then remove its state file")):
+    for action, text in (
+        ("start", "start the broker detached, unless it runs (idempotent)"),
+        ("status", "is the broker alive and answering a metadata request?"),
+        ("stop", "controlled shutdown of the broker, then remove its state file"),
+    ):
         command = actions.add_parser(action, help=text, **sub)
         command.add_argument("--data-dir", type=Path, default=None, help="the broker's folder (default: .local/kafka)")
         if action == "start":
@@ -240,8 +289,15 @@ def _run(args) -> int:
         # State TTL runs the operators in processing-time mode, where Spark keeps planning empty
         # micro-batches and an availableNow query would never end.
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    runs = run_pipelines(pipelines, spark, lakehouse, servers, available_now=args.available_now, end_of_input=args.end_of_input,
-                         on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True))
+    runs = run_pipelines(
+        pipelines,
+        spark,
+        lakehouse,
+        servers,
+        available_now=args.available_now,
+        end_of_input=args.end_of_input,
+        on_progress=lambda p: print(f"{p.name} batch {p.batchId}: {p.numInputRows} records", flush=True),
+    )
     for name, run in runs.items():
         print(f"{name}: {run.batches} micro-batches, records read {run.records_read}")
     return 0
@@ -277,16 +333,24 @@ def _backfill(args) -> int:
     spark = _spark(args.engine)
     for pipeline in pipelines:
         result = backfill(pipeline, spark, lakehouse, servers, args.first, args.last)
-        print(f"{pipeline.name}: days {result.first}..{result.last} replaced: {result.rows} rows, {result.changes} changes; "
-              f"records read {result.run.records_read}; rowtime windows {result.windows}", flush=True)
+        print(
+            f"{pipeline.name}: days {result.first}..{result.last} replaced: {result.rows} rows, {result.changes} changes; "
+            f"records read {result.run.records_read}; rowtime windows {result.windows}",
+            flush=True,
+        )
     return 0
 
 
 def _replay(args) -> int:
     from streamjoin.testing import replay_cases
 
-    results = replay_cases(_spark(args.engine), args.cases, args.out_dir, micro_batch_rows=args.micro_batch_rows,
-                           parallelism=args.parallelism)
+    results = replay_cases(
+        _spark(args.engine),
+        args.cases,
+        args.out_dir,
+        micro_batch_rows=args.micro_batch_rows,
+        parallelism=args.parallelism,
+    )
     failed = 0
     for name, result in results.items():
         status = f"error: {result['error']}" if "error" in result else f"{len(result['final'])} final rows"
@@ -297,13 +361,19 @@ def _replay(args) -> int:
 
 def _kafka(args) -> int:
     from streamjoin.connectors.kafka_service import (
-        STATE_FILE, ServiceStatus, service_status, start_service, stop_service,
+        STATE_FILE,
+        ServiceStatus,
+        service_status,
+        start_service,
+        stop_service,
     )
 
     if args.action == "start":
         state, started = start_service(args.data_dir, port=args.port)
         verb = "started" if started else "already running"
-        print(f"Kafka {verb} at {state.bootstrap_servers} (pid {state.pid}, data {state.data_dir}, log {state.log_path})")
+        print(
+            f"Kafka {verb} at {state.bootstrap_servers} (pid {state.pid}, data {state.data_dir}, log {state.log_path})"
+        )
         return 0
     if args.action == "stop":
         state, clean = stop_service(args.data_dir)
@@ -317,12 +387,16 @@ def _kafka(args) -> int:
     if status == ServiceStatus.STOPPED:
         print("Kafka stopped: start it with `make kafka` or `streamjoin kafka start`")
     elif status == ServiceStatus.DEAD:
-        print(f"Kafka dead: pid {state.pid} of {Path(state.data_dir) / STATE_FILE} is gone (see {state.log_path}); "
-              "`streamjoin kafka start` replaces it")
+        print(
+            f"Kafka dead: pid {state.pid} of {Path(state.data_dir) / STATE_FILE} is gone (see {state.log_path}); "
+            "`streamjoin kafka start` replaces it"
+        )
     else:
         health = "running" if status == ServiceStatus.RUNNING else "not answering a metadata request"
-        print(f"Kafka {health} at {state.bootstrap_servers} (pid {state.pid}, since {state.started_at}, "
-              f"data {state.data_dir}, log {state.log_path})")
+        print(
+            f"Kafka {health} at {state.bootstrap_servers} (pid {state.pid}, since {state.started_at}, "
+            f"data {state.data_dir}, log {state.log_path})"
+        )
     return int(status)
 
 
@@ -348,7 +422,7 @@ def unexpected_error_summary(error: BaseException) -> str:
         # The exception raised is the first unindented line after the last frame (a chained traceback has
         # several; an exception's message may run over several lines).
         last_frame = max((i for i, line in enumerate(lines) if line.startswith('  File "')), default=0)
-        raised = next((line for line in lines[last_frame + 1:] if line and not line[0].isspace()), "")
+        raised = next((line for line in lines[last_frame + 1 :] if line and not line[0].isspace()), "")
         if raised:
             first = first[: -len(traceback_start)] + raised.strip()
     return first
@@ -362,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     debug = getattr(args, "debug", False) or os.environ.get("STREAMJOIN_DEBUG", "") not in ("", "0")
     try:
-        return {"explain": _explain, "run": _run, "replay": _replay, "backfill": _backfill, "kafka": _kafka}[args.command](args)
+        return {"explain": _explain, "run": _run, "replay": _replay, "backfill": _backfill, "kafka": _kafka}[
+            args.command
+        ](args)
     except (Exception, KeyboardInterrupt) as e:
         if debug:
             traceback.print_exc()
@@ -372,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
             message = str(e)
         else:
             message = f"unexpected {type(e).__name__}: {unexpected_error_summary(e)}" + (
-                "" if debug else " (--debug shows the traceback)")
+                "" if debug else " (--debug shows the traceback)"
+            )
         print(f"streamjoin: error: {message}", file=sys.stderr)
         return exit_code(e)
 

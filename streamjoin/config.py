@@ -16,7 +16,6 @@ __all__ = ["PROJECT_ROOT", "java_executable", "local_dir"]
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-
 def local_dir(*parts: str) -> Path:
     """A folder under the local state root (``$STREAMJOIN_LOCAL_DIR`` or ``<project>/.local``), created."""
     root = Path(os.environ.get("STREAMJOIN_LOCAL_DIR", PROJECT_ROOT / ".local"))

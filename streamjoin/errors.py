@@ -23,8 +23,18 @@ an exit status (:mod:`streamjoin.cli`, ``docs/cli.md``).
 from __future__ import annotations
 
 __all__ = [
-    "StreamJoinError", "ValidationError", "UnsupportedPlanError", "ChangelogError", "StateError", "IncompatibleStateError", "SinkError",
-    "ConnectorError", "EmbeddedKafkaError", "TopicRecreatedError", "ConnectorTimeoutError", "EngineError",
+    "ChangelogError",
+    "ConnectorError",
+    "ConnectorTimeoutError",
+    "EmbeddedKafkaError",
+    "EngineError",
+    "IncompatibleStateError",
+    "SinkError",
+    "StateError",
+    "StreamJoinError",
+    "TopicRecreatedError",
+    "UnsupportedPlanError",
+    "ValidationError",
 ]
 
 

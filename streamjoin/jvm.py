@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from streamjoin.config import local_dir
 from streamjoin.errors import EngineError, ValidationError
 
-__all__ = ["ENGINE_CONF", "ENGINES", "DEFAULT_ENGINE", "engine", "operators_jar", "jvm_class", "check_versions"]
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "ENGINE_CONF", "check_versions", "engine", "jvm_class", "operators_jar"]
 
 #: The Spark setting naming the engine.
 ENGINE_CONF = "spark.streamjoin.engine"
@@ -53,7 +53,9 @@ def jvm_class(spark: SparkSession, name: str) -> JavaClass:
     """
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # a Spark Connect session: no JVM in this process to reach
-        raise EngineError(f"this Spark session (Spark Connect) cannot load the jvm engine's jar: set {ENGINE_CONF}=python")
+        raise EngineError(
+            f"this Spark session (Spark Connect) cannot load the jvm engine's jar: set {ENGINE_CONF}=python"
+        )
     # py4j names a class it cannot load a JavaPackage, not an error.
     operators, found = jvm.streamjoin.operators.Operators, jvm
     for part in name.split("."):

@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
@@ -45,11 +45,25 @@ from streamjoin.connectors.topic_identity import TopicIdentity
 from streamjoin.errors import IncompatibleStateError, ValidationError
 from streamjoin.progress import Figures, ProgressQueue, batch_figures, observe_changes, observe_dead_letters
 from streamjoin.sink.delta import (
-    DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, checkpoint_reset, checkpoint_shuffle_partitions, commit_metrics, create_sink_tables,
+    DeltaAppendWriter,
+    DeltaSink,
+    DeltaUpsertWriter,
+    checkpoint_reset,
+    checkpoint_shuffle_partitions,
+    commit_metrics,
+    create_sink_tables,
     table_version,
 )
 
-__all__ = ["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines", "check_one_pipeline_per_table", "parallelism_warning"]
+__all__ = [
+    "Lakehouse",
+    "Pipeline",
+    "PipelineRun",
+    "check_one_pipeline_per_table",
+    "parallelism_warning",
+    "run_pipeline",
+    "run_pipelines",
+]
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: Held while a pipeline starts its queries (:func:`_start`).
@@ -142,13 +156,24 @@ class PipelineRun:
         return dict(self.figures.records_read)
 
 
-def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster, available_now: bool,
-           identity: TopicIdentity) -> tuple[StreamingQuery, StreamingQuery]:
+def _start(
+    pipeline: Pipeline,
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    bootstrap_servers: Cluster,
+    available_now: bool,
+    identity: TopicIdentity,
+) -> tuple[StreamingQuery, StreamingQuery]:
     decoded = {s.name: decode(read_kafka(spark, s, bootstrap_servers), s) for s in pipeline.sources}
     folders = pipeline.end_of_input_folders(lakehouse)
-    controls = {s.name: control_stream(spark, folders[s.name], changelog_schema(s.schema)) for s in pipeline.sources if s.name in folders}
+    controls = {
+        s.name: control_stream(spark, folders[s.name], changelog_schema(s.schema))
+        for s in pipeline.sources
+        if s.name in folders
+    }
     changes = pipeline.changelog(
-        {s.name: changelog_rows(decoded[s.name], s, end_of_input=controls.get(s.name)) for s in pipeline.sources}, lakehouse
+        {s.name: changelog_rows(decoded[s.name], s, end_of_input=controls.get(s.name)) for s in pipeline.sources},
+        lakehouse,
     )
     changes = observe_changes(changes)
     sink = pipeline.sink(lakehouse)
@@ -164,19 +189,20 @@ def _start(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootst
         upsert(batch, batch_id)
 
     writer = (
-        changes.writeStream.queryName(pipeline.name)
-        .foreachBatch(write)
-        .option("checkpointLocation", main_checkpoint)
+        changes.writeStream.queryName(pipeline.name).foreachBatch(write).option("checkpointLocation", main_checkpoint)
     )
     bad = None
     for source in pipeline.sources:
         letters = dead_letters(decoded[source.name])
         bad = letters if bad is None else bad.unionByName(letters)
     dead_checkpoint = lakehouse.checkpoint(pipeline.name, "dead_letters")
-    dead_table = DeltaAppendWriter(f"{pipeline.name}_dead_letters", pipeline.dead_letter_path(lakehouse), dead_checkpoint)
+    dead_table = DeltaAppendWriter(
+        f"{pipeline.name}_dead_letters", pipeline.dead_letter_path(lakehouse), dead_checkpoint
+    )
     dead_table.create(spark, bad.schema)
     dead_writer = (
-        observe_dead_letters(bad).writeStream.queryName(f"{pipeline.name}_dead_letters")
+        observe_dead_letters(bad)
+        .writeStream.queryName(f"{pipeline.name}_dead_letters")
         .foreachBatch(dead_table)
         .option("checkpointLocation", dead_checkpoint)
     )
@@ -204,10 +230,12 @@ def parallelism_warning(spark: SparkSession, pipeline: Pipeline, checkpoint: str
     started_with = checkpoint_shuffle_partitions(spark, checkpoint)
     if pipeline.parallelism is None or started_with is None or started_with == pipeline.parallelism:
         return None
-    return (f"pipeline {pipeline.name}: parallelism {pipeline.parallelism} is set, but its checkpoint {checkpoint} "
-            f"started with {started_with} shuffle partitions, which it keeps: Spark cannot rescale a streaming "
-            f"query's state. The run goes on with {started_with}; a new checkpoint would start with "
-            f"{pipeline.parallelism} (and read the sources again from their starting offsets)")
+    return (
+        f"pipeline {pipeline.name}: parallelism {pipeline.parallelism} is set, but its checkpoint {checkpoint} "
+        f"started with {started_with} shuffle partitions, which it keeps: Spark cannot rescale a streaming "
+        f"query's state. The run goes on with {started_with}; a new checkpoint would start with "
+        f"{pipeline.parallelism} (and read the sources again from their starting offsets)"
+    )
 
 
 def run_pipeline(
@@ -258,7 +286,11 @@ def run_pipeline(
     run = PipelineRun(Figures(records_read={s.topic: 0 for s in pipeline.sources}))
     sink = pipeline.sink(lakehouse)
     main_checkpoint = lakehouse.checkpoint(pipeline.name, "main")
-    warnings = (sink.merge_warning(), checkpoint_reset(spark, sink, main_checkpoint), parallelism_warning(spark, pipeline, main_checkpoint))
+    warnings = (
+        sink.merge_warning(),
+        checkpoint_reset(spark, sink, main_checkpoint),
+        parallelism_warning(spark, pipeline, main_checkpoint),
+    )
     for warning in warnings:
         if warning:
             logging.getLogger("streamjoin").warning(warning)
@@ -274,7 +306,9 @@ def run_pipeline(
         for name, folder in pending.items():
             end_input(spark, folder, changelog_schema(sources[name].schema), sources[name].rowtime)
     _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
-    run.commits = {name: commit_metrics(spark, path, versions[name], _OPERATIONS[name]) for name, path in tables.items()}
+    run.commits = {
+        name: commit_metrics(spark, path, versions[name], _OPERATIONS[name]) for name, path in tables.items()
+    }
     return run
 
 
@@ -286,8 +320,10 @@ def check_one_pipeline_per_table(pipelines: Sequence[Pipeline]) -> None:
     """
     twice = sorted(name for name, n in Counter(p.name for p in pipelines).items() if n > 1)
     if twice:
-        raise ValidationError(f"more than one INSERT INTO {', '.join(twice)}: each table is written by one pipeline, "
-                              "which keeps its checkpoints under _checkpoints/<table>/")
+        raise ValidationError(
+            f"more than one INSERT INTO {', '.join(twice)}: each table is written by one pipeline, "
+            "which keeps its checkpoints under _checkpoints/<table>/"
+        )
 
 
 def run_pipelines(
@@ -325,8 +361,15 @@ def run_pipelines(
 
     def run(pipeline: Pipeline) -> None:
         try:
-            runs[pipeline.name] = run_pipeline(pipeline, spark, lakehouse, bootstrap_servers, available_now=available_now,
-                                               end_of_input=end_of_input, on_progress=on_progress)
+            runs[pipeline.name] = run_pipeline(
+                pipeline,
+                spark,
+                lakehouse,
+                bootstrap_servers,
+                available_now=available_now,
+                end_of_input=end_of_input,
+                on_progress=on_progress,
+            )
         except BaseException as e:  # noqa: BLE001 - raised on the caller's thread
             failures.append(e)
             failed.set()
@@ -368,8 +411,15 @@ WORKER_START_RESTARTS = 3
 _WORKER_START_FAILURE = "Python worker failed to connect back"
 
 
-def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
-                 available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
+def _run_queries(
+    pipeline: Pipeline,
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    bootstrap_servers: Cluster,
+    available_now: bool,
+    run: PipelineRun,
+    callbacks: tuple,
+) -> None:
     """Run the pipeline's queries until they end, restarting them from their checkpoints when a Python worker
     missed its start-up deadline (``_WORKER_START_FAILURE``), up to ``WORKER_START_RESTARTS`` times.
 
@@ -383,19 +433,30 @@ def _run_queries(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, 
         except StreamingQueryException as e:
             if restart == WORKER_START_RESTARTS or _WORKER_START_FAILURE not in str(e):
                 raise
-            warning = (f"pipeline '{pipeline.name}': a Python worker did not connect back to Spark within its start-up "
-                       f"deadline (an overloaded machine?); restarting the queries from their checkpoints "
-                       f"(restart {restart + 1} of {WORKER_START_RESTARTS})")
+            warning = (
+                f"pipeline '{pipeline.name}': a Python worker did not connect back to Spark within its start-up "
+                f"deadline (an overloaded machine?); restarting the queries from their checkpoints "
+                f"(restart {restart + 1} of {WORKER_START_RESTARTS})"
+            )
             logging.getLogger("streamjoin").warning(warning)
             run.warnings.append(warning)
 
 
-def _run_queries_once(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakehouse, bootstrap_servers: Cluster,
-                      available_now: bool, run: PipelineRun, callbacks: tuple) -> None:
+def _run_queries_once(
+    pipeline: Pipeline,
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    bootstrap_servers: Cluster,
+    available_now: bool,
+    run: PipelineRun,
+    callbacks: tuple,
+) -> None:
     events = ProgressQueue()
     # The login the tables declare (their `properties.*`) over the cluster's own, as read_kafka applies them.
     cluster = as_connection(bootstrap_servers).with_properties(declared_properties(s.options for s in pipeline.sources))
-    identity = TopicIdentity(spark, lakehouse.checkpoint(pipeline.name, "main"), cluster, [s.topic for s in pipeline.sources])
+    identity = TopicIdentity(
+        spark, lakehouse.checkpoint(pipeline.name, "main"), cluster, [s.topic for s in pipeline.sources]
+    )
     spark.streams.addListener(events)
     try:
         main, dead = _start(pipeline, spark, lakehouse, bootstrap_servers, available_now, identity)
@@ -423,8 +484,11 @@ def _run_queries_once(pipeline: Pipeline, spark: SparkSession, lakehouse: Lakeho
 
 #: Spark's error classes for a checkpoint whose state does not fit the query restarted on it.
 INCOMPATIBLE_STATE_ERRORS = (
-    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_COLUMN_FAMILY_SCHEMA_INCOMPATIBLE",
-    "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION", "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE",
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_COLUMN_FAMILY_SCHEMA_INCOMPATIBLE",
+    "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
+    "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE",
     "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
 )
 

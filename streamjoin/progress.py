@@ -127,7 +127,9 @@ def _partition_offsets(text: str | None) -> dict[str, int]:
         return {}
     if not isinstance(offsets, dict):
         return {}
-    return {f"{topic}/{p}": int(o) for topic, parts in offsets.items() if isinstance(parts, dict) for p, o in parts.items()}
+    return {
+        f"{topic}/{p}": int(o) for topic, parts in offsets.items() if isinstance(parts, dict) for p, o in parts.items()
+    }
 
 
 def batch_figures(progress: StreamingQueryProgress) -> Figures:

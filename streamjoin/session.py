@@ -16,7 +16,7 @@ from streamjoin.config import local_dir
 from streamjoin.errors import StreamJoinError
 from streamjoin.jvm import DEFAULT_ENGINE, ENGINE_CONF, operators_jar
 
-__all__ = ["spark_session", "SESSION_CONF"]
+__all__ = ["SESSION_CONF", "spark_session"]
 
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
@@ -44,7 +44,9 @@ SESSION_CONF = {
 }
 
 
-def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2]", conf: dict | None = None) -> SparkSession:
+def spark_session(
+    app_name: str = "streamjoin", *, master: str | None = "local[2]", conf: dict | None = None
+) -> SparkSession:
     """Get or create the Spark session with Delta, Kafka and RocksDB configured.
 
     The JVM packages (Delta, Spark's Kafka connector) come from
@@ -110,7 +112,9 @@ def spark_session(app_name: str = "streamjoin", *, master: str | None = "local[2
         builder = builder.config(key, value)
     jars = sorted(local_dir("jars", "spark").glob("*.jar"))
     if not jars:
-        raise StreamJoinError(f"no jars in {local_dir('jars', 'spark')}: run `make setup` to fetch Delta and the Kafka connector")
+        raise StreamJoinError(
+            f"no jars in {local_dir('jars', 'spark')}: run `make setup` to fetch Delta and the Kafka connector"
+        )
     # The jvm engine's operators (jvm/operators, built by `make setup`); without the jar only the
     # python engine runs, and the first jvm operator says how to get it (streamjoin.jvm).
     if operators_jar().exists():
@@ -142,4 +146,6 @@ def _quiet_state_server(spark: SparkSession) -> None:
     # Set in the driver JVM, which hosts the state servers in local mode; on a cluster, set it in
     # the executors' log4j2 configuration.
     jvm = spark.sparkContext._jvm
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(_STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR)
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        _STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR
+    )

@@ -50,15 +50,33 @@ def pytest_configure(config):
 #: The longest groups (minutes each on 2 cores), longest first, by name (a name ending in ``_``: every group it
 #: starts): ``make test`` passes ``--no-loadscope-reorder``, so groups start in this order (xdist would start
 #: those with most tests first).
-FIRST = ("test_dagster_ui", "kill_", "test_dagster_automation", "test_e2e_lakehouse", "flink_diff_python_1", "replay_python_1",
-         "test_dagster_streaming", "test_backfill_e2e", "replay_jvm_1", "flink_diff_jvm_1", "test_sql_pipelines_e2e",
-         "test_e2e_orders", "test_local_cluster")
+FIRST = (
+    "test_dagster_ui",
+    "kill_",
+    "test_dagster_automation",
+    "test_e2e_lakehouse",
+    "flink_diff_python_1",
+    "replay_python_1",
+    "test_dagster_streaming",
+    "test_backfill_e2e",
+    "replay_jvm_1",
+    "flink_diff_jvm_1",
+    "test_sql_pipelines_e2e",
+    "test_e2e_orders",
+    "test_local_cluster",
+)
 
 
 def _start_rank(item) -> int:
     groups = [str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args]
-    return next((i for i, name in enumerate(FIRST)
-                 if any(g == name or (name.endswith("_") and g.startswith(name)) for g in groups)), len(FIRST))
+    return next(
+        (
+            i
+            for i, name in enumerate(FIRST)
+            if any(g == name or (name.endswith("_") and g.startswith(name)) for g in groups)
+        ),
+        len(FIRST),
+    )
 
 
 @pytest.fixture(scope="session")

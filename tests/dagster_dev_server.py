@@ -19,9 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from dagster import DagsterInstance, DagsterRunStatus
-
 from conftest import DAYS, SCALE_FACTOR
+from dagster import DagsterInstance, DagsterRunStatus
 from processes import descendants
 
 from streamjoin.config import PROJECT_ROOT, local_dir
@@ -67,7 +66,10 @@ class DagsterDev:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
-            **os.environ, "DAGSTER_HOME": str(self.home), "STREAMJOIN_LOCAL_DIR": str(state), "TPCH_SCALE_FACTOR": str(SCALE_FACTOR),
+            **os.environ,
+            "DAGSTER_HOME": str(self.home),
+            "STREAMJOIN_LOCAL_DIR": str(state),
+            "TPCH_SCALE_FACTOR": str(SCALE_FACTOR),
             "TPCH_DAYS": str(DAYS),
             "GX_HOME": str(self.gx),
         }
@@ -81,13 +83,19 @@ class DagsterDev:
         self.log = open(root / "dagster-dev.log", "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [VENV_BIN / "dagster", "dev", "-w", self.workspace, "-h", "127.0.0.1", "-p", str(self.port)],
-            cwd=PROJECT_ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=PROJECT_ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def wait_ready(self, timeout_s: float = 240) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"dagster dev exited with {self.process.returncode}; see {self.log.name}"
+            assert self.process.poll() is None, (
+                f"dagster dev exited with {self.process.returncode}; see {self.log.name}"
+            )
             try:
                 # The code location is loaded once the GraphQL API lists its jobs.
                 with urllib.request.urlopen(f"{self.url}/server_info", timeout=5):
@@ -101,11 +109,16 @@ class DagsterDev:
 
     def _location_loaded(self) -> bool:
         """Whether every code location has loaded; a location that failed to load fails at once, with its error."""
-        entries = self.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
-                               "locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+        entries = self.graphql(
+            "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+            "locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+        )
         entries = entries["workspaceOrError"]["locationEntries"]
-        errors = [f"{e['name']}: {e['locationOrLoadError']['message']}" for e in entries
-                  if (e["locationOrLoadError"] or {}).get("__typename") == "PythonError"]
+        errors = [
+            f"{e['name']}: {e['locationOrLoadError']['message']}"
+            for e in entries
+            if (e["locationOrLoadError"] or {}).get("__typename") == "PythonError"
+        ]
         assert not errors, "\n".join(errors)
         return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
 
@@ -120,9 +133,21 @@ class DagsterDev:
         """``dagster job launch`` (with ``config`` as its run config): the run goes into the queue; its id."""
         before = {r.run_id for r in self.instance.get_runs()}
         result = subprocess.run(
-            [VENV_BIN / "dagster", "job", "launch", "-w", self.workspace, "-j", job,
-             *(["--config-json", json.dumps(config)] if config else [])],
-            cwd=PROJECT_ROOT, env=self.env, capture_output=True, text=True, timeout=300,
+            [
+                VENV_BIN / "dagster",
+                "job",
+                "launch",
+                "-w",
+                self.workspace,
+                "-j",
+                job,
+                *(["--config-json", json.dumps(config)] if config else []),
+            ],
+            cwd=PROJECT_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert result.returncode == 0, result.stdout + result.stderr
         [run_id] = [r.run_id for r in self.instance.get_runs() if r.run_id not in before]
@@ -132,9 +157,14 @@ class DagsterDev:
         """Launch ``job`` (with ``config`` as its run config) through the webserver's GraphQL API, as the UI's
         Launchpad does: the run goes into the queue; its id. (``launch`` runs the CLI, a process of its own
         that loads the code location again.)"""
-        repositories = self.graphql("{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } jobs { name } } } } }")
-        [selector] = [{"repositoryLocationName": r["location"]["name"], "repositoryName": r["name"], "jobName": job}
-                      for r in repositories["repositoriesOrError"]["nodes"] if job in {j["name"] for j in r["jobs"]}]
+        repositories = self.graphql(
+            "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } jobs { name } } } } }"
+        )
+        [selector] = [
+            {"repositoryLocationName": r["location"]["name"], "repositoryName": r["name"], "jobName": job}
+            for r in repositories["repositoriesOrError"]["nodes"]
+            if job in {j["name"] for j in r["jobs"]}
+        ]
         answer = self.graphql(
             "mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename "
             "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "

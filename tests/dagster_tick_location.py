@@ -16,7 +16,11 @@ _hour, _minute = map(int, os.environ["STREAMJOIN_TEST_DAILY_AT"].split(":"))
 _daily = [s for s in (daily_schedule(p, hour_of_day=_hour, minute_of_hour=_minute) for p in project.SQL_PIPELINES) if s]
 
 defs = Definitions(
-    assets=project.defs.assets, asset_checks=project.defs.asset_checks, jobs=project.defs.jobs,
+    assets=project.defs.assets,
+    asset_checks=project.defs.asset_checks,
+    jobs=project.defs.jobs,
     schedules=[*(s for s in project.defs.schedules if s.name not in {d.name for d in _daily}), *_daily],
-    sensors=project.defs.sensors, resources=project.defs.resources, executor=project.defs.executor,
+    sensors=project.defs.sensors,
+    resources=project.defs.resources,
+    executor=project.defs.executor,
 )

@@ -52,7 +52,7 @@ from streamjoin.runtime.timers import MAX_TIME, MIN_TIME
 from streamjoin.sink.collect import collect_changelog
 
 SENTINEL = "~end-of-input~"
-SENTINEL_MS = int(dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+SENTINEL_MS = int(dt.datetime(9999, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
 #: Hidden LONG column carrying Flink's per-row watermark (``watermark_column=``).
 ROW_WATERMARK = "_row_watermark"
 
@@ -79,12 +79,12 @@ def spark_type(flink_type: str) -> DataType:
 
 def epoch_ms(text: str) -> int:
     """``YYYY-MM-DD HH:MM:SS[.fff]`` (UTC) → epoch milliseconds."""
-    return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def ts_text(ms: int) -> str:
     """Epoch milliseconds → ``YYYY-MM-DD HH:MM:SS.fff``, the format of the expected outputs."""
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def flink_watermarks(times: Sequence[int], delay_ms: int) -> list[int]:

@@ -17,10 +17,20 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
-from pyspark.sql.types import BinaryType, BooleanType, DecimalType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
-
 from bad_records.generate import COLUMNS, PAD, generate
+from confluent_kafka import KafkaError, KafkaException
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
 from streamjoin.connectors.formats import changes_per_record
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
@@ -28,7 +38,9 @@ from streamjoin.pipeline import Lakehouse, run_pipeline
 from streamjoin.planner import plan_script, sql_pipelines
 
 CORPUS = Path(__file__).parent / "data" / "bad_records" / "corpus.jsonl"
-TYPES = "id INT, name STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3), flag BOOLEAN, PRIMARY KEY (id) NOT ENFORCED"
+TYPES = (
+    "id INT, name STRING, amount DECIMAL(10, 2), qty INT, ts TIMESTAMP(3), flag BOOLEAN, PRIMARY KEY (id) NOT ENFORCED"
+)
 SQL = f"""
 CREATE TABLE json_src ({TYPES}) WITH ('connector' = 'kafka', 'topic' = 'bad_json', 'format' = 'json', 'json.rowkind-field' = 'op');
 CREATE TABLE debezium_src ({TYPES}) WITH ('connector' = 'kafka', 'topic' = 'bad_debezium', 'format' = 'debezium-json');
@@ -43,8 +55,20 @@ INSERT INTO upsert_copy SELECT * FROM upsert_src;
 SINKS = {"bad_json": "json_copy", "bad_debezium": "debezium_copy", "bad_upsert": "upsert_copy"}
 FORMATS = {"bad_json": "json", "bad_debezium": "debezium-json", "bad_upsert": "json"}
 #: Kinds every format's topic must hold many times (issue 17 item 3).
-REQUIRED = ("malformed-json", "wrong-type", "int-overflow", "decimal-precision", "timestamp-range", "null-primary-key",
-            "missing-primary-key", "invalid-utf8", "empty-value", "tombstone", "large-record", "lenient-value")
+REQUIRED = (
+    "malformed-json",
+    "wrong-type",
+    "int-overflow",
+    "decimal-precision",
+    "timestamp-range",
+    "null-primary-key",
+    "missing-primary-key",
+    "invalid-utf8",
+    "empty-value",
+    "tombstone",
+    "large-record",
+    "lenient-value",
+)
 
 
 def _bytes(line: dict, field: str) -> bytes | None:
@@ -65,9 +89,14 @@ def load_corpus() -> dict[str, list[dict]]:
 
 def _row(line: dict, row: dict) -> tuple:
     """A corpus row as Spark reads it back: DECIMAL as Decimal, TIMESTAMP as datetime, a large name padded."""
-    return (row["id"], row["name"].replace(PAD, "x" * line.get("pad", 0)) if row["name"] else row["name"],
-            Decimal(row["amount"]) if row["amount"] is not None else None, row["qty"],
-            dt.datetime.strptime(row["ts"], "%Y-%m-%d %H:%M:%S.%f") if row["ts"] else None, row["flag"])
+    return (
+        row["id"],
+        row["name"].replace(PAD, "x" * line.get("pad", 0)) if row["name"] else row["name"],
+        Decimal(row["amount"]) if row["amount"] is not None else None,
+        row["qty"],
+        dt.datetime.strptime(row["ts"], "%Y-%m-%d %H:%M:%S.%f") if row["ts"] else None,
+        row["flag"],
+    )
 
 
 def expected_table(lines: list[dict]) -> set[tuple]:
@@ -92,13 +121,21 @@ def test_the_corpus_holds_every_kind_many_times_interleaved():
     for topic, lines in topics.items():
         kinds = [line["kind"] for line in lines]
         for kind in REQUIRED:
-            assert kinds.count(kind) >= 3 or (kind in ("tombstone", "large-record") and kinds.count(kind) >= 1), (topic, kind)
+            assert kinds.count(kind) >= 3 or (kind in ("tombstone", "large-record") and kinds.count(kind) >= 1), (
+                topic,
+                kind,
+            )
         outcomes = ["dead" if "dead" in line["expect"] else "good" for line in lines]
         assert sum(a != b for a, b in zip(outcomes, outcomes[1:])) > len(lines) / 4, topic  # interleaved, not in blocks
-    assert {"unknown-rowkind", "update-before-alone", "delete-unseen-key", "update-unseen-key"} <= {line["kind"] for line in topics["bad_json"]}
+    assert {"unknown-rowkind", "update-before-alone", "delete-unseen-key", "update-unseen-key"} <= {
+        line["kind"] for line in topics["bad_json"]
+    }
     assert {"unknown-debezium-op", "update-without-after", "delete-without-before", "update-unseen-key"} <= {
-        line["kind"] for line in topics["bad_debezium"]}
-    assert {"null-key", "malformed-key", "invalid-utf8-key", "tombstone-unseen-key"} <= {line["kind"] for line in topics["bad_upsert"]}
+        line["kind"] for line in topics["bad_debezium"]
+    }
+    assert {"null-key", "malformed-key", "invalid-utf8-key", "tombstone-unseen-key"} <= {
+        line["kind"] for line in topics["bad_upsert"]
+    }
 
 
 @pytest.mark.e2e
@@ -119,9 +156,15 @@ def test_every_record_of_the_corpus_is_accounted_for(spark, kafka_bootstrap, tmp
         dead = spark.read.format("delta").load(pipeline.dead_letter_path(lakehouse)).collect()
         assert {(r.topic, r.partition) for r in dead} == {(topic, 0)}
         got = sorted((r.offset, r.reason, r.key, r.value) for r in dead)
-        want = sorted((i, line["expect"]["dead"], line["key"], line["value"]) for i, line in enumerate(lines) if "dead" in line["expect"])
+        want = sorted(
+            (i, line["expect"]["dead"], line["key"], line["value"])
+            for i, line in enumerate(lines)
+            if "dead" in line["expect"]
+        )
         assert [g[:2] for g in got] == [w[:2] for w in want], topic
-        assert [(bytes(k) if k is not None else None, bytes(v) if v is not None else None) for *_, k, v in got] == [w[2:] for w in want]
+        assert [(bytes(k) if k is not None else None, bytes(v) if v is not None else None) for *_, k, v in got] == [
+            w[2:] for w in want
+        ]
 
         table = spark.read.format("delta").load(lakehouse.table_path(pipeline.name)).select(*COLUMNS).collect()
         assert {tuple(r) for r in table} == expected_table(lines), topic
@@ -129,12 +172,18 @@ def test_every_record_of_the_corpus_is_accounted_for(spark, kafka_bootstrap, tmp
         # The good records' changes reach the writer, a -U excepted (DropUpdateBefore); skipped records give none.
         stride = changes_per_record(FORMATS[topic])
         changelog = spark.read.format("delta").load(lakehouse.table_path(f"{pipeline.name}_changelog")).collect()
-        reached = sorted((int.from_bytes(r["_seq"][:8], "big") // stride, r["_rowkind"]) for r in changelog)  # the path's root
-        assert reached == sorted((i, kind) for i, line in enumerate(lines) for kind, _ in line["expect"].get("changes", []) if kind != "-U")
+        reached = sorted(
+            (int.from_bytes(r["_seq"][:8], "big") // stride, r["_rowkind"]) for r in changelog
+        )  # the path's root
+        assert reached == sorted(
+            (i, kind) for i, line in enumerate(lines) for kind, _ in line["expect"].get("changes", []) if kind != "-U"
+        )
 
         good = sum("changes" in line["expect"] for line in lines)
         skipped = sum("skip" in line["expect"] for line in lines)
-        print(f"{topic}: {len(dead)} dead letters + {good} good + {skipped} skipped = {len(dead) + good + skipped}/{len(lines)} accounted for")
+        print(
+            f"{topic}: {len(dead)} dead letters + {good} good + {skipped} skipped = {len(dead) + good + skipped}/{len(lines)} accounted for"
+        )
         total, accounted = total + len(lines), accounted + len(dead) + good + skipped
     print(f"{accounted}/{total} accounted for")
     assert accounted == total >= 1000
@@ -148,28 +197,46 @@ def test_a_record_over_the_producer_and_broker_limit_is_refused_at_produce_time(
     assert refused.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
-SCHEMA = StructType([StructField("id", IntegerType()), StructField("amount", DecimalType(10, 2)), StructField("ts", TimestampType()),
-                     StructField("name", StringType()), StructField("flag", BooleanType())])
-KAFKA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
-                    StructField("partition", IntegerType()), StructField("offset", LongType()), StructField("timestamp", TimestampType())])
+SCHEMA = StructType(
+    [
+        StructField("id", IntegerType()),
+        StructField("amount", DecimalType(10, 2)),
+        StructField("ts", TimestampType()),
+        StructField("name", StringType()),
+        StructField("flag", BooleanType()),
+    ]
+)
+KAFKA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+    ]
+)
 
 
-@pytest.mark.parametrize("value, expected", [
-    # What flink-json 2.3.0's JsonParserRowDataDeserializationSchema gives for each value (run on its jar).
-    (b'{"id": true}', "column id: value true is not INT"),
-    (b'{"id": 1.7}', {"id": 1}),
-    (b'{"id": "12"}', {"id": 12}),
-    (b'{"id": 1, "amount": 1.005}', {"amount": Decimal("1.01")}),
-    (b'{"id": 1, "ts": "99999-01-01 00:00:00"}', 'column ts: value "99999-01-01 00:00:00" is not TIMESTAMP'),
-    (b'{"id": 1, "ts": 1700000000}', "column ts: value 1700000000 is not TIMESTAMP"),
-    (b'{"id": 1, "name": {"a": 1}}', {"name": '{"a":1}'}),
-    (b'{"id": 1, "flag": "yes"}', {"flag": False}),
-    (b'{"id": 1, "flag": 1}', {"flag": False}),
-    (b'{"id": 1, "flag": " True"}', {"flag": True}),
-    (b'{"id": 1, "name": "\xc3"}', "invalid UTF-8"),
-    (b"", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        # What flink-json 2.3.0's JsonParserRowDataDeserializationSchema gives for each value (run on its jar).
+        (b'{"id": true}', "column id: value true is not INT"),
+        (b'{"id": 1.7}', {"id": 1}),
+        (b'{"id": "12"}', {"id": 12}),
+        (b'{"id": 1, "amount": 1.005}', {"amount": Decimal("1.01")}),
+        (b'{"id": 1, "ts": "99999-01-01 00:00:00"}', 'column ts: value "99999-01-01 00:00:00" is not TIMESTAMP'),
+        (b'{"id": 1, "ts": 1700000000}', "column ts: value 1700000000 is not TIMESTAMP"),
+        (b'{"id": 1, "name": {"a": 1}}', {"name": '{"a":1}'}),
+        (b'{"id": 1, "flag": "yes"}', {"flag": False}),
+        (b'{"id": 1, "flag": 1}', {"flag": False}),
+        (b'{"id": 1, "flag": " True"}', {"flag": True}),
+        (b'{"id": 1, "name": "\xc3"}', "invalid UTF-8"),
+        (b"", None),
+        (None, None),
+    ],
+)
 def test_values_decode_as_flink_json_converters(spark, value, expected):
     source = KafkaSource("t", "t", SCHEMA, primary_key=("id",))
     decoded = decode(spark.createDataFrame([(None, value, "t", 0, 0, dt.datetime(2024, 1, 1))], KAFKA), source)

@@ -14,7 +14,6 @@ from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.pipeline import Lakehouse, run_pipeline
 from streamjoin.planner import plan_script, sql_pipelines
 
-
 UPSERTS = """
 CREATE TABLE accounts (id BIGINT, owner STRING, PRIMARY KEY (id) NOT ENFORCED)
   WITH ('connector' = 'upsert-kafka', 'topic' = 'batch_accounts', 'key.format' = 'json', 'value.format' = 'json',
@@ -28,11 +27,13 @@ INSERT INTO accounts_current SELECT * FROM accounts;
 def test_batch_query_of_an_upsert_topic_equals_the_streaming_run(spark, kafka_bootstrap, tmp_path):
     ensure_topics(kafka_bootstrap, {"batch_accounts": 2})
     records = [
-        ('{"id": 1}', '{"id": 1, "owner": "ann"}'), ('{"id": 2}', '{"id": 2, "owner": "bob"}'),
-        ('{"id": 1}', '{"id": 1, "owner": "ann"}'),   # a duplicate upsert
-        ('{"id": 3}', '{"id": 3, "owner": "cy"}'), ('{"id": 3}', None),  # a tombstone
-        ('{"id": 2}', '{"id": 2, "owner": "bea"}'),   # an update
-        ('{"id": 4}', '{"id": 4, "owner": '),         # malformed: a dead letter, left out
+        ('{"id": 1}', '{"id": 1, "owner": "ann"}'),
+        ('{"id": 2}', '{"id": 2, "owner": "bob"}'),
+        ('{"id": 1}', '{"id": 1, "owner": "ann"}'),  # a duplicate upsert
+        ('{"id": 3}', '{"id": 3, "owner": "cy"}'),
+        ('{"id": 3}', None),  # a tombstone
+        ('{"id": 2}', '{"id": 2, "owner": "bea"}'),  # an update
+        ('{"id": 4}', '{"id": 4, "owner": '),  # malformed: a dead letter, left out
     ]
     produce(kafka_bootstrap, "batch_accounts", records)
     [pipeline] = sql_pipelines(plan_script(UPSERTS))

@@ -6,8 +6,11 @@ from bench.harness import from_progress
 
 
 def _progress(rows: int, ms: float, state_rows: int = 0):
-    return SimpleNamespace(numInputRows=rows, durationMs={"triggerExecution": ms},
-                           stateOperators=[SimpleNamespace(numRowsTotal=state_rows, memoryUsedBytes=0)])
+    return SimpleNamespace(
+        numInputRows=rows,
+        durationMs={"triggerExecution": ms},
+        stateOperators=[SimpleNamespace(numRowsTotal=state_rows, memoryUsedBytes=0)],
+    )
 
 
 def test_rows_per_second_over_a_prefix_use_those_micro_batches_own_durations():
@@ -31,10 +34,14 @@ def test_the_cost_per_row_lines_compare_each_coarse_case_with_its_fine_one():
     from bench.run import _state_growth
 
     cases = {c.name: c for c in CASES}
-    fine = {"jvm": (from_progress("f", [_progress(600, 1000)], seconds=10.0), ""),
-            "python": (from_progress("f", [_progress(100, 1000), _progress(100, 1000)], seconds=30.0), "")}
-    coarse = {"jvm": (from_progress("c", [_progress(600, 1000)], seconds=5.0), ""),
-              "python": (from_progress("c", [_progress(100, 500), _progress(100, 500)], seconds=30.0), "")}
+    fine = {
+        "jvm": (from_progress("f", [_progress(600, 1000)], seconds=10.0), ""),
+        "python": (from_progress("f", [_progress(100, 1000), _progress(100, 1000)], seconds=30.0), ""),
+    }
+    coarse = {
+        "jvm": (from_progress("c", [_progress(600, 1000)], seconds=5.0), ""),
+        "python": (from_progress("c", [_progress(100, 500), _progress(100, 500)], seconds=30.0), ""),
+    }
     operators = [(cases[name], figures) for pair in STATE_GROWTH for name, figures in zip(pair, (fine, coarse))]
     flink = {name: {"ms": ms} for pair in STATE_GROWTH for name, ms in zip(pair, (4000, 8000))}
     tables = {"lineitem": SimpleNamespace(rows=600), "orders": SimpleNamespace(rows=150)}
@@ -51,7 +58,9 @@ def test_the_pipeline_profile_puts_each_stage_in_its_part():
 
     main = "lineitem_with_order\nid = 8b25\nrunId = 8034\nbatch = 0"
     assert classify(main, "lineitem_with_order", ["MapPartitionsRDD", "DataSourceRDD"], 78137) == "read + decode"
-    assert classify(main, "lineitem_with_order", ["ShuffledRowRDD", "StateStoreRDD", "MapPartitionsRDD"], 0) == "operators"
+    assert (
+        classify(main, "lineitem_with_order", ["ShuffledRowRDD", "StateStoreRDD", "MapPartitionsRDD"], 0) == "operators"
+    )
     assert classify("Delta: " + main, "lineitem_with_order", ["MapPartitionsRDD"], 0) == "sink"
     assert classify(main, "lineitem_with_order", ["MapPartitionsRDD"], 0) == "sink"
     dead = "lineitem_with_order_dead_letters\nid = 7905\nrunId = 83dd"

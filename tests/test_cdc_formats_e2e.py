@@ -44,12 +44,27 @@ def test_cdc_format_tables_are_changelogs_with_their_options():
 @pytest.mark.parametrize(
     "options, message",
     [
-        ("'format' = 'maxwell-json', 'canal-json.table.include' = 'x'", "canal-json.table.include applies to format 'canal-json' only"),
-        ("'format' = 'json', 'canal-json.database.include' = 'x'", "canal-json.database.include applies to format 'canal-json' only"),
+        (
+            "'format' = 'maxwell-json', 'canal-json.table.include' = 'x'",
+            "canal-json.table.include applies to format 'canal-json' only",
+        ),
+        (
+            "'format' = 'json', 'canal-json.database.include' = 'x'",
+            "canal-json.database.include applies to format 'canal-json' only",
+        ),
         ("'format' = 'canal-json', 'json.rowkind-field' = 'op'", "json.rowkind-field applies to format 'json' only"),
-        ("'format' = 'canal-json', 'canal-json.table.include' = 'a['", "canal-json.table.include 'a[' is not a regular expression"),
-        ("'format' = 'maxwell-json', 'maxwell-json.database.include' = 'x'", "unsupported option 'maxwell-json.database.include'"),
-        ("'format' = 'canal-json', 'canal-json.ignore-parse-errors' = 'true'", "unsupported option 'canal-json.ignore-parse-errors'"),
+        (
+            "'format' = 'canal-json', 'canal-json.table.include' = 'a['",
+            "canal-json.table.include 'a[' is not a regular expression",
+        ),
+        (
+            "'format' = 'maxwell-json', 'maxwell-json.database.include' = 'x'",
+            "unsupported option 'maxwell-json.database.include'",
+        ),
+        (
+            "'format' = 'canal-json', 'canal-json.ignore-parse-errors' = 'true'",
+            "unsupported option 'canal-json.ignore-parse-errors'",
+        ),
     ],
 )
 def test_cdc_format_options_are_checked(options, message):
@@ -79,12 +94,29 @@ CUSTOMER_OPS = [
 
 def canal_record(kind, table, rows, old):
     data = [{"order_id": o, "customer_id": c, "amount": a} for o, c, a in rows]
-    return json.dumps({"data": data, "old": old, "database": "shop", "table": table, "type": kind, "isDdl": False,
-                       "es": 1700000000000, "ts": 1700000000001, "pkNames": ["order_id"]})
+    return json.dumps(
+        {
+            "data": data,
+            "old": old,
+            "database": "shop",
+            "table": table,
+            "type": kind,
+            "isDdl": False,
+            "es": 1700000000000,
+            "ts": 1700000000001,
+            "pkNames": ["order_id"],
+        }
+    )
 
 
 def maxwell_record(kind, row, old):
-    message = {"database": "shop", "table": "customers", "type": kind, "ts": 1700000000, "data": {"id": row[0], "name": row[1]}}
+    message = {
+        "database": "shop",
+        "table": "customers",
+        "type": kind,
+        "ts": 1700000000,
+        "data": {"id": row[0], "name": row[1]},
+    }
     return json.dumps(message | ({"old": old} if old else {}))
 
 
@@ -114,14 +146,34 @@ def test_canal_and_maxwell_topics_through_a_join_and_an_aggregate_into_delta(spa
     ensure_topics(kafka_bootstrap, {"canal_orders": 1, "maxwell_customers": 1})
     canal = [canal_record(*op) for op in OPS]
     malformed = '{"data": [{"order_id": 6, '
-    ddl = json.dumps({"data": None, "old": None, "database": "shop", "table": "orders", "type": "CREATE", "isDdl": True,
-                      "sql": "CREATE TABLE orders (order_id INT PRIMARY KEY, customer_id INT, amount DECIMAL(10, 2))"})
-    alter = json.dumps({"data": None, "old": None, "database": "shop", "table": "orders", "type": "ALTER", "isDdl": True,
-                        "sql": "ALTER TABLE orders ADD COLUMN note TEXT"})
+    ddl = json.dumps(
+        {
+            "data": None,
+            "old": None,
+            "database": "shop",
+            "table": "orders",
+            "type": "CREATE",
+            "isDdl": True,
+            "sql": "CREATE TABLE orders (order_id INT PRIMARY KEY, customer_id INT, amount DECIMAL(10, 2))",
+        }
+    )
+    alter = json.dumps(
+        {
+            "data": None,
+            "old": None,
+            "database": "shop",
+            "table": "orders",
+            "type": "ALTER",
+            "isDdl": True,
+            "sql": "ALTER TABLE orders ADD COLUMN note TEXT",
+        }
+    )
     orders_topic = [ddl, canal[0], malformed, *canal[1:4], alter, *canal[4:]]
     produce(kafka_bootstrap, "canal_orders", [(None, r) for r in orders_topic])
     maxwell = [maxwell_record(*op) for op in CUSTOMER_OPS]
-    bootstrap = json.dumps({"database": "shop", "table": "customers", "type": "bootstrap-start", "ts": 1700000000, "data": {}})
+    bootstrap = json.dumps(
+        {"database": "shop", "table": "customers", "type": "bootstrap-start", "ts": 1700000000, "data": {}}
+    )
     customers_topic = [*maxwell[:3], None, bootstrap, *maxwell[3:]]  # None: a tombstone, skipped as Flink does
     produce(kafka_bootstrap, "maxwell_customers", [(None, r) for r in customers_topic])
 
@@ -137,7 +189,11 @@ def test_canal_and_maxwell_topics_through_a_join_and_an_aggregate_into_delta(spa
         count, total = totals.get(customer_id, (0, Decimal(0)))
         totals[customer_id] = (count + 1, total + amount)
     expected_totals = {(c, n, t) for c, (n, t) in totals.items()}
-    assert expected_join == {(1, "Ann", Decimal("15.00")), (2, "Bobby", Decimal("20.00")), (5, "Bobby", Decimal("2.50"))}
+    assert expected_join == {
+        (1, "Ann", Decimal("15.00")),
+        (2, "Bobby", Decimal("20.00")),
+        (5, "Bobby", Decimal("2.50")),
+    }
     assert table_rows(spark, lakehouse.table_path("order_customer")) == expected_join
     assert table_rows(spark, lakehouse.table_path("customer_totals")) == expected_totals
 

@@ -30,7 +30,9 @@ def test_an_archive_of_other_jars_or_another_java_is_not_used(archive, monkeypat
     monkeypatch.delenv(cds.JAVA_OPTIONS_ENV, raising=False)
     stamp = json.loads(archive.with_suffix(".json").read_text())
     name, size, mtime = stamp["jar_files"][0]
-    archive.with_suffix(".json").write_text(json.dumps({**stamp, "jar_files": [[name, size, mtime + 1], *stamp["jar_files"][1:]]}))
+    archive.with_suffix(".json").write_text(
+        json.dumps({**stamp, "jar_files": [[name, size, mtime + 1], *stamp["jar_files"][1:]]})
+    )
     assert cds.driver_java_options(archive=archive) == ""
     archive.with_suffix(".json").write_text(json.dumps({**stamp, "java": ["/opt/other-jdk/bin/java", 1, 1]}))
     assert cds.driver_java_options(archive=archive) == ""
@@ -43,7 +45,9 @@ def test_no_archive_or_no_stamp_means_no_option(archive, monkeypatch):
     assert cds.driver_java_options(archive=archive.with_name("missing.jsa")) == ""
 
 
-@pytest.mark.parametrize("choice", ["-Xshare:off", "-XX:SharedArchiveFile=/tmp/mine.jsa", "-XX:ArchiveClassesAtExit=/tmp/x.jsa"])
+@pytest.mark.parametrize(
+    "choice", ["-Xshare:off", "-XX:SharedArchiveFile=/tmp/mine.jsa", "-XX:ArchiveClassesAtExit=/tmp/x.jsa"]
+)
 def test_the_users_own_sharing_options_win(archive, monkeypatch, choice):
     monkeypatch.setenv(cds.JAVA_OPTIONS_ENV, f"-Xmx2g {choice}")
     assert cds.driver_java_options(archive=archive) == ""
@@ -70,4 +74,6 @@ def test_a_local_driver_loads_sparks_classes_from_the_archive_of_make_setup(tmp_
     from_jars = [line for line in lines if f" source: file:{cds._spark_jars()}" in line]
     assert any("] org.apache.spark.sql.SparkSession source: shared objects file (top)" in line for line in archived)
     # What the archive cannot hold is loaded as before: classes of signed jars (Janino), ones the training never loaded.
-    assert len(archived) > 0.9 * (len(archived) + len(from_jars)), f"{len(archived)} classes archived, {len(from_jars)} read from jars"
+    assert len(archived) > 0.9 * (len(archived) + len(from_jars)), (
+        f"{len(archived)} classes archived, {len(from_jars)} read from jars"
+    )

@@ -21,8 +21,10 @@ from streamjoin.changelog import RowKind, materialize
 from streamjoin.jvm import ENGINE_CONF
 from streamjoin.testing.replay import replay_cases
 
-COLUMNS = {"A": [["id", "INT"], ["k", "INT"], ["s", "STRING"], ["v", "INT"]],
-           "B": [["id", "INT"], ["k", "INT"], ["t", "STRING"], ["w", "INT"]]}
+COLUMNS = {
+    "A": [["id", "INT"], ["k", "INT"], ["s", "STRING"], ["v", "INT"]],
+    "B": [["id", "INT"], ["k", "INT"], ["t", "STRING"], ["w", "INT"]],
+}
 SPARK_SCHEMA = {"A": "id INT, k INT, s STRING, v INT", "B": "id INT, k INT, t STRING, w INT"}
 
 #: The chained queries, ``{A}`` / ``{B}`` the two tables (the batch side names its views).
@@ -104,8 +106,9 @@ def test_join_into_aggregate_at_batch_size_ends_as_the_batch_query(spark, tmp_pa
     before = spark.conf.get(ENGINE_CONF)
     spark.conf.set(ENGINE_CONF, engine)
     try:
-        results = replay_cases(spark, sorted(tmp_path.glob("chain_property_*.json")), tmp_path / "out",
-                               micro_batch_rows=rows_per_batch)
+        results = replay_cases(
+            spark, sorted(tmp_path.glob("chain_property_*.json")), tmp_path / "out", micro_batch_rows=rows_per_batch
+        )
     finally:
         spark.conf.set(ENGINE_CONF, before)
     for name, (case, query) in documents.items():

@@ -7,8 +7,8 @@ Each test runs on both sources ``read_changelog_files`` can choose: the operator
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-import streamjoin.connectors.changelog_files as changelog_files
 from streamjoin.changelog import RowKind
+from streamjoin.connectors import changelog_files
 from streamjoin.connectors.changelog_files import changelog_file_stream, read_changelog_files, write_changelog_batches
 from streamjoin.sink.collect import collect_changelog
 

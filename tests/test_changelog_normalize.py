@@ -16,13 +16,24 @@ I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowK
 #: An upsert changelog: upserts by key, an identical upsert, a tombstone carrying only the key,
 #: a delete of a key never seen, and a key coming back after its delete.
 UPSERTS = [
-    (UA, (1, "a")), (I, (2, "x")), (UA, (1, "b")), (UA, (1, "b")), (D, (2, None)),
-    (D, (3, None)), (UA, (2, "y")), (UB, (1, None)),
+    (UA, (1, "a")),
+    (I, (2, "x")),
+    (UA, (1, "b")),
+    (UA, (1, "b")),
+    (D, (2, None)),
+    (D, (3, None)),
+    (UA, (2, "y")),
+    (UB, (1, None)),
 ]
 #: What Flink's ChangelogNormalize emits for it with UPDATE_BEFORE.
 FULL = [
-    (I, (1, "a")), (I, (2, "x")), (UB, (1, "a")), (UA, (1, "b")), (D, (2, "x")),
-    (I, (2, "y")), (D, (1, "b")),
+    (I, (1, "a")),
+    (I, (2, "x")),
+    (UB, (1, "a")),
+    (UA, (1, "b")),
+    (D, (2, "x")),
+    (I, (2, "y")),
+    (D, (1, "b")),
 ]
 
 
@@ -86,7 +97,9 @@ def test_on_spark_without_update_before_and_with_ttl(spark, engine, tmp_path):
     stream = changelog_file_stream(spark, tmp_path / "in", T, [[(UA, (1, "a"))], [(UA, (1, "a")), (UA, (1, "b"))]])
     # State TTL puts the operator in processing-time mode, which an availableNow query never leaves.
     out = collect_changelog(
-        changelog_normalize(stream, key=["id"], update_before=False, state_ttl_ms=3_600_000), tmp_path / "checkpoint", batches=2
+        changelog_normalize(stream, key=["id"], update_before=False, state_ttl_ms=3_600_000),
+        tmp_path / "checkpoint",
+        batches=2,
     )
     assert [(kind, values) for _, kind, values in out] == [(I, (1, "a")), (UA, (1, "a")), (UA, (1, "b"))]
 

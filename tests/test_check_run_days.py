@@ -3,7 +3,12 @@
 import datetime as dt
 
 from dagster import (
-    AssetCheckResult, BackfillPolicy, DailyPartitionsDefinition, DagsterInstance, asset, asset_check,
+    AssetCheckResult,
+    BackfillPolicy,
+    DagsterInstance,
+    DailyPartitionsDefinition,
+    asset,
+    asset_check,
     materialize,
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG

@@ -20,7 +20,9 @@ def test_a_reset_checkpoint_is_a_warning_in_the_log_and_the_result(spark, kafka_
     topic = "orders_for_checkpoint_reset"
     ensure_topics(kafka_bootstrap, {topic: 1})
     produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in list(tpch.orders_changes())[:3]])
-    pipeline = Pipeline("orders_reset", [dataclasses.replace(ORDERS, topic=topic)], lambda tables: tables["orders"], ("o_orderkey",))
+    pipeline = Pipeline(
+        "orders_reset", [dataclasses.replace(ORDERS, topic=topic)], lambda tables: tables["orders"], ("o_orderkey",)
+    )
     lakehouse = Lakehouse(str(tmp_path / "lake"))
     checkpoint = lakehouse.checkpoint(pipeline.name, "main")
 
@@ -34,30 +36,45 @@ def test_a_reset_checkpoint_is_a_warning_in_the_log_and_the_result(spark, kafka_
     with caplog.at_level(logging.WARNING, logger="streamjoin"):
         reset = run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     [warning] = reset.warnings
-    assert warning.startswith(f"sink orders_reset: the checkpoint was reset: the table was last written by {writer}, "
-                              f"this run starts on a new checkpoint at {checkpoint}")
+    assert warning.startswith(
+        f"sink orders_reset: the checkpoint was reset: the table was last written by {writer}, "
+        f"this run starts on a new checkpoint at {checkpoint}"
+    )
     assert [r.getMessage() for r in caplog.records if r.name == "streamjoin"] == [warning]
     # The new checkpoint wrote the sink: it is the last writer now, and its next run is not a reset.
-    assert last_writer(spark, pipeline.sink(lakehouse)) == f"streamjoin-orders_reset-{_checkpoint_query_id(spark, checkpoint)}" != writer
+    assert (
+        last_writer(spark, pipeline.sink(lakehouse))
+        == f"streamjoin-orders_reset-{_checkpoint_query_id(spark, checkpoint)}"
+        != writer
+    )
     assert run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap).warnings == []
     commits = sorted((tmp_path / "lake" / "orders_reset" / "_delta_log").glob("*.json"))
-    assert any('"txn"' in line and json.loads(line)["txn"]["appId"] == writer for line in commits[1].read_text().splitlines())
+    assert any(
+        '"txn"' in line and json.loads(line)["txn"]["appId"] == writer for line in commits[1].read_text().splitlines()
+    )
 
 
 def _status_pipeline(topic: str, aggregate: str):
     from streamjoin.planner import sql_pipelines
     from streamjoin.planner.script import plan_script
 
-    [pipeline] = sql_pipelines(plan_script(f"""
+    [pipeline] = sql_pipelines(
+        plan_script(
+            f"""
 CREATE TABLE orders (o_orderkey BIGINT, o_orderstatus STRING, PRIMARY KEY (o_orderkey) NOT ENFORCED)
 WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset');
 CREATE TABLE by_status (o_orderstatus STRING, v BIGINT, PRIMARY KEY (o_orderstatus) NOT ENFORCED) WITH ('connector' = 'delta');
 INSERT INTO by_status SELECT o_orderstatus, {aggregate} FROM orders GROUP BY o_orderstatus;
-""", "by_status.sql"))
+""",
+            "by_status.sql",
+        )
+    )
     return pipeline
 
 
-def test_a_checkpoint_whose_state_the_changed_query_cannot_read_is_a_clear_error(spark, kafka_bootstrap, tpch, tmp_path):
+def test_a_checkpoint_whose_state_the_changed_query_cannot_read_is_a_clear_error(
+    spark, kafka_bootstrap, tpch, tmp_path
+):
     from streamjoin.cli import exit_code
     from streamjoin.errors import IncompatibleStateError
 
@@ -71,7 +88,9 @@ def test_a_checkpoint_whose_state_the_changed_query_cannot_read_is_a_clear_error
     with pytest.raises(IncompatibleStateError) as refused:
         run_pipeline(_status_pipeline(topic, "MAX(o_orderkey)"), spark, lakehouse, kafka_bootstrap)
     message = str(refused.value)
-    assert message.startswith("pipeline 'by_status': its checkpoint holds operator state this query cannot read (Spark: STATE_STORE_")
+    assert message.startswith(
+        "pipeline 'by_status': its checkpoint holds operator state this query cannot read (Spark: STATE_STORE_"
+    )
     lake = tmp_path / "lake"
     tables = f"{lake / 'by_status'}, {lake / 'by_status_changelog'} and {lake / 'by_status_dead_letters'}"
     assert f"remove {lake / '_checkpoints' / 'by_status'} and the tables {tables}, then run again" in message

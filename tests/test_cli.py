@@ -7,14 +7,19 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from flink_cases import CASES_DIR
+
 from streamjoin import cli
 from streamjoin.cli import main
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.datagen.topics import ORDERS
 from streamjoin.errors import (
-    ChangelogError, ConnectorTimeoutError, EmbeddedKafkaError, EngineError, StateError, StreamJoinError,
+    ChangelogError,
+    ConnectorTimeoutError,
+    EmbeddedKafkaError,
+    EngineError,
+    StateError,
+    StreamJoinError,
 )
 from streamjoin.planner import load_script, sql_pipelines
 
@@ -26,7 +31,10 @@ def test_explain_prints_each_statements_plan(capsys):
     out = capsys.readouterr().out
     assert out.startswith("-- INSERT INTO orders_current SELECT * FROM orders\n== Optimized Physical Plan ==\n")
     assert "+- DropUpdateBefore(changelogMode=[I,UA,D], upsertKeys=[[o_orderkey]])" in out
-    assert "TableSourceScan(table=[[default_catalog, default_database, orders]]" in out and "changelogMode=[I,UB,UA,D]" in out
+    assert (
+        "TableSourceScan(table=[[default_catalog, default_database, orders]]" in out
+        and "changelogMode=[I,UB,UA,D]" in out
+    )
 
 
 def test_explain_warns_of_a_partitioned_sink_whose_merge_reads_the_whole_table(tmp_path, capsys):
@@ -35,15 +43,18 @@ def test_explain_warns_of_a_partitioned_sink_whose_merge_reads_the_whole_table(t
         init.write_text(
             "CREATE TABLE t (k BIGINT, d DATE, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
             "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json');\n"
-            f"CREATE TABLE s (k BIGINT, d DATE, PRIMARY KEY ({key}) NOT ENFORCED) PARTITIONED BY (d) WITH ('connector' = 'delta');\n")
+            f"CREATE TABLE s (k BIGINT, d DATE, PRIMARY KEY ({key}) NOT ENFORCED) PARTITIONED BY (d) WITH ('connector' = 'delta');\n"
+        )
         job = tmp_path / "job.sql"
         job.write_text("INSERT INTO s SELECT k, d FROM t;\n")
         assert main(["explain", "-i", str(init), str(job)]) == 0, capsys.readouterr().err
         return capsys.readouterr().out
 
     out = explain("k")
-    assert ("[WARNING] sink s: PARTITIONED BY (d) but its PRIMARY KEY (k) does not hold d: every micro-batch's MERGE "
-            "reads every partition") in out
+    assert (
+        "[WARNING] sink s: PARTITIONED BY (d) but its PRIMARY KEY (k) does not hold d: every micro-batch's MERGE "
+        "reads every partition"
+    ) in out
     assert out.index("== Optimized Physical Plan ==") < out.index("[WARNING]")
     assert "[WARNING]" not in explain("k, d")
 
@@ -52,7 +63,10 @@ def test_explain_of_invalid_sql_fails_with_the_location(tmp_path, capsys):
     bad = tmp_path / "bad.sql"
     bad.write_text("CREATE TABLE t (a INT) WITH ('connector' = 'values');\nSELECT b FROM t;\n")
     assert main(["explain", str(bad)]) == 3
-    assert capsys.readouterr().err == f"streamjoin: error: {bad}:2:8: unknown column 'b' in the FROM clause; columns: a [rule: column-exists]\n"
+    assert (
+        capsys.readouterr().err
+        == f"streamjoin: error: {bad}:2:8: unknown column 'b' in the FROM clause; columns: a [rule: column-exists]\n"
+    )
 
 
 def test_orders_current_sql_compiles_to_todays_pipeline():
@@ -74,15 +88,30 @@ def test_replay_writes_one_result_per_case(spark, tmp_path, capsys):
 @pytest.mark.e2e
 def test_run_orders_current_against_kafka_and_delta(spark, kafka_bootstrap, demo_topics, tpch, tmp_path):
     lake = tmp_path / "lake"
-    code = main(["run", str(ORDERS_CURRENT_SQL), "--available-now", "--bootstrap-servers", kafka_bootstrap,
-                 "--lakehouse", str(lake)])
+    code = main(
+        [
+            "run",
+            str(ORDERS_CURRENT_SQL),
+            "--available-now",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--lakehouse",
+            str(lake),
+        ]
+    )
     assert code == 0
     columns = ORDERS.schema.names
     expected = {tuple(o[c] for c in columns) for o in tpch.final_orders().values()}
     table = spark.read.format("delta").load(str(lake / "orders_current"))
     assert {tuple(r[c] for c in columns) for r in table.collect()} == expected  # the batch query over the final input
-    kinds = {r["_rowkind"]: r["count"] for r in
-             spark.read.format("delta").load(str(lake / "orders_current_changelog")).groupBy("_rowkind").count().collect()}
+    kinds = {
+        r["_rowkind"]: r["count"]
+        for r in spark.read.format("delta")
+        .load(str(lake / "orders_current_changelog"))
+        .groupBy("_rowkind")
+        .count()
+        .collect()
+    }
     updates = sum(1 for c in tpch.orders_changes() if c.kind.short == "+U")
     # DropUpdateBefore: the sink is keyed by the source's key, so -U never reaches it.
     assert kinds == {"+I": len(tpch.orders), "+U": updates, "-D": len(tpch.deleted_keys)}
@@ -93,8 +122,20 @@ def test_run_runs_the_pipelines_of_every_file_together(spark, kafka_bootstrap, d
     copy = tmp_path / "orders_copy.sql"
     copy.write_text(ORDERS_CURRENT_SQL.read_text().replace("orders_current", "orders_copy"))
     lake = tmp_path / "lake"
-    code = main(["run", str(ORDERS_CURRENT_SQL), str(copy), "-i", str(PROJECT_ROOT / "sql" / "catalog" / "tpch.sql"),
-                 "--available-now", "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(lake)])
+    code = main(
+        [
+            "run",
+            str(ORDERS_CURRENT_SQL),
+            str(copy),
+            "-i",
+            str(PROJECT_ROOT / "sql" / "catalog" / "tpch.sql"),
+            "--available-now",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--lakehouse",
+            str(lake),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "orders_current: " in out and "orders_copy: " in out
@@ -109,8 +150,17 @@ def test_run_runs_the_pipelines_of_every_file_together(spark, kafka_bootstrap, d
 def test_a_failing_pipeline_stops_the_others_of_the_run(spark, kafka_bootstrap, demo_topics, tmp_path, capsys):
     # orders_in_eur fails (its lookup table is missing) while orders_current runs continuously: the run
     # stops orders_current's queries and exits with the failure's status.
-    code = main(["run", str(ORDERS_CURRENT_SQL), str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"),
-                 "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(tmp_path / "lake")])
+    code = main(
+        [
+            "run",
+            str(ORDERS_CURRENT_SQL),
+            str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"),
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--lakehouse",
+            str(tmp_path / "lake"),
+        ]
+    )
     assert code == 3
     assert "streamjoin: error: lookup join: no Delta table 'customer_currencies'" in capsys.readouterr().err
     assert [q.name for q in spark.streams.active] == []
@@ -118,14 +168,19 @@ def test_a_failing_pipeline_stops_the_others_of_the_run(spark, kafka_bootstrap, 
 
 def test_initialization_scripts_declare_the_tables_a_pipeline_reads(tmp_path, capsys):
     init = tmp_path / "tables.sql"
-    init.write_text("CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'values');\nSET 'table.exec.state.ttl' = '1 h';\n")
+    init.write_text(
+        "CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'values');\nSET 'table.exec.state.ttl' = '1 h';\n"
+    )
     job = tmp_path / "job.sql"
     job.write_text("SELECT a FROM t;\n")
     assert main(["explain", "-i", str(init), str(job)]) == 0
     assert "TableSourceScan(table=[[default_catalog, default_database, t]], fields=[a, b]" in capsys.readouterr().out
     # Without -i, catalog/*.sql next to the pipeline is the default; here there is none.
     assert main(["explain", str(job)]) == 3
-    assert capsys.readouterr().err == f"streamjoin: error: {job}:1:15: unknown table or view 't'; declared: none [rule: table-exists]\n"
+    assert (
+        capsys.readouterr().err
+        == f"streamjoin: error: {job}:1:15: unknown table or view 't'; declared: none [rule: table-exists]\n"
+    )
 
 
 def test_an_initialization_script_may_not_run_queries(tmp_path, capsys):
@@ -150,11 +205,22 @@ def test_sql_pipelines_share_the_catalog_declarations():
 
 def test_run_refuses_a_missing_lookup_table_before_anything_starts(spark, tmp_path, capsys):
     lake = tmp_path / "lake"
-    code = main(["run", str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"), "--available-now",
-                 "--bootstrap-servers", "127.0.0.1:9", "--lakehouse", str(lake)])
+    code = main(
+        [
+            "run",
+            str(PROJECT_ROOT / "sql" / "orders_in_eur.sql"),
+            "--available-now",
+            "--bootstrap-servers",
+            "127.0.0.1:9",
+            "--lakehouse",
+            str(lake),
+        ]
+    )
     assert code == 3
     err = capsys.readouterr().err
-    assert err.startswith(f"streamjoin: error: lookup join: no Delta table 'customer_currencies' at {lake}/customer_currencies (")
+    assert err.startswith(
+        f"streamjoin: error: lookup join: no Delta table 'customer_currencies' at {lake}/customer_currencies ("
+    )
     assert err.endswith("create it before the pipeline starts (the demo's Dagster asset 'customer_currencies' does)\n")
     assert not (lake / "orders_in_eur").exists()  # nothing was created: no sink, no checkpoint
 
@@ -165,16 +231,38 @@ TABLES = "CREATE TABLE t (a INT, b STRING) WITH ('connector' = 'values');\n"
 
 def streamjoin(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "STREAMJOIN_DEBUG"}
-    return subprocess.run([str(STREAMJOIN), *args], capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
-                          env={**base, **(env or {})})
+    return subprocess.run(
+        [str(STREAMJOIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=PROJECT_ROOT,
+        env={**base, **(env or {})},
+    )
 
 
-@pytest.mark.parametrize("sql, code, message", [
-    (TABLES + "SELECT c FROM t;\n", 3, "{file}:2:8: unknown column 'c' in the FROM clause; columns: a, b [rule: column-exists]"),
-    (TABLES + "SELECT a FROM t ORDER BY a;\n", 4, "{file}:2:26: ORDER BY is not supported in a streaming query: a streaming query has no order; sort when reading the sink table [rule: supported-clauses]"),
-    (TABLES + "CREATE TABLE s (b STRING, n BIGINT) WITH ('connector' = 'delta');\nINSERT INTO s SELECT b, COUNT(*) FROM t GROUP BY b;\n",
-     5, "{file}:3:13: table sink 's' doesn't support consuming update changes which are produced by node GroupAggregate("),
-], ids=["invalid-sql", "unsupported", "sink"])
+@pytest.mark.parametrize(
+    "sql, code, message",
+    [
+        (
+            TABLES + "SELECT c FROM t;\n",
+            3,
+            "{file}:2:8: unknown column 'c' in the FROM clause; columns: a, b [rule: column-exists]",
+        ),
+        (
+            TABLES + "SELECT a FROM t ORDER BY a;\n",
+            4,
+            "{file}:2:26: ORDER BY is not supported in a streaming query: a streaming query has no order; sort when reading the sink table [rule: supported-clauses]",
+        ),
+        (
+            TABLES
+            + "CREATE TABLE s (b STRING, n BIGINT) WITH ('connector' = 'delta');\nINSERT INTO s SELECT b, COUNT(*) FROM t GROUP BY b;\n",
+            5,
+            "{file}:3:13: table sink 's' doesn't support consuming update changes which are produced by node GroupAggregate(",
+        ),
+    ],
+    ids=["invalid-sql", "unsupported", "sink"],
+)
 def test_a_sql_error_is_one_line_with_its_exit_status(tmp_path, sql, code, message):
     file = tmp_path / "job.sql"
     file.write_text(sql)
@@ -185,13 +273,20 @@ def test_a_sql_error_is_one_line_with_its_exit_status(tmp_path, sql, code, messa
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("args, message", [
-    (["explain", "sql/no_such_pipeline.sql"], "argument file: sql/no_such_pipeline.sql: no such file"),
-    (["explain", "sql"], "argument file: sql: is a directory"),
-    (["replay", "tests/data/flink-cases/cases/join_left.json", "--out-dir", "out", "--micro-batch-rows", "0"], "argument --micro-batch-rows: must be an integer >= 1, got '0'"),
-    (["plan", "x.sql"], "argument command: invalid choice: 'plan'"),
-    ([], "the following arguments are required: command"),
-], ids=["missing-file", "directory", "bad-option", "unknown-command", "no-command"])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["explain", "sql/no_such_pipeline.sql"], "argument file: sql/no_such_pipeline.sql: no such file"),
+        (["explain", "sql"], "argument file: sql: is a directory"),
+        (
+            ["replay", "tests/data/flink-cases/cases/join_left.json", "--out-dir", "out", "--micro-batch-rows", "0"],
+            "argument --micro-batch-rows: must be an integer >= 1, got '0'",
+        ),
+        (["plan", "x.sql"], "argument command: invalid choice: 'plan'"),
+        ([], "the following arguments are required: command"),
+    ],
+    ids=["missing-file", "directory", "bad-option", "unknown-command", "no-command"],
+)
 def test_a_usage_error_names_what_is_wrong_in_one_line_with_status_2(args, message):
     result = streamjoin(*args)
     assert result.returncode == 2, result.stderr
@@ -207,7 +302,10 @@ def test_debug_adds_the_traceback(tmp_path, debug):
         assert result.returncode == 3
         assert result.stderr.startswith("Traceback (most recent call last):\n")
         assert "streamjoin.errors.ValidationError: " in result.stderr
-        assert result.stderr.endswith("streamjoin: error: " + f"{file}:2:8: unknown column 'c' in the FROM clause; columns: a, b [rule: column-exists]\n")
+        assert result.stderr.endswith(
+            "streamjoin: error: "
+            + f"{file}:2:8: unknown column 'c' in the FROM clause; columns: a, b [rule: column-exists]\n"
+        )
 
 
 def test_the_help_documents_the_exit_statuses():
@@ -217,15 +315,19 @@ def test_the_help_documents_the_exit_statuses():
         assert f"\n  {code} " in result.stdout
 
 
-@pytest.mark.parametrize("error, code", [
-    (ChangelogError("change #3 -D[1] retracts a row that is not present"), 6),
-    (StateError("cannot retract"), 6),
-    (EmbeddedKafkaError("the embedded Kafka broker died"), 7),
-    (ConnectorTimeoutError("topic leaders within 30 s"), 7),
-    (EngineError("streamjoin-operators.jar 0.1.0 was built for Spark 4.1.0; this is Spark 4.2.0"), 8),
-    (StreamJoinError("an error of no narrower class"), 1),
-    (KeyboardInterrupt(), 130),
-], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v))
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (ChangelogError("change #3 -D[1] retracts a row that is not present"), 6),
+        (StateError("cannot retract"), 6),
+        (EmbeddedKafkaError("the embedded Kafka broker died"), 7),
+        (ConnectorTimeoutError("topic leaders within 30 s"), 7),
+        (EngineError("streamjoin-operators.jar 0.1.0 was built for Spark 4.1.0; this is Spark 4.2.0"), 8),
+        (StreamJoinError("an error of no narrower class"), 1),
+        (KeyboardInterrupt(), 130),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
+)
 def test_errors_the_subcommands_raise_at_run_time_map_to_their_status(monkeypatch, capsys, error, code):
     # Changelog, state and connector errors come from a running query: raised here in place of one.
     def fails(args):
@@ -256,8 +358,13 @@ def test_run_without_a_kafka_cluster_says_how_to_start_one(tmp_path):
         "INSERT INTO snk SELECT k, v FROM src;\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
-    result = subprocess.run([str(STREAMJOIN), "run", str(job), "--available-now"], capture_output=True,
-                            text=True, timeout=120, env={**env, "STREAMJOIN_LOCAL_DIR": str(tmp_path / "local")})
+    result = subprocess.run(
+        [str(STREAMJOIN), "run", str(job), "--available-now"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "STREAMJOIN_LOCAL_DIR": str(tmp_path / "local")},
+    )
     assert result.returncode == 7, result.stderr
     assert result.stderr == (
         "streamjoin: error: no Kafka cluster to use: start the local broker with `make kafka` (or `streamjoin kafka "
@@ -272,18 +379,22 @@ def test_kafka_usage_errors_and_status_codes_are_documented(capsys):
     assert usage.value.code == 2
     assert "must be a port in 1..65535, got '70000'" in capsys.readouterr().err
     docs = (PROJECT_ROOT / "docs" / "cli.md").read_text()
-    for line in ("| 0 | running: the process is alive and answers a metadata request |",
-                 "| 1 | dead: the state file is left, its process is gone |",
-                 "| 3 | stopped: no state file |",
-                 "| 4 | unknown: the process is alive but answers no metadata request |"):
+    for line in (
+        "| 0 | running: the process is alive and answers a metadata request |",
+        "| 1 | dead: the state file is left, its process is gone |",
+        "| 3 | stopped: no state file |",
+        "| 4 | unknown: the process is alive but answers no metadata request |",
+    ):
         assert line in docs
 
 
 def test_run_refuses_two_pipelines_writing_one_table():
     result = streamjoin("run", str(ORDERS_CURRENT_SQL), str(ORDERS_CURRENT_SQL), "--bootstrap-servers", "127.0.0.1:9")
     assert result.returncode == 3, result.stderr
-    assert result.stderr == ("streamjoin: error: more than one INSERT INTO orders_current: each table is written by one "
-                             "pipeline, which keeps its checkpoints under _checkpoints/<table>/\n")
+    assert result.stderr == (
+        "streamjoin: error: more than one INSERT INTO orders_current: each table is written by one "
+        "pipeline, which keeps its checkpoints under _checkpoints/<table>/\n"
+    )
 
 
 def test_a_python_exception_in_the_sinks_foreach_batch_is_named_on_the_one_line(monkeypatch, capsys):

@@ -14,8 +14,8 @@ import time
 
 import pytest
 from dagster import DagsterRunStatus
-
 from dagster_dev_server import DagsterDev
+
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.datagen.topics import load_topics
 
@@ -32,10 +32,14 @@ TICK_AFTER = dt.timedelta(seconds=75)
 def _turn_on(dev: DagsterDev, kind: str, name: str) -> str:
     """Start the schedule or sensor ``name`` (``kind``: ``Schedule`` / ``Sensor``) as the UI's toggle does; its status."""
     field = kind.lower()
-    result = {"Schedule": "... on ScheduleStateResult { scheduleState { status } }",
-              "Sensor": "... on Sensor { sensorState { status } }"}[kind]
-    query = (f"mutation($selector: {kind}Selector!) {{ start{kind}({field}Selector: $selector) "
-             f"{{ __typename {result} ... on PythonError {{ message }} }} }}")
+    result = {
+        "Schedule": "... on ScheduleStateResult { scheduleState { status } }",
+        "Sensor": "... on Sensor { sensorState { status } }",
+    }[kind]
+    query = (
+        f"mutation($selector: {kind}Selector!) {{ start{kind}({field}Selector: $selector) "
+        f"{{ __typename {result} ... on PythonError {{ message }} }} }}"
+    )
     selector = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", f"{field}Name": name}
     answer = dev.graphql(query, {"selector": selector})[f"start{kind}"]
     assert f"{field}State" in answer, answer
@@ -51,7 +55,7 @@ def _launched(dev: DagsterDev, job: str, deadline: float):
 
 
 def test_the_daemon_launches_the_daily_schedule_and_the_lag_sensor_runs(tmp_path, tpch):
-    tick = (dt.datetime.now(dt.timezone.utc) + TICK_AFTER + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
+    tick = (dt.datetime.now(dt.UTC) + TICK_AFTER + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
     workspace = tmp_path / "workspace.yaml"
     workspace.write_text(
         "load_from:\n  - python_file:\n"
@@ -65,14 +69,20 @@ def test_the_daemon_launches_the_daily_schedule_and_the_lag_sensor_runs(tmp_path
         dev.wait_ready()
         assert _turn_on(dev, "Sensor", f"{PIPELINE}_kafka_lag") == "RUNNING"
         assert _turn_on(dev, "Schedule", f"{PIPELINE}_daily") == "RUNNING"
-        assert dt.datetime.now(dt.timezone.utc) < tick - dt.timedelta(seconds=5), f"dagster dev started too late for the tick at {tick}"
+        assert dt.datetime.now(dt.UTC) < tick - dt.timedelta(seconds=5), (
+            f"dagster dev started too late for the tick at {tick}"
+        )
 
         catch_up = _launched(dev, f"{PIPELINE}_job", time.monotonic() + 120)
         # Queued before the tick: the day's run comes second in the queue and waits in the pool for this one.
-        assert dt.datetime.now(dt.timezone.utc) < tick, f"the sensor's run was launched after the schedule's tick at {tick}"
+        assert dt.datetime.now(dt.UTC) < tick, f"the sensor's run was launched after the schedule's tick at {tick}"
         assert catch_up.tags["dagster/sensor_name"] == f"{PIPELINE}_kafka_lag"
         assert catch_up.tags["kafka_lag"] == str(records["order_events"] + records["shipments"])
-        daily = _launched(dev, f"{PIPELINE}_daily_job", time.monotonic() + (tick - dt.datetime.now(dt.timezone.utc)).total_seconds() + 120)
+        daily = _launched(
+            dev,
+            f"{PIPELINE}_daily_job",
+            time.monotonic() + (tick - dt.datetime.now(dt.UTC)).total_seconds() + 120,
+        )
         assert daily.tags["dagster/schedule_name"] == f"{PIPELINE}_daily"
         assert daily.tags["dagster/partition"] == (tick.date() - dt.timedelta(days=1)).isoformat()
 

@@ -33,7 +33,7 @@ def test_the_daily_schedule_is_stopped_by_default_and_asks_for_the_previous_day(
     schedule = daily_schedule(_definition(PIPELINE))
     assert daily_schedule(_definition("orders_in_eur")) is None
     assert schedule.name == f"{PIPELINE}_daily" and schedule.default_status == DefaultScheduleStatus.STOPPED
-    tick = dt.datetime(2024, 3, 5, 0, 5, tzinfo=dt.timezone.utc)
+    tick = dt.datetime(2024, 3, 5, 0, 5, tzinfo=dt.UTC)
     [request] = schedule.evaluate_tick(build_schedule_context(scheduled_execution_time=tick)).run_requests
     assert request.partition_key == "2024-03-04"
 
@@ -44,12 +44,18 @@ def test_materialising_a_partition_replaces_that_day(spark, kafka_bootstrap, dem
     day = placed[len(placed) // 2]
     lake = tmp_path / "lake"
     result = materialize(
-        [sql_pipeline_assets(_definition(PIPELINE))], partition_key=day.isoformat(),
-        resources={"spark": SparkResource(master=None), "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
-                   "lakehouse": LakehouseResource(root=str(lake))},
+        [sql_pipeline_assets(_definition(PIPELINE))],
+        partition_key=day.isoformat(),
+        resources={
+            "spark": SparkResource(master=None),
+            "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
+            "lakehouse": LakehouseResource(root=str(lake)),
+        },
     )
     assert result.success
     table = spark.read.format("delta").load(str(lake / PIPELINE))
     assert table.count() == table.where(F.col("o_orderday") == F.lit(day)).count() > 0
-    [materialization] = [m for m in result.asset_materializations_for_node(PIPELINE) if m.asset_key == AssetKey(PIPELINE)]
+    [materialization] = [
+        m for m in result.asset_materializations_for_node(PIPELINE) if m.asset_key == AssetKey(PIPELINE)
+    ]
     assert materialization.partition == day.isoformat() and materialization.metadata["rows"].value == table.count()

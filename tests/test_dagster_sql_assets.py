@@ -38,7 +38,9 @@ def test_a_new_sql_file_adds_its_assets_with_lineage_from_the_plan(tmp_path):
     # Upstream: the topic the plan scans and the Delta table it looks up; not the tables it does not read.
     assert {d.asset_key for d in table.deps} == {AssetKey(["kafka", "order_events"]), AssetKey("customer_currencies")}
     assert {d.asset_key for d in changelog.deps} == {d.asset_key for d in table.deps}
-    assert table.description == "orders_per_customer: each euro customer's order count.\nA second line of the description."
+    assert (
+        table.description == "orders_per_customer: each euro customer's order count.\nA second line of the description."
+    )
     assert table.metadata["primary_key"] == "o_custkey"
     assert "GroupAggregate(groupBy=[o_custkey]" in table.metadata["plan"].value
     assert table.metadata["parallelism"] == 4 and pipeline.pipeline.parallelism == 4
@@ -53,8 +55,15 @@ def test_the_code_location_has_an_asset_per_sql_pipeline():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     names = {p.pipeline.name for p in load_sql_pipelines()}
-    assert names == {"orders_current", "lineitem_with_order", "orders_in_eur", "orders_shipped_fast", "orders_by_status",
-                     "part_price_over", "lineitem_revenue_by_status"}
+    assert names == {
+        "orders_current",
+        "lineitem_with_order",
+        "orders_in_eur",
+        "orders_shipped_fast",
+        "orders_by_status",
+        "part_price_over",
+        "lineitem_revenue_by_status",
+    }
     assert names | {f"{n}_changelog" for n in names} <= keys
     assert {"kafka/orders", "kafka/lineitem", "kafka/order_events", "kafka/shipments", "kafka/rates"} <= keys
     upstream = {k.to_user_string() for k in graph.get(AssetKey("part_price_over")).parent_keys}
@@ -70,6 +79,7 @@ def test_every_sql_pipeline_has_a_backfill_and_a_streaming_job():
             assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {name, f"{name}_changelog"}
         # A day-partitioned pipeline's jobs are partitioned: Dagster keeps their config per partition.
         config = streaming.run_config or streaming.partitioned_config.get_run_config_for_partition_key(
-            streaming.partitions_def.get_first_partition_key())
+            streaming.partitions_def.get_first_partition_key()
+        )
         assert config["ops"] == {name: {"config": {"available_now": False}}}
         assert not backfill.run_config  # the asset's default: available_now=True

@@ -14,7 +14,9 @@ import time
 
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
+from dagster_dev_server import FINISHED, DagsterDev
 from dagster_graphql import DagsterGraphQLClient
+from processes import alive
 
 from checks.batch_inputs import BatchInputs
 from checks.expectations import table_difference
@@ -22,21 +24,37 @@ from checks.orders_current import expected_orders_current
 from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
-from dagster_dev_server import FINISHED, DagsterDev
-from processes import alive
 
 pytestmark = pytest.mark.e2e
 
 #: What every observation of a continuous run carries (numeric metadata; per partition for offsets and lag).
-OBSERVED = {"micro_batches", "input_rows", "rows_per_second", "batch_duration_ms", "changes[+I]", "changes[-U]",
-            "changes[+U]", "changes[-D]", "dead_letters", "offset[orders/0]", "offset[orders/1]", "lag[orders/0]",
-            "lag[orders/1]", "lag", "state_rows", "state_bytes"}
+OBSERVED = {
+    "micro_batches",
+    "input_rows",
+    "rows_per_second",
+    "batch_duration_ms",
+    "changes[+I]",
+    "changes[-U]",
+    "changes[+U]",
+    "changes[-D]",
+    "dead_letters",
+    "offset[orders/0]",
+    "offset[orders/1]",
+    "lag[orders/0]",
+    "lag[orders/1]",
+    "lag",
+    "state_rows",
+    "state_bytes",
+}
 
 
 def _observations(dev: DagsterDev, run_id: str) -> list[dict]:
     records = dev.instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_OBSERVATION).records
-    return [{k: v.value for k, v in r.event_log_entry.asset_observation.metadata.items()} for r in records
-            if r.event_log_entry.asset_observation.asset_key.to_user_string() == "orders_current"]
+    return [
+        {k: v.value for k, v in r.event_log_entry.asset_observation.metadata.items()}
+        for r in records
+        if r.event_log_entry.asset_observation.asset_key.to_user_string() == "orders_current"
+    ]
 
 
 def _wait_for(predicate, what: str, dev: DagsterDev, run_id: str, timeout_s: float = 400):
@@ -55,7 +73,11 @@ def _offsets(observation: dict) -> int:
 def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(tmp_path_factory, spark, tpch):
     root = tmp_path_factory.mktemp("dagster-streaming")
     records = [(str(c.row["o_orderkey"]), debezium_record(c)) for c in tpch.orders_changes()]
-    parts = [records[: len(records) // 3], records[len(records) // 3: 2 * len(records) // 3], records[2 * len(records) // 3:]]
+    parts = [
+        records[: len(records) // 3],
+        records[len(records) // 3 : 2 * len(records) // 3],
+        records[2 * len(records) // 3 :],
+    ]
     with EmbeddedKafka(root / "kafka") as broker:
         bootstrap = broker.bootstrap_servers
         ensure_topics(bootstrap, {ORDERS.topic: 2})
@@ -63,8 +85,10 @@ def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(t
         dev = DagsterDev(root, env={"KAFKA_BOOTSTRAP_SERVERS": bootstrap})
         try:
             dev.wait_ready()
-            live = dev.submit("orders_current_streaming_job",
-                              {"ops": {"orders_current": {"config": {"available_now": False, "report_every": 1}}}})
+            live = dev.submit(
+                "orders_current_streaming_job",
+                {"ops": {"orders_current": {"config": {"available_now": False, "report_every": 1}}}},
+            )
             dev.wait(live, {DagsterRunStatus.STARTED, *FINISHED})
             first = _wait_for(lambda: _observations(dev, live), "an observation of the continuous run", dev, live)[0]
             assert OBSERVED <= set(first), sorted(first)
@@ -74,7 +98,12 @@ def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(t
             # Records produced while it runs: later batches read them, and report offsets that far.
             produce(bootstrap, ORDERS.topic, parts[1])
             read = len(parts[0]) + len(parts[1])
-            _wait_for(lambda: any(_offsets(o) == read for o in _observations(dev, live)), "the second part's offsets", dev, live)
+            _wait_for(
+                lambda: any(_offsets(o) == read for o in _observations(dev, live)),
+                "the second part's offsets",
+                dev,
+                live,
+            )
 
             processes = dev.run_processes(live)  # the run worker and its Spark driver's JVM
             assert any("org.apache.spark.deploy.SparkSubmit" in args for args in processes.values()), processes
@@ -93,9 +122,13 @@ def test_a_terminated_continuous_run_reports_live_and_the_catch_up_run_resumes(t
 
             catch_up = dev.wait(dev.submit("orders_current_job"))
             assert catch_up.status == DagsterRunStatus.SUCCESS, dev.failure(catch_up.run_id)
-            [meta] = [r.event_log_entry.asset_materialization.metadata
-                      for r in dev.instance.get_records_for_run(catch_up.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
-                      if r.event_log_entry.asset_materialization.asset_key.to_user_string() == "orders_current"]
+            [meta] = [
+                r.event_log_entry.asset_materialization.metadata
+                for r in dev.instance.get_records_for_run(
+                    catch_up.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+                ).records
+                if r.event_log_entry.asset_materialization.asset_key.to_user_string() == "orders_current"
+            ]
             assert meta["records_read"].value == {"orders": len(parts[2])}  # from the checkpoint on
             assert meta["input_rows"].value == len(parts[2]) and meta["lag"].value == 0
             assert meta["offset[orders/0]"].value + meta["offset[orders/1]"].value == len(records)

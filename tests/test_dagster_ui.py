@@ -21,8 +21,8 @@ import time
 
 import pytest
 from dagster import AssetKey, DagsterRunStatus, RunsFilter
-
 from dagster_dev_server import FINISHED, DagsterDev
+
 from streamjoin.config import PROJECT_ROOT, local_dir
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +40,9 @@ def test_definitions_load_in_a_bare_interpreter():
     code = "import dagster_project.definitions as d; print('loaded', len(d.defs.resolve_all_job_defs()))"
     result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("loaded "), f"the interpreter exited before the definitions loaded:\n{result.stdout}\n{result.stderr}"
+    assert result.stdout.startswith("loaded "), (
+        f"the interpreter exited before the definitions loaded:\n{result.stdout}\n{result.stderr}"
+    )
     assert int(result.stdout.split()[1]) > 10
 
 
@@ -65,9 +67,17 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     # Without the background-networking flags Chromium keeps calling home through a closed network.
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1600,1000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1000",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
     driver.implicitly_wait(0)
@@ -143,7 +153,10 @@ def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev
         time.sleep(1)
     [second] = [r.run_id for r in new if r.run_id != first]
     # A launched run is created NOT_STARTED and then submitted to the queue.
-    assert dagster_dev.wait(second, {s for s in DagsterRunStatus if s != DagsterRunStatus.NOT_STARTED}, 60).status == DagsterRunStatus.QUEUED
+    assert (
+        dagster_dev.wait(second, {s for s in DagsterRunStatus if s != DagsterRunStatus.NOT_STARTED}, 60).status
+        == DagsterRunStatus.QUEUED
+    )
     assert dagster_dev.instance.get_run_by_id(first).status in {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
     # Another pipeline holds another pool: it starts beside the first run, ahead of the queued second. It is
     # launched with `dagster job launch`, the CLI's way into the same queue and run worker.
@@ -175,9 +188,13 @@ def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev
 
     # The asset's lineage graph: its node shows the checks' outcome beside the materialisation.
     driver.get(f"{dagster_dev.url}/assets/orders_current?view=lineage")
-    passed = WebDriverWait(driver, 60).until(lambda d: re.search(r"(\d+) / (\d+) Passed", d.find_element("tag name", "body").text))
+    passed = WebDriverWait(driver, 60).until(
+        lambda d: re.search(r"(\d+) / (\d+) Passed", d.find_element("tag name", "body").text)
+    )
     _shot(driver, "5-asset-graph-with-checks")
-    own = [name for name in dagster_dev.check_results(second) if name.startswith("orders_current:")]  # not the changelog's
+    own = [
+        name for name in dagster_dev.check_results(second) if name.startswith("orders_current:")
+    ]  # not the changelog's
     assert passed[1] == passed[2] == str(len(own)), passed[0]
 
     # The primary-key check of the second run, as its detail in the Checks tab shows it.
@@ -226,7 +243,11 @@ def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, brow
     _materialize_selected(driver)
     # The dialog opens on the recent days; the pipeline's partitions start in 2002.
     _click(driver, "//*[normalize-space()='Show all partitions']")
-    field = WebDriverWait(driver, 60).until(lambda d: [i for i in d.find_elements("xpath", "//input[starts-with(@placeholder, 'ex: ')]") if i.is_displayed()])[0]
+    field = WebDriverWait(driver, 60).until(
+        lambda d: [
+            i for i in d.find_elements("xpath", "//input[starts-with(@placeholder, 'ex: ')]") if i.is_displayed()
+        ]
+    )[0]
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(Keys.DELETE, f"[{days[0]}...{days[1]}]", Keys.ENTER)
     _shot(driver, "8-backfill-dialog-two-days")
@@ -243,7 +264,11 @@ def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, brow
     # A bound on a hang, not a speed test: the run starts a Spark driver, recomputes the days (two queries, four
     # micro-batches) and runs five checks; it took 3 to 10 minutes with the other test worker busy beside it.
     deadline = time.monotonic() + 1200
-    while (status := dagster_dev.instance.get_backfill(backfill.backfill_id).status) in {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING}:
+    while (status := dagster_dev.instance.get_backfill(backfill.backfill_id).status) in {
+        BulkActionStatus.REQUESTED,
+        BulkActionStatus.CANCELING,
+        BulkActionStatus.FAILING,
+    }:
         assert time.monotonic() < deadline, f"backfill {backfill.backfill_id} still {status} after 1200 s"
         time.sleep(2)
     driver.get(f"{dagster_dev.url}/runs/b/{backfill.backfill_id}")
@@ -252,12 +277,19 @@ def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, brow
     runs = dagster_dev.instance.get_runs(filters=RunsFilter(tags={BACKFILL_ID_TAG: backfill.backfill_id}))
     assert len(runs) == 1, runs
     assert runs[0].status == DagsterRunStatus.SUCCESS, dagster_dev.failure(runs[0].run_id)
-    assert status == BulkActionStatus.COMPLETED_SUCCESS and "Succeeded" in driver.find_element("tag name", "body").text, status
+    assert (
+        status == BulkActionStatus.COMPLETED_SUCCESS and "Succeeded" in driver.find_element("tag name", "body").text
+    ), status
     checks = dagster_dev.check_results(runs[0].run_id)
     assert checks and all(c.passed for c in checks.values()), checks
     assert {f"{asset}:{asset}_equals_batch_query", f"{asset}:{asset}_equals_batch_interval_join"} <= set(checks)
     for key in (asset, f"{asset}_changelog"):
         assert dagster_dev.instance.get_materialized_partitions(AssetKey(key)) == set(days), key
-    [materialization] = [r.event_log_entry.asset_materialization for r in dagster_dev.instance.fetch_materializations(AssetKey(asset), limit=10).records
-                         if r.run_id == runs[0].run_id and r.event_log_entry.asset_materialization.partition == days[0]]
-    assert materialization.metadata["days"].value == f"{days[0]}..{days[1]}" and materialization.metadata["rows"].value > 0
+    [materialization] = [
+        r.event_log_entry.asset_materialization
+        for r in dagster_dev.instance.fetch_materializations(AssetKey(asset), limit=10).records
+        if r.run_id == runs[0].run_id and r.event_log_entry.asset_materialization.partition == days[0]
+    ]
+    assert (
+        materialization.metadata["days"].value == f"{days[0]}..{days[1]}" and materialization.metadata["rows"].value > 0
+    )

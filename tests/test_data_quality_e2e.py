@@ -21,24 +21,33 @@ def orders_report() -> None:
 def _run(definition, checks, resources):
     return materialize(
         [*topic_specs([definition]), pipeline_assets(definition), orders_report, *checks],
-        resources=resources, instance=DagsterInstance.ephemeral(), raise_on_error=False,
+        resources=resources,
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
     )
 
 
-def test_a_corrupted_sink_table_fails_its_blocking_check_and_stops_downstream(spark, kafka_bootstrap, demo_topics, tmp_path, monkeypatch):
+def test_a_corrupted_sink_table_fails_its_blocking_check_and_stops_downstream(
+    spark, kafka_bootstrap, demo_topics, tmp_path, monkeypatch
+):
     monkeypatch.setenv(GX_HOME_ENV, str(tmp_path / "gx"))
     [definition] = [d for d in load_sql_pipelines() if d.pipeline.name == "orders_current"]
     checks = [c.definition() for c in generic_checks([definition.pipeline])]
     lake = tmp_path / "lake"
     resources = {
-        "spark": SparkResource(), "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
+        "spark": SparkResource(),
+        "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
         "lakehouse": LakehouseResource(root=str(lake)),
     }
 
     clean = _run(definition, checks, resources)
     assert clean.success
     verdicts = {c.check_name: c for c in clean.get_asset_check_evaluations()}
-    assert set(verdicts) == {"orders_current_primary_key", "orders_current_changelog_well_formed", "orders_current_equals_batch_query"}
+    assert set(verdicts) == {
+        "orders_current_primary_key",
+        "orders_current_changelog_well_formed",
+        "orders_current_equals_batch_query",
+    }
     assert all(c.passed for c in verdicts.values()), verdicts
     assert AssetKey("orders_report") in {m.asset_key for m in clean.get_asset_materialization_events()}
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from flink_cases import load_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from operator_replay import flink_watermarks, replay_keyed
 from pyspark.sql import Row
 
-from flink_cases import load_case
-from operator_replay import flink_watermarks, replay_keyed
 from streamjoin.changelog import ChangelogError, RowKind, materialize
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner import plan_script
@@ -38,10 +38,16 @@ def test_flink_case_dedup_keep_last_on_proctime():
 def test_an_updating_input_never_reaches_deduplication():
     # docs/semantics.md §1.9: retractions cannot reach the operator; the planner refuses the query (Flink 2.3.0
     # plans a Top-1 Rank there instead), and the operator itself refuses a non-+I row loudly.
-    ddl = ("CREATE TABLE T (k INT, v STRING, pt AS PROCTIME()) WITH ('connector' = 'values', "
-           "'changelog-mode' = 'I,UB,UA,D');\n")
-    query = "SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt DESC) AS rn FROM T) WHERE rn = 1;"
-    with pytest.raises(UnsupportedPlanError, match=r"deduplication consumes insert-only input.*\[rule: deduplicate-insert-only\]"):
+    ddl = (
+        "CREATE TABLE T (k INT, v STRING, pt AS PROCTIME()) WITH ('connector' = 'values', "
+        "'changelog-mode' = 'I,UB,UA,D');\n"
+    )
+    query = (
+        "SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt DESC) AS rn FROM T) WHERE rn = 1;"
+    )
+    with pytest.raises(
+        UnsupportedPlanError, match=r"deduplication consumes insert-only input.*\[rule: deduplicate-insert-only\]"
+    ):
         plan_script(ddl + query)
     with pytest.raises(ChangelogError, match="deduplicate consumes an insert-only changelog; got -D"):
         check_insert(Row(_rowkind="-D", _seq=0), "deduplicate")
@@ -98,7 +104,7 @@ def test_rowtime_keep_last_keeps_the_greatest_time_and_the_later_of_equal_times(
 def test_rowtime_keep_first_waits_for_the_watermark_and_drops_late_rows():
     fn = deduplicate_function("first", rowtime=True)
     state = DedupState()
-    fire = lambda t: fn.on_timer(state, t)  # noqa: E731
+    fire = lambda t: fn.on_timer(state, t)
     assert fn.process_element(state, ("k", "a"), 10) == []
     assert fn.process_element(state, ("k", "b"), 7) == []  # earlier time replaces the waiting row
     assert fn.process_element(state, ("k", "c"), 7) == []  # equal time: the earlier arrival stays
@@ -138,7 +144,7 @@ def expected_rows(rows, keep, rowtime, late=None):
 @settings(max_examples=200, deadline=None)
 @given(streams, st.sampled_from(["first", "last"]))
 def test_processing_time_and_keep_last_on_time_materialise_to_the_batch_result(rows, keep):
-    for rowtime in ([False, True] if keep == "last" else [False]):
+    for rowtime in [False, True] if keep == "last" else [False]:
         fn = deduplicate_function(keep, rowtime=rowtime)
         out = replay_keyed(lambda s, r: fn.process_element(s, r, r[1]), DedupState, [(r[0], r) for r in rows])
         assert materialize(out) == expected_rows(rows, keep, rowtime)

@@ -17,11 +17,16 @@ import random
 from collections import Counter
 
 import pytest
+from operator_replay import (
+    SENTINEL,
+    SENTINEL_MS,
+    collect_packed,
+    pack,
+    small_queries,  # noqa: F401  (fixture)
+)
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from operator_replay import small_queries  # noqa: F401  (fixture)
-from operator_replay import SENTINEL, SENTINEL_MS, collect_packed, pack
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.runtime.deduplicate import deduplicate
@@ -74,7 +79,7 @@ def test_seeded_random_stream_materialises_to_the_batch_query(spark, engine, tmp
     )
 
     def as_ms(text):
-        return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+        return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp() * 1000)
 
     got = {name: [(kind, (k, as_ms(t), v)) for _, kind, (k, t, v) in changes] for name, changes in results.items()}
     # Spark's watermark in a micro-batch: the batches before, minus the delay; keep-first drops t < it.
@@ -88,14 +93,22 @@ def test_seeded_random_stream_materialises_to_the_batch_query(spark, engine, tmp
     assert materialize(got["last_rowtime"]) == batch_dedup(rows, "last", True)
     assert materialize(got["first_proctime"]) == batch_dedup(rows, "first", False)
     assert {kind for kind, _ in got["first_rowtime"] + got["first_proctime"]} == {RowKind.INSERT}
-    dropped = spark.read.format("statestore").option("path", str(tmp_path / "checkpoint")).option(
-        "stateVarName", LATE_STATE
-    ).option("operatorId", 0).load()
+    dropped = (
+        spark.read.format("statestore")
+        .option("path", str(tmp_path / "checkpoint"))
+        .option("stateVarName", LATE_STATE)
+        .option("operatorId", 0)
+        .load()
+    )
     assert sum(r.value[0] for r in dropped.collect()) == len(late)
     if engine == "jvm":
         # A key whose row was emitted has no timer pending: it keeps its deduplication row and no timer row
         # (the watermark it reached is the clock's, read again on its next visit). Only the sentinel waits.
-        timers = spark.read.format("statestore").option("path", str(tmp_path / "checkpoint")).option(
-            "stateVarName", "timers"
-        ).option("operatorId", 0).load()
+        timers = (
+            spark.read.format("statestore")
+            .option("path", str(tmp_path / "checkpoint"))
+            .option("stateVarName", "timers")
+            .option("operatorId", 0)
+            .load()
+        )
         assert {r.key[0] for r in timers.collect()} <= {SENTINEL}

@@ -15,14 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import DAYS, SCALE_FACTOR
 
 from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka_admin import ensure_topics, produce
 from streamjoin.datagen.topics import ORDERS, debezium_record
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
 from streamjoin.planner import load_script, sql_pipelines
-
-from conftest import DAYS, SCALE_FACTOR
 
 
 def orders_pipeline(name: str, topic: str = "orders") -> Pipeline:
@@ -55,10 +54,22 @@ def test_upsert_table_equals_batch_recomputation(spark, kafka_bootstrap, demo_to
     assert len(expected) < len(tpch.orders)  # the input really deletes orders
     assert rows(spark, lakehouse.table_path("orders_current"), columns) == expected
 
-    kinds = {r["_rowkind"]: r["count"] for r in spark.read.format("delta").load(lakehouse.table_path("orders_current_changelog")).groupBy("_rowkind").count().collect()}
+    kinds = {
+        r["_rowkind"]: r["count"]
+        for r in spark.read.format("delta")
+        .load(lakehouse.table_path("orders_current_changelog"))
+        .groupBy("_rowkind")
+        .count()
+        .collect()
+    }
     updates = sum(1 for c in tpch.orders_changes() if c.kind.short == "+U")
     assert kinds == {"+I": len(tpch.orders), "-U": updates, "+U": updates, "-D": len(tpch.deleted_keys)}
-    offsets = spark.read.format("delta").load(lakehouse.table_path("orders_current_changelog")).select("_source_offsets").first()[0]
+    offsets = (
+        spark.read.format("delta")
+        .load(lakehouse.table_path("orders_current_changelog"))
+        .select("_source_offsets")
+        .first()[0]
+    )
     assert json.loads(offsets)[0]["orders"]  # end offsets per partition of the batch
 
 
@@ -99,7 +110,7 @@ def test_replayed_micro_batch_duplicates_and_loses_nothing(spark, kafka_bootstra
     first, second = changes[:500], changes[500:]
     lakehouse = Lakehouse(str(tmp_path / "lake"))
     pipeline = orders_pipeline("orders_replay", topic)
-    key = lambda c: str(c.row["o_orderkey"])  # noqa: E731
+    key = lambda c: str(c.row["o_orderkey"])
     produce(kafka_bootstrap, topic, [(key(c), debezium_record(c)) for c in first])
     run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     produce(kafka_bootstrap, topic, [(key(c), debezium_record(c)) for c in second])
@@ -114,8 +125,10 @@ def test_replayed_micro_batch_duplicates_and_loses_nothing(spark, kafka_bootstra
     run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap, on_progress=progress.append)
     assert [p.batchId for p in progress] == [last]  # the batch really ran again
     assert rows(spark, table, ORDERS.schema.names) == before
-    assert spark.read.format("delta").load(changelog).count() == changes_before == len(changes) + sum(
-        1 for c in changes if c.kind.short == "+U"
+    assert (
+        spark.read.format("delta").load(changelog).count()
+        == changes_before
+        == len(changes) + sum(1 for c in changes if c.kind.short == "+U")
     )
     expected = {tuple(o[c] for c in ORDERS.schema.names) for o in tpch.final_orders().values()}
     assert before == expected
@@ -151,7 +164,9 @@ def _forget_last_commit(lakehouse: Lakehouse, pipeline: str) -> int:
     return last
 
 
-def test_a_replayed_batch_of_a_stateful_pipeline_runs_its_operators_again(spark, kafka_bootstrap, demo_topics, tmp_path):
+def test_a_replayed_batch_of_a_stateful_pipeline_runs_its_operators_again(
+    spark, kafka_bootstrap, demo_topics, tmp_path
+):
     """The same crash under stateful operators (orders_by_status: deduplication, then a group aggregate).
 
     Delta skips both writes of the replayed batch (its transaction version is committed); Spark still
@@ -199,7 +214,11 @@ def test_dagster_job_runs_from_the_cli_and_its_check_passes(kafka_bootstrap, dem
     dagster = Path(sys.executable).with_name("dagster")
     result = subprocess.run(
         [str(dagster), "job", "execute", "-m", "dagster_project.definitions", "-j", "orders_current_job"],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-5000:]

@@ -21,7 +21,13 @@ from streamjoin.cli import main
 from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, EmbeddedKafka, EmbeddedKafkaError
 from streamjoin.connectors.kafka_admin import delete_topics, ensure_topics, produce, topic_offsets
 from streamjoin.connectors.kafka_service import (
-    STATE_FILE, ServiceStatus, read_state, resolve_bootstrap_servers, service_status, start_service, stop_service,
+    STATE_FILE,
+    ServiceStatus,
+    read_state,
+    resolve_bootstrap_servers,
+    service_status,
+    start_service,
+    stop_service,
 )
 from streamjoin.errors import ValidationError
 
@@ -34,7 +40,9 @@ def _consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 2
     """Every record of ``topic`` from the beginning as (partition, key, value), in partition order."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _topic("test"), "enable.auto.commit": False})
     try:
-        partitions = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions
+        partitions = (
+            AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions
+        )
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         records: list[tuple[int, str, str]] = []
         deadline = time.monotonic() + timeout_s
@@ -87,9 +95,7 @@ def test_produce_and_consume_back_in_key_order(kafka_bootstrap):
     assert set(offsets) == {0, 1}
     assert all(low == 0 for low, _ in offsets.values())
     assert sum(high for _, high in offsets.values()) == 500
-    assert {p: high for p, (_, high) in offsets.items()} == {
-        p: sum(1 for q, _, _ in got if q == p) for p in (0, 1)
-    }
+    assert {p: high for p, (_, high) in offsets.items()} == {p: sum(1 for q, _, _ in got if q == p) for p in (0, 1)}
 
 
 def test_produce_accepts_bytes_and_null_keys(kafka_bootstrap):
@@ -212,7 +218,9 @@ def test_error_when_broker_cannot_start_shows_log_tail(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         broker = EmbeddedKafka(tmp_path / "kafka", port=port)
-        with pytest.raises(EmbeddedKafkaError, match=r"(?s)exited with code.*broker\.log\nfirst error logged:.*Address already in use"):
+        with pytest.raises(
+            EmbeddedKafkaError, match=r"(?s)exited with code.*broker\.log\nfirst error logged:.*Address already in use"
+        ):
             broker.start()
     assert not broker.is_running()
 
@@ -220,7 +228,9 @@ def test_error_when_broker_cannot_start_shows_log_tail(tmp_path):
 def test_empty_jars_folder_says_run_make_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("STREAMJOIN_LOCAL_DIR", str(tmp_path / "empty-local"))
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
-    with pytest.raises(EmbeddedKafkaError, match=r"no Kafka broker jars in .*empty-local/jars/kafka-broker.*make setup"):
+    with pytest.raises(
+        EmbeddedKafkaError, match=r"no Kafka broker jars in .*empty-local/jars/kafka-broker.*make setup"
+    ):
         EmbeddedKafka(tmp_path / "kafka").start()
     with pytest.raises(EmbeddedKafkaError, match="make setup"):
         start_service(tmp_path / "kafka")
@@ -244,8 +254,12 @@ def test_the_service_outlives_its_starter_answers_status_and_stops_cleanly(tmp_p
     """``streamjoin kafka start`` in a process that then exits; status, idempotent start and stop from others."""
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
     folder = tmp_path / "kafka"
-    started = subprocess.run([sys.executable, "-m", "streamjoin.cli", "kafka", "start", "--data-dir", str(folder)],
-                             capture_output=True, text=True, timeout=120)
+    started = subprocess.run(
+        [sys.executable, "-m", "streamjoin.cli", "kafka", "start", "--data-dir", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert started.returncode == 0, started.stderr
     state = json.loads((folder / STATE_FILE).read_text())
     assert set(state) == {"pid", "bootstrap_servers", "data_dir", "log_path", "started_at"}
@@ -260,7 +274,9 @@ def test_the_service_outlives_its_starter_answers_status_and_stops_cleanly(tmp_p
         assert resolve_bootstrap_servers(data_dir=folder) == state["bootstrap_servers"]
 
         assert main(["kafka", "start", "--data-dir", str(folder)]) == 0  # idempotent: the same broker
-        assert capsys.readouterr().out.startswith(f"Kafka already running at {state['bootstrap_servers']} (pid {state['pid']}")
+        assert capsys.readouterr().out.startswith(
+            f"Kafka already running at {state['bootstrap_servers']} (pid {state['pid']}"
+        )
         assert read_state(folder).pid == state["pid"]
     finally:
         assert main(["kafka", "stop", "--data-dir", str(folder)]) == 0
@@ -296,14 +312,19 @@ def test_a_stale_state_file_is_reported_and_replaced_on_start(tmp_path, monkeypa
     assert stopped == second and clean and read_state(folder) is None
 
 
-def test_the_resolver_takes_the_setting_then_the_environment_then_the_declaration_then_the_service(tmp_path, monkeypatch):
+def test_the_resolver_takes_the_setting_then_the_environment_then_the_declaration_then_the_service(
+    tmp_path, monkeypatch
+):
     """No broker is needed: the state file of a live broker process names the service (this process stands in).
     A loopback declaration (the demo catalog's) means the local service."""
     folder = tmp_path / "kafka"
     folder.mkdir()
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
-    with pytest.raises(EmbeddedKafkaError, match=r"^no Kafka cluster to use: start the local broker with `make kafka` "
-                       r"\(or `streamjoin kafka start`\), or set KAFKA_BOOTSTRAP_SERVERS"):
+    with pytest.raises(
+        EmbeddedKafkaError,
+        match=r"^no Kafka cluster to use: start the local broker with `make kafka` "
+        r"\(or `streamjoin kafka start`\), or set KAFKA_BOOTSTRAP_SERVERS",
+    ):
         resolve_bootstrap_servers(data_dir=folder)
     with pytest.raises(EmbeddedKafkaError, match="start the local broker"):
         resolve_bootstrap_servers(declared="127.0.0.1:9092,localhost:9093", data_dir=folder)
@@ -313,16 +334,24 @@ def test_the_resolver_takes_the_setting_then_the_environment_then_the_declaratio
     config = EmbeddedKafka(folder).config_path
     stand_in = subprocess.Popen(
         [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", "kafka.Kafka", str(config)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         # Popen returns once execve has closed the parent's pipe, before the kernel has set the new command
         # line in /proc (it reads empty there for a moment): wait until the stand-in runs its own code.
         assert stand_in.stdout.readline() == "ready\n"
-        (folder / STATE_FILE).write_text(json.dumps({
-            "pid": stand_in.pid, "bootstrap_servers": "127.0.0.1:1", "data_dir": str(folder),
-            "log_path": str(folder / "broker.log"), "started_at": "2026-01-01T00:00:00+00:00",
-        }))
+        (folder / STATE_FILE).write_text(
+            json.dumps(
+                {
+                    "pid": stand_in.pid,
+                    "bootstrap_servers": "127.0.0.1:1",
+                    "data_dir": str(folder),
+                    "log_path": str(folder / "broker.log"),
+                    "started_at": "2026-01-01T00:00:00+00:00",
+                }
+            )
+        )
         assert resolve_bootstrap_servers(declared="127.0.0.1:9092", data_dir=folder) == "127.0.0.1:1"
         assert resolve_bootstrap_servers(declared="declared:9092", data_dir=folder) == "declared:9092"
         monkeypatch.setenv(BOOTSTRAP_ENV, "env-1:9092,env-2:9092")

@@ -46,16 +46,34 @@ def test_end_of_input_needs_a_bounded_run(tmp_path, capsys):
 
 def test_end_of_input_flushes_the_buffered_rows_and_ends_the_input(spark, kafka_bootstrap, tmp_path, capsys):
     ensure_topics(kafka_bootstrap, {"eoi_orders": 1, "eoi_shipments": 1})
-    orders = [(1, 0, "placed"), (2, 1, "placed"), (3, 2, "placed"), (4, 3, "placed"), (5, 4, "placed"),
-              # The query's filter drops this one; it must not drop the end-of-input row before the watermark
-              # (whose status is null): Spark would push `status = 'placed'` below it (connectors/watermark.py).
-              (6, 4.5, "cancelled")]
+    orders = [
+        (1, 0, "placed"),
+        (2, 1, "placed"),
+        (3, 2, "placed"),
+        (4, 3, "placed"),
+        (5, 4, "placed"),
+        # The query's filter drops this one; it must not drop the end-of-input row before the watermark
+        # (whose status is null): Spark would push `status = 'placed'` below it (connectors/watermark.py).
+        (6, 4.5, "cancelled"),
+    ]
     shipments = [(1, 0.5), (3, 2.2), (2, 3.0)]  # order 2's shipment is outside its minute: order 2 is unmatched
-    produce(kafka_bootstrap, "eoi_orders", [(None, json.dumps({"id": i, "ts": _at(m), "status": s})) for i, m, s in orders])
-    produce(kafka_bootstrap, "eoi_shipments", [(None, json.dumps({"order_id": i, "sts": _at(m)})) for i, m in shipments])
+    produce(
+        kafka_bootstrap, "eoi_orders", [(None, json.dumps({"id": i, "ts": _at(m), "status": s})) for i, m, s in orders]
+    )
+    produce(
+        kafka_bootstrap, "eoi_shipments", [(None, json.dumps({"order_id": i, "sts": _at(m)})) for i, m in shipments]
+    )
     (tmp_path / "p.sql").write_text(SQL)
     lake = tmp_path / "lake"
-    run = ["run", str(tmp_path / "p.sql"), "--available-now", "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(lake)]
+    run = [
+        "run",
+        str(tmp_path / "p.sql"),
+        "--available-now",
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--lakehouse",
+        str(lake),
+    ]
 
     def table():
         return {(r.id, r.sts) for r in spark.read.format("delta").load(str(lake / "eoi_shipped")).collect()}

@@ -13,8 +13,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from streamjoin.config import local_dir
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import EngineError, ValidationError
-from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.jvm import ENGINE_CONF, check_versions, engine
+from streamjoin.runtime.deduplicate import deduplicate
 
 SCHEMA = StructType([StructField("k", StringType()), StructField("v", LongType())])
 
@@ -48,7 +48,9 @@ def test_the_jar_was_built_for_the_running_spark(spark):
 
 
 def test_a_jar_built_for_another_spark_is_refused_naming_both_versions():
-    with pytest.raises(EngineError, match=r"streamjoin-operators.jar 0.1.0 was built for Spark 4.1.0; this is Spark 4.2.0"):
+    with pytest.raises(
+        EngineError, match=r"streamjoin-operators.jar 0.1.0 was built for Spark 4.1.0; this is Spark 4.2.0"
+    ):
         check_versions("0.1.0", "4.1.0", "4.2.0")
 
 
@@ -76,7 +78,8 @@ def test_a_missing_jar_is_a_clear_error_naming_it(tmp_path):
             decode(spark.createDataFrame([(b"k", b"{}")], "key BINARY, value BINARY"), KafkaSource("t", "t", schema))
         except EngineError as e:
             print("DECODE_ERROR", e)
-        """ % str(tmp_path / "in")
+        """
+        % str(tmp_path / "in")
     )
     env = {**os.environ, "STREAMJOIN_LOCAL_DIR": str(tmp_path), "STREAMJOIN_ENGINE": "jvm"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)

@@ -18,24 +18,9 @@ from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from operator_replay import flink_watermarks, replay_keyed, replay_over
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
-
-from operator_replay import flink_watermarks, replay_keyed, replay_over
-from streamjoin.changelog import RowKind
-from streamjoin.jvm import ENGINE_CONF
-from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
-from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
-from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
-from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
-from streamjoin.runtime.over_aggregate import over_aggregate
-from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
-from streamjoin.runtime.regular_join import regular_join
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
-from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalRowTimeJoin, temporal_join
-from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
-from streamjoin.runtime.timers import MIN_TIME
-from streamjoin.testing.engines import ProcessingTime, Visit, Watermark, capture, run_engines, run_two_steps, visits
 from test_deduplicate import streams as dedup_streams
 from test_group_aggregate import ALL, KV, changelogs, group_function
 from test_interval_join import STREAM_PARAMETERS as INTERVAL_PARAMETERS
@@ -46,6 +31,21 @@ from test_over_aggregate import KV as OVER_KV
 from test_over_aggregate import KVI, event_time_streams, instants, over_function, replay_instants
 from test_regular_join_property import LEFT_SCHEMA, RIGHT_SCHEMA, greater, interleave, random_changelog
 from test_temporal_join import generate as temporal_events
+
+from streamjoin.changelog import RowKind
+from streamjoin.jvm import ENGINE_CONF
+from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
+from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
+from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
+from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
+from streamjoin.runtime.over_aggregate import over_aggregate
+from streamjoin.runtime.regular_join import regular_join
+from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
+from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalRowTimeJoin, temporal_join
+from streamjoin.runtime.timers import MIN_TIME
+from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
+from streamjoin.testing.engines import ProcessingTime, Visit, Watermark, capture, run_engines, run_two_steps, visits
 
 #: Rowtimes are drawn as small ints; on Spark they are ms after this (Spark's watermark starts at 0).
 BASE_MS = 1_000_000
@@ -82,8 +82,12 @@ def two_inputs(spark, schemas, rowtimes, keys, arrivals, driver, delay):
         driver.process(side, (values[keys[side]],), kind, values, time)
     frames = []
     for side, schema in enumerate(schemas):
-        fields = [*schema.fields, StructField("_rowkind", StringType(), False), StructField("_seq", LongType(), False),
-                  StructField("_wm", LongType())]
+        fields = [
+            *schema.fields,
+            StructField("_rowkind", StringType(), False),
+            StructField("_seq", LongType(), False),
+            StructField("_wm", LongType()),
+        ]
         df = spark.createDataFrame(rows[side], StructType(fields))
         watermarked = F.col(rowtimes[side]).alias(rowtimes[side], metadata={"spark.watermarkDelayMs": delay})
         frames.append(df.select(*[watermarked if c == rowtimes[side] else c for c in df.columns]))
@@ -108,11 +112,17 @@ def kinds(changes):
 
 # --------------------------------------------------------------------------- deduplicate
 
-DEDUP_SCHEMA = StructType([StructField("k", StringType()), StructField("t", TimestampType()), StructField("v", IntegerType())])
+DEDUP_SCHEMA = StructType(
+    [StructField("k", StringType()), StructField("t", TimestampType()), StructField("v", IntegerType())]
+)
 
 
 @EXAMPLES
-@given(dedup_streams, st.sampled_from([("first", None), ("last", None), ("last", "t"), ("first", "t")]), st.sampled_from([0, 1, 3]))
+@given(
+    dedup_streams,
+    st.sampled_from([("first", None), ("last", None), ("last", "t"), ("first", "t")]),
+    st.sampled_from([0, 1, 3]),
+)
 def test_deduplicate(spark, rows, variant, delay):
     keep, order_by = variant
     event_time = keep == "first" and order_by is not None
@@ -154,11 +164,15 @@ def test_group_aggregate(spark, changes, insert_only):
         changes = [(kind, row) for kind, row in changes if kind == RowKind.INSERT]
     source = changelog(spark, StructType([StructField(c, t) for c, t in KV.items()]), changes)
     aggregates = ALL if not insert_only else [a for a in ALL if a[1] != "COUNT_DISTINCT"]
-    [op] = capture(lambda: group_aggregate(source, group_by=["k"], aggregates=aggregates, insert_only_input=insert_only))
+    [op] = capture(
+        lambda: group_aggregate(source, group_by=["k"], aggregates=aggregates, insert_only_input=insert_only)
+    )
     run = run_engines(op, visits(op.rows()))
     run.assert_equal()
     fn = group_function(aggregates, KV, ["k", "v"], retractable=not insert_only)
-    expected = replay_keyed(lambda s, c: fn.process_element(s, (c[1][0],), *c), GroupState, [(c[1][0], c) for c in changes])
+    expected = replay_keyed(
+        lambda s, c: fn.process_element(s, (c[1][0],), *c), GroupState, [(c[1][0], c) for c in changes]
+    )
     assert kinds(run.changes()) == expected
 
 
@@ -166,7 +180,10 @@ def test_group_aggregate(spark, changes, insert_only):
 
 #: Any changelog over rows (k, u, v): every RowKind in any order, so invalid changelogs too.
 ANY_CHANGES = st.lists(
-    st.tuples(st.sampled_from(list(RowKind)), st.tuples(st.integers(0, 2), st.integers(0, 1), st.sampled_from([None, "x", "y"]))),
+    st.tuples(
+        st.sampled_from(list(RowKind)),
+        st.tuples(st.integers(0, 2), st.integers(0, 1), st.sampled_from([None, "x", "y"])),
+    ),
     max_size=25,
 )
 #: A valid changelog over rows (k, u, v): the group aggregate's, ``(k, v)`` as ``(k, u)``.
@@ -179,7 +196,9 @@ KUV = StructType([StructField("k", IntegerType()), StructField("u", IntegerType(
 def test_changelog_normalize(spark, changes, update_before, ttl):
     source = changelog(spark, KUV, changes)
     state_ttl_ms = 60_000 if ttl else None
-    [op] = capture(lambda: changelog_normalize(source, key=["k"], update_before=update_before, state_ttl_ms=state_ttl_ms))
+    [op] = capture(
+        lambda: changelog_normalize(source, key=["k"], update_before=update_before, state_ttl_ms=state_ttl_ms)
+    )
     run = run_engines(op, visits(op.rows()))
     run.assert_equal()
     normalize = ChangelogNormalize(key=[0], update_before=update_before, state_ttl=ttl)
@@ -217,10 +236,24 @@ def test_interval_join(spark, seed, how, lower, width, delay):
     bounds = IntervalBounds(lower, lower + width)
     driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))
     schemas = [StructType([StructField(f"{p}{c}", t) for c, t in ID_KEY_TIME]) for p in "lr"]
-    arrivals = [(side, RowKind.INSERT, (ident, key, t)) for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)]
+    arrivals = [
+        (side, RowKind.INSERT, (ident, key, t))
+        for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)
+    ]
     (left, right), marks = two_inputs(spark, schemas, ("lt", "rt"), (1, 1), arrivals, driver, delay)
-    [op] = capture(lambda: interval_join(left, right, on=[("lk", "rk")], left_time="lt", right_time="rt", lower_bound_ms=lower,
-                                         upper_bound_ms=lower + width, how=how, row_watermark_column="_wm"))
+    [op] = capture(
+        lambda: interval_join(
+            left,
+            right,
+            on=[("lk", "rk")],
+            left_time="lt",
+            right_time="rt",
+            lower_bound_ms=lower,
+            upper_bound_ms=lower + width,
+            how=how,
+            row_watermark_column="_wm",
+        )
+    )
     run = run_engines(op, visits(op.rows(), marks) + [Watermark(END_MS)])
     run.assert_equal()
     driver.finish()
@@ -229,8 +262,10 @@ def test_interval_join(spark, seed, how, lower, width, delay):
 
 #: :func:`test_interval_join.id_residual` as the Spark SQL predicate: over ids ``L<n>`` / ``R<m>``,
 #: NULL when ``n + m`` is a multiple of 5, else whether it is not a multiple of 3.
-ID_RESIDUAL = ("CASE WHEN (int(substring(lid, 2)) + int(substring(rid, 2))) % 5 = 0 THEN NULL "
-               "ELSE (int(substring(lid, 2)) + int(substring(rid, 2))) % 3 <> 0 END")
+ID_RESIDUAL = (
+    "CASE WHEN (int(substring(lid, 2)) + int(substring(rid, 2))) % 5 = 0 THEN NULL "
+    "ELSE (int(substring(lid, 2)) + int(substring(rid, 2))) % 3 <> 0 END"
+)
 
 
 def interval_residual_run(spark, run, seed, how, lower, width, delay, plan):
@@ -240,12 +275,25 @@ def interval_residual_run(spark, run, seed, how, lower, width, delay, plan):
     engine in plain Python, ``id_residual`` in place of Spark's filter)."""
     pipeline = ResidualPipeline(how, IntervalBounds(lower, lower + width), (3, 3), id_residual, (delay, delay))
     schemas = [StructType([StructField(f"{p}{c}", t) for c, t in ID_KEY_TIME]) for p in "lr"]
-    arrivals = [(side, RowKind.INSERT, (ident, key, t)) for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)]
+    arrivals = [
+        (side, RowKind.INSERT, (ident, key, t))
+        for side, key, t, ident in interval_rows(random.Random(seed), 25, 3, delay, 0.1)
+    ]
     (left, right), marks = two_inputs(spark, schemas, ("lt", "rt"), (1, 1), arrivals, pipeline.driver, delay)
     with planned_for(spark, plan):
         result = run(
-            lambda: interval_join(left, right, on=[("lk", "rk")], left_time="lt", right_time="rt", lower_bound_ms=lower,
-                                  upper_bound_ms=lower + width, how=how, row_watermark_column="_wm", condition=ID_RESIDUAL),
+            lambda: interval_join(
+                left,
+                right,
+                on=[("lk", "rk")],
+                left_time="lt",
+                right_time="rt",
+                lower_bound_ms=lower,
+                upper_bound_ms=lower + width,
+                how=how,
+                row_watermark_column="_wm",
+                condition=ID_RESIDUAL,
+            ),
             lambda first: visits(first.rows(), marks) + [Watermark(END_MS)],
         )
     pipeline.finish()
@@ -267,7 +315,7 @@ def test_interval_join_with_a_residual(spark, seed, how, lower, width, delay):
 def test_interval_join_with_a_residual_inside_the_jvm_join(spark, seed, how, lower, width, delay):
     """An interval join with a residual as the jvm engine plans it: one step, the join evaluating the
     predicate on each pair in the window, its Python twin unable to."""
-    jvm_alone = lambda build, steps: one_step(build, steps, with_python=False)  # noqa: E731
+    jvm_alone = lambda build, steps: one_step(build, steps, with_python=False)
     interval_residual_run(spark, jvm_alone, seed, how, lower, width, delay, "jvm")
 
 
@@ -275,15 +323,22 @@ def test_interval_join_with_a_residual_inside_the_jvm_join(spark, seed, how, low
 @given(seed=st.integers(0, 2**32 - 1), how=st.sampled_from(["inner", "left"]), delay=st.integers(0, 8))
 def test_temporal_join(spark, seed, how, delay):
     driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 3)), (delay, delay))
-    schemas = [StructType([StructField(f"p{c}", t) for c, t in ID_KEY_TIME]),
-               StructType([StructField("vk", IntegerType()), StructField("vt", TimestampType()), StructField("vv", IntegerType())])]
+    schemas = [
+        StructType([StructField(f"p{c}", t) for c, t in ID_KEY_TIME]),
+        StructType(
+            [StructField("vk", IntegerType()), StructField("vt", TimestampType()), StructField("vv", IntegerType())]
+        ),
+    ]
     arrivals = [
         (side, kind, (ident, key, t) if side == 0 else (key, t, value))
         for side, kind, key, t, ident, value in temporal_events(random.Random(seed), 8, 20, 3, delay, 0.1)
     ]
     (probe, versioned), marks = two_inputs(spark, schemas, ("pt", "vt"), (1, 0), arrivals, driver, delay)
-    [op] = capture(lambda: temporal_join(probe, versioned, on=[("pk", "vk")], probe_time="pt", version_time="vt", how=how,
-                                         row_watermark_column="_wm"))
+    [op] = capture(
+        lambda: temporal_join(
+            probe, versioned, on=[("pk", "vk")], probe_time="pt", version_time="vt", how=how, row_watermark_column="_wm"
+        )
+    )
     run = run_engines(op, visits(op.rows(), marks) + [Watermark(END_MS)])
     run.assert_equal()
     driver.finish()
@@ -323,16 +378,25 @@ def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condi
         for df, pos in zip(sides, positions)
     )
     with planned_for(spark, plan):
-        result = run(lambda: regular_join(
-            left_df, right_df, on=[("lk", "rk")] if equi else [], how=how.value,
-            condition=None if condition is None else "lv > rv",
-            left_unique_key=["lk"] if unique_keys else None, right_unique_key=["rv"] if unique_keys else None,
-            state_ttl_ms=60_000 if ttl else None,
-        ), lambda first: visits(first.rows()))
+        result = run(
+            lambda: regular_join(
+                left_df,
+                right_df,
+                on=[("lk", "rk")] if equi else [],
+                how=how.value,
+                condition=None if condition is None else "lv > rv",
+                left_unique_key=["lk"] if unique_keys else None,
+                right_unique_key=["rv"] if unique_keys else None,
+                state_ttl_ms=60_000 if ttl else None,
+            ),
+            lambda first: visits(first.rows()),
+        )
     if plan == "python":
         result.assert_equal(ordered=False)
     keys = [0] if equi else []
-    join = LocalRegularJoin(JoinSpec(how, keys, keys, 2, 2, [0] if unique_keys else None, [1] if unique_keys else None), condition)
+    join = LocalRegularJoin(
+        JoinSpec(how, keys, keys, 2, 2, [0] if unique_keys else None, [1] if unique_keys else None), condition
+    )
     expected = [Counter(join.process(side, kind, row)) for side, _, kind, row in arrivals]
     assert result.jvm_error is None
     assert [Counter(kinds(step)) for step in getattr(result, plan)] == expected
@@ -355,7 +419,7 @@ def test_regular_join_with_a_residual(spark, seed, how, equi, unique_keys, ttl, 
     """``lv > rv`` (``test_regular_join_property.greater``) as the python engine plans it: the candidate
     and associate steps chained on each engine."""
     # Candidate pairs come in each engine's state order: the first steps compared as multisets.
-    chained = lambda build, steps: run_two_steps(build, steps, ordered=False)  # noqa: E731
+    chained = lambda build, steps: run_two_steps(build, steps, ordered=False)
     regular_join_run(spark, chained, seed, how, equi, unique_keys, ttl, sizes, condition=greater)
 
 
@@ -365,14 +429,20 @@ def test_regular_join_with_a_residual_inside_the_jvm_join(spark, seed, how, equi
     """``lv > rv`` as the jvm engine plans it: one step, the join evaluating the predicate on each
     equi-matching pair (Flink's JoinCondition), its Python twin unable to; checked against the
     plain-Python join with the Python predicate."""
-    jvm_alone = lambda build, steps: one_step(build, steps, with_python=False)  # noqa: E731
+    jvm_alone = lambda build, steps: one_step(build, steps, with_python=False)
     regular_join_run(spark, jvm_alone, seed, how, equi, unique_keys, ttl, sizes, condition=greater, plan="jvm")
 
 
 # --------------------------------------------------------------------------- OVER (event time)
 
-OVER_SCHEMA = StructType([StructField("k", StringType()), StructField("v", IntegerType()), StructField("i", IntegerType()),
-                          StructField("t", TimestampType())])
+OVER_SCHEMA = StructType(
+    [
+        StructField("k", StringType()),
+        StructField("v", IntegerType()),
+        StructField("i", IntegerType()),
+        StructField("t", TimestampType()),
+    ]
+)
 
 
 @EXAMPLES
@@ -380,14 +450,34 @@ OVER_SCHEMA = StructType([StructField("k", StringType()), StructField("v", Integ
 def test_over_aggregate(spark, stream):
     frame, preceding, delay, rows = stream
     marks = flink_watermarks([t for *_, t in rows], delay)
-    source = changelog(spark, OVER_SCHEMA, [(RowKind.INSERT, (k, v, i, timestamp(BASE_MS + t))) for i, (k, v, t) in enumerate(rows)])
+    source = changelog(
+        spark, OVER_SCHEMA, [(RowKind.INSERT, (k, v, i, timestamp(BASE_MS + t))) for i, (k, v, t) in enumerate(rows)]
+    )
     # Flink's per-row watermark as the row-watermark column, and the rowtime's watermark delay.
-    source = source.withColumn("_wm", F.lit(None).cast(LongType()) if not rows else F.element_at(
-        F.array(*[F.lit(None if m == MIN_TIME else BASE_MS + m).cast(LongType()) for m in marks]), F.col("_seq").cast("int") + 1))
-    source = source.select(*[F.col("t").alias("t", metadata={"spark.watermarkDelayMs": delay}) if c == "t" else c for c in source.columns])
+    source = source.withColumn(
+        "_wm",
+        F.lit(None).cast(LongType())
+        if not rows
+        else F.element_at(
+            F.array(*[F.lit(None if m == MIN_TIME else BASE_MS + m).cast(LongType()) for m in marks]),
+            F.col("_seq").cast("int") + 1,
+        ),
+    )
+    source = source.select(
+        *[F.col("t").alias("t", metadata={"spark.watermarkDelayMs": delay}) if c == "t" else c for c in source.columns]
+    )
     bound = {"preceding": preceding} if frame == "rows" else {"preceding_ms": preceding}
-    [op] = capture(lambda: over_aggregate(source, partition_by=["k"], order_by="t", frame=frame, **bound,
-                                          aggregates=OVER_AGGREGATES, watermark_column="_wm"))
+    [op] = capture(
+        lambda: over_aggregate(
+            source,
+            partition_by=["k"],
+            order_by="t",
+            frame=frame,
+            **bound,
+            aggregates=OVER_AGGREGATES,
+            watermark_column="_wm",
+        )
+    )
     spark_marks = [None if m == MIN_TIME else BASE_MS + m for m in marks]
     run = run_engines(op, visits(op.rows(), spark_marks) + [Watermark(END_MS)])
     run.assert_equal()
@@ -410,8 +500,11 @@ def test_over_aggregate_processing_time(spark, stream):
     schema = StructType([StructField(c, t) for c, t in OVER_KV.items()])
     source = changelog(spark, schema, [(RowKind.INSERT, row) for _, batch in batches for row in batch])
     bound = {"preceding": preceding} if frame == "rows" else {"preceding_ms": preceding}
-    [op] = capture(lambda: over_aggregate(source, partition_by=["k"], order_by=None, frame=frame, **bound,
-                                          aggregates=OVER_AGGREGATES))
+    [op] = capture(
+        lambda: over_aggregate(
+            source, partition_by=["k"], order_by=None, frame=frame, **bound, aggregates=OVER_AGGREGATES
+        )
+    )
     rows, steps = iter(op.rows()), []
     for now, batch in batches:
         steps.append(ProcessingTime(BASE_MS + now))

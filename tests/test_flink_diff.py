@@ -25,10 +25,9 @@ import os
 from pathlib import Path
 
 import pytest
-
 from flink_diff.compare import difference
-from flink_diff.generate import FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, family_of
 from flink_diff.engine_replay import replay_on_engine
+from flink_diff.generate import FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, family_of
 
 DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"
 #: Every stored case but the chains of operators (``chain_*``: ``test_flink_diff_chains.py`` replays those).
@@ -75,15 +74,22 @@ def _within_runs(name: str) -> bool:
 def _selected(request, engine: str) -> list[str]:
     """The cases of the selected tests of ``request``'s test function on ``engine`` (``-m``, ``-k`` and xdist applied)."""
     test = request.node.originalname
-    return sorted({item.callspec.params["name"] for item in request.session.items
-                   if getattr(item, "originalname", None) == test and item.callspec.params["engine"] == engine})
+    return sorted(
+        {
+            item.callspec.params["name"]
+            for item in request.session.items
+            if getattr(item, "originalname", None) == test and item.callspec.params["engine"] == engine
+        }
+    )
 
 
 def _replayed(engine: str, rows: int, request, spark, tmp_path_factory) -> dict:
     """Case name → streamjoin's result document on ``engine`` at ``rows`` arrivals per micro-batch (once per module)."""
     if (engine, rows) not in _RUNS:
         paths = [DIFF_DIR / "cases" / f"{n}.json" for n in _selected(request, engine)]
-        _RUNS[engine, rows] = replay_on_engine(spark, engine, rows, paths, tmp_path_factory.mktemp(f"diff-{engine}-{rows}"), "cases")
+        _RUNS[engine, rows] = replay_on_engine(
+            spark, engine, rows, paths, tmp_path_factory.mktemp(f"diff-{engine}-{rows}"), "cases"
+        )
     return _RUNS[engine, rows]
 
 
@@ -92,7 +98,9 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
     for names in [*ENGINE_NAMES.values(), *FAST.values()]:
         assert {family_of(n) for n in names if _generated(n)} == set(FAMILIES)  # each run covers every family
     assert len(FAST[1]) == len(FAST[7]) + len(FAMILIES) * (PER_FAMILY - 1)
-    assert sorted(p.stem for p in (DIFF_DIR / "expected").glob("*.json") if not p.stem.startswith("chain_")) == ALL_NAMES
+    assert (
+        sorted(p.stem for p in (DIFF_DIR / "expected").glob("*.json") if not p.stem.startswith("chain_")) == ALL_NAMES
+    )
     known = {n for n in KNOWN if not n.startswith("chain_")}
     assert known <= set(ALL_NAMES), known - set(ALL_NAMES)
     assert all(v["differs_in"] in ("refused", "final", "changelog") and v["reason"] for v in KNOWN.values())
@@ -100,19 +108,30 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
 
 def _grouped(cases: list[tuple[str, str]], rows: int) -> list:
     """``(engine, name)`` parameters, each in the xdist group that replays its engine at ``rows`` (tests/conftest.py)."""
-    return [pytest.param(e, n, marks=[pytest.mark.xdist_group(f"flink_diff_{e}_{rows}"),
-                                      *([pytest.mark.slow] if e == "python" or n not in FAST[rows] else [])])
-            for e, n in cases]
+    return [
+        pytest.param(
+            e,
+            n,
+            marks=[
+                pytest.mark.xdist_group(f"flink_diff_{e}_{rows}"),
+                *([pytest.mark.slow] if e == "python" or n not in FAST[rows] else []),
+            ],
+        )
+        for e, n in cases
+    ]
 
 
 @pytest.mark.parametrize("engine, name", _grouped(CASES, 1))
 def test_case_equals_flink_or_differs_as_listed(request, spark, tmp_path_factory, engine, name):
-    found = difference(_flink(name), _replayed(engine, 1, request, spark, tmp_path_factory)[name], within_runs=_within_runs(name))
+    found = difference(
+        _flink(name), _replayed(engine, 1, request, spark, tmp_path_factory)[name], within_runs=_within_runs(name)
+    )
     kind = found.split(":")[0] if found else None
     if name in KNOWN:
         assert kind == KNOWN[name]["differs_in"], (
             f"listed as differing in {KNOWN[name]['differs_in']} ({KNOWN[name]['reason']}), now: "
-            f"{found or 'equal to Flink'}")
+            f"{found or 'equal to Flink'}"
+        )
     else:
         assert kind is None, found
 

@@ -30,11 +30,18 @@ import os
 from pathlib import Path
 
 import pytest
-
 from flink_diff.compare import difference, per_key_difference
-from flink_diff.generate import (CHAIN_CASES, CHAIN_FAMILIES, FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, PER_KEY_FAMILIES,
-                                 family_of, generate_cases, generate_chain_cases)
 from flink_diff.engine_replay import replay_on_engine
+from flink_diff.generate import (
+    CHAIN_CASES,
+    CHAIN_FAMILIES,
+    FAMILIES,
+    ORDER_WITHIN_RUNS_FAMILIES,
+    PER_KEY_FAMILIES,
+    family_of,
+    generate_cases,
+    generate_chain_cases,
+)
 
 DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"
 NAMES = sorted(p.stem for p in (DIFF_DIR / "cases").glob("chain_*.json"))
@@ -86,25 +93,44 @@ def _found(name: str, rows: int, ours: dict) -> str | None:
 def _selected(request, engine: str, rows: int) -> list[str]:
     """The cases of the selected tests of ``request``'s test function on ``engine`` at ``rows`` (``-m``, ``-k``, xdist)."""
     test = request.node.originalname
-    return sorted({item.callspec.params["name"] for item in request.session.items
-                   if getattr(item, "originalname", None) == test and item.callspec.params["engine"] == engine
-                   and item.callspec.params["rows"] == rows})
+    return sorted(
+        {
+            item.callspec.params["name"]
+            for item in request.session.items
+            if getattr(item, "originalname", None) == test
+            and item.callspec.params["engine"] == engine
+            and item.callspec.params["rows"] == rows
+        }
+    )
 
 
 def _replayed(engine: str, rows: int, request, spark, tmp_path_factory) -> dict:
     """Case name → streamjoin's result document on ``engine`` at ``rows`` arrivals per micro-batch (once per module)."""
     if (engine, rows) not in _RUNS:
         paths = [DIFF_DIR / "cases" / f"{n}.json" for n in _selected(request, engine, rows)]
-        _RUNS[engine, rows] = replay_on_engine(spark, engine, rows, paths, tmp_path_factory.mktemp(f"chains-{engine}-{rows}"), "chain cases")
+        _RUNS[engine, rows] = replay_on_engine(
+            spark, engine, rows, paths, tmp_path_factory.mktemp(f"chains-{engine}-{rows}"), "chain cases"
+        )
     return _RUNS[engine, rows]
 
 
 def _params() -> list:
     """``(engine, rows, name)``, each in the xdist group that replays its engine at its size (tests/conftest.py)."""
-    return [pytest.param(engine, rows, name, id=f"{engine}-{rows}-{name}",
-                         marks=[pytest.mark.xdist_group(f"flink_diff_chains_{engine}_{rows}"),
-                                *([] if engine == "jvm" and name in FAST[rows] or ALL_RUNS else [pytest.mark.slow])])
-            for engine in ENGINES for rows in SIZES for name in NAMES]
+    return [
+        pytest.param(
+            engine,
+            rows,
+            name,
+            id=f"{engine}-{rows}-{name}",
+            marks=[
+                pytest.mark.xdist_group(f"flink_diff_chains_{engine}_{rows}"),
+                *([] if engine == "jvm" and name in FAST[rows] or ALL_RUNS else [pytest.mark.slow]),
+            ],
+        )
+        for engine in ENGINES
+        for rows in SIZES
+        for name in NAMES
+    ]
 
 
 def test_there_are_chain_cases_of_every_family_each_with_its_flink_output():
@@ -139,6 +165,7 @@ def test_chain_case_equals_flink_or_differs_as_listed(request, spark, tmp_path_f
     entry = KNOWN.get(name)
     if entry and rows in entry.get("micro_batch_rows", SIZES):
         assert kind == entry["differs_in"], (
-            f"now {found or 'equal to Flink'}; listed as differing in {entry['differs_in']} ({entry['reason']})")
+            f"now {found or 'equal to Flink'}; listed as differing in {entry['differs_in']} ({entry['reason']})"
+        )
     else:
         assert kind is None, found

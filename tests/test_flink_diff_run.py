@@ -6,31 +6,40 @@ Small in-memory documents; neither Flink nor Spark runs.
 from collections import Counter
 
 import pytest
-
 from flink_diff.run_diff import classify, listed, outcome, reference, reusable, summary_table
 
-CASE = {"name": "semi_exists_7_0001", "tables": [{"name": "A", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
-        "arrival": ["A"], "query": "SELECT a FROM A"}
+CASE = {
+    "name": "semi_exists_7_0001",
+    "tables": [{"name": "A", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
+    "arrival": ["A"],
+    "query": "SELECT a FROM A",
+}
 FLINK = {"columns": [["a", "INT"]], "changelog": [["+I", 1]], "final": [[1]]}
 REORDERED = {"columns": [["a", "INT"]], "changelog": [["+I", 1], ["-D", 1], ["+I", 1]], "final": [[1]]}
 LOST = {"columns": [["a", "INT"]], "changelog": [], "final": []}
 REFUSED = {"error": "UnsupportedPlanError: no"}
 
 
-@pytest.mark.parametrize("ours_1, ours_7, kind", [
-    (FLINK, FLINK, "equal"),
-    (REORDERED, FLINK, "changelog"),
-    (FLINK, LOST, "final"),
-    (REFUSED, FLINK, "refused"),
-])
+@pytest.mark.parametrize(
+    "ours_1, ours_7, kind",
+    [
+        (FLINK, FLINK, "equal"),
+        (REORDERED, FLINK, "changelog"),
+        (FLINK, LOST, "final"),
+        (REFUSED, FLINK, "refused"),
+    ],
+)
 def test_outcome_of_a_case(ours_1, ours_7, kind):
     assert outcome(FLINK, ours_1, ours_7)[0] == kind
 
 
 def test_outcome_of_a_chain_compares_each_keys_changes_at_the_larger_batch_sizes():
     columns = [["t", "VARCHAR"], ["n", "BIGINT"]]
-    flink = {"columns": columns, "changelog": [["+I", "x", 1], ["+I", "y", 1], ["-U", "x", 1], ["+U", "x", 2]],
-             "final": [["x", 2], ["y", 1]]}
+    flink = {
+        "columns": columns,
+        "changelog": [["+I", "x", 1], ["+I", "y", 1], ["-U", "x", 1], ["+U", "x", 2]],
+        "final": [["x", 2], ["y", 1]],
+    }
     interleaved = dict(flink, changelog=[["+I", "x", 1], ["-U", "x", 1], ["+U", "x", 2], ["+I", "y", 1]])
     swapped = dict(flink, changelog=[["+I", "y", 1], ["+I", "x", 1], ["+U", "x", 2], ["-U", "x", 1]])
     assert outcome(flink, flink, interleaved, upsert_key=["t"], more={100: interleaved}) == ("equal", None)
@@ -44,24 +53,30 @@ def test_outcome_of_a_chain_compares_each_keys_changes_at_the_larger_batch_sizes
     assert kind == "changelog" and detail.startswith("at 1 row per micro-batch: changelog: key")
 
 
-@pytest.mark.parametrize("kind, entry, expected", [
-    ("equal", None, ("equal", False)),
-    ("flink-refused", None, ("flink-refused", False)),
-    ("changelog", None, ("changelog", True)),
-    ("final", None, ("final", True)),
-    ("refused", None, ("refused", True)),
-    ("changelog", {"differs_in": "changelog"}, ("documented", False)),
-    ("final", {"differs_in": "final"}, ("documented", False)),
-    ("final", {"differs_in": "changelog"}, ("final", True)),       # listed, now differs otherwise
-    ("refused", {"differs_in": "changelog"}, ("refused", True)),
-    ("equal", {"differs_in": "changelog"}, ("equal", True)),       # fixed: it must leave the list
-])
+@pytest.mark.parametrize(
+    "kind, entry, expected",
+    [
+        ("equal", None, ("equal", False)),
+        ("flink-refused", None, ("flink-refused", False)),
+        ("changelog", None, ("changelog", True)),
+        ("final", None, ("final", True)),
+        ("refused", None, ("refused", True)),
+        ("changelog", {"differs_in": "changelog"}, ("documented", False)),
+        ("final", {"differs_in": "final"}, ("documented", False)),
+        ("final", {"differs_in": "changelog"}, ("final", True)),  # listed, now differs otherwise
+        ("refused", {"differs_in": "changelog"}, ("refused", True)),
+        ("equal", {"differs_in": "changelog"}, ("equal", True)),  # fixed: it must leave the list
+    ],
+)
 def test_classify(kind, entry, expected):
     assert classify(kind, entry) == expected
 
 
 def test_a_listing_applies_only_to_the_stored_case_of_that_name():
-    known = {CASE["name"]: {"differs_in": "changelog", "reason": "r"}, "gone_7_0002": {"differs_in": "final", "reason": "r"}}
+    known = {
+        CASE["name"]: {"differs_in": "changelog", "reason": "r"},
+        "gone_7_0002": {"differs_in": "final", "reason": "r"},
+    }
     stored = {CASE["name"]: dict(CASE, description="kept as a regression case")}
     assert listed(known, {CASE["name"]: CASE}, stored) == {CASE["name"]: known[CASE["name"]]}
     other = dict(CASE, query="SELECT a + 1 FROM A")  # same name, another case (the generator changed)

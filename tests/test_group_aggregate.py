@@ -6,13 +6,13 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
+from flink_cases import load_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType
-
-from flink_cases import load_case
 from operator_replay import replay_keyed
 from over_window_oracle import flink_avg
+from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType
+
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import StateError, ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
@@ -61,8 +61,15 @@ def test_seed_003_changelog():
 
 
 KV = {"k": StringType(), "v": IntegerType()}
-ALL = [("n", "COUNT", None), ("nv", "COUNT", "v"), ("d", "COUNT_DISTINCT", "v"), ("s", "SUM", "v"),
-       ("a", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v")]
+ALL = [
+    ("n", "COUNT", None),
+    ("nv", "COUNT", "v"),
+    ("d", "COUNT_DISTINCT", "v"),
+    ("s", "SUM", "v"),
+    ("a", "AVG", "v"),
+    ("lo", "MIN", "v"),
+    ("hi", "MAX", "v"),
+]
 
 
 def feed(fn, changes):
@@ -75,8 +82,10 @@ def test_emits_insert_update_pairs_and_delete_when_the_group_empties():
     changes = [(I, ("a", 5)), (I, ("a", 9)), (D, ("a", 9)), (UB, ("a", 5)), (UA, ("a", 7)), (D, ("a", 7))]
     assert feed(fn, changes) == [
         (I, ("a", 1, 5)),
-        (UB, ("a", 1, 5)), (UA, ("a", 2, 9)),
-        (UB, ("a", 2, 9)), (UA, ("a", 1, 5)),  # retracting the max finds the next one
+        (UB, ("a", 1, 5)),
+        (UA, ("a", 2, 9)),
+        (UB, ("a", 2, 9)),
+        (UA, ("a", 1, 5)),  # retracting the max finds the next one
         (D, ("a", 1, 5)),  # -U empties the group for a moment
         (I, ("a", 1, 7)),
         (D, ("a", 1, 7)),
@@ -99,10 +108,14 @@ def test_a_bundle_emits_once_against_the_values_before_it():
     state = GroupState()
     assert fn.process_bundle(state, ("a",), [(I, ("a", 5)), (I, ("a", 9)), (D, ("a", 9))]) == [(I, ("a", 1, 5))]
     assert fn.process_bundle(state, ("a",), [(I, ("a", 2)), (UB, ("a", 5)), (UA, ("a", 7))]) == [
-        (UB, ("a", 1, 5)), (UA, ("a", 2, 7))]
+        (UB, ("a", 1, 5)),
+        (UA, ("a", 2, 7)),
+    ]
     # The count passes through 0 inside the bundle: no -D/+I, one update.
     assert fn.process_bundle(state, ("a",), [(D, ("a", 2)), (D, ("a", 7)), (I, ("a", 4))]) == [
-        (UB, ("a", 2, 7)), (UA, ("a", 1, 4))]
+        (UB, ("a", 2, 7)),
+        (UA, ("a", 1, 4)),
+    ]
     assert fn.process_bundle(state, ("a",), [(I, ("a", 4)), (D, ("a", 4))]) == []  # same values: nothing
     assert fn.process_bundle(state, ("a",), [(D, ("a", 4))]) == [(D, ("a", 1, 4))]
     assert state.accs is None
@@ -146,12 +159,26 @@ KI = {"k": IntegerType(), "v": IntegerType()}
 
 def test_retractions_of_values_never_accumulated_follow_flinks_retract_functions():
     # MAX keeps 9 at -1; retracting the max 7 rescans every value, 9 included (MaxWithRetractAggFunction.updateMax).
-    fn = group_function([("c", "COUNT", None), ("s", "SUM", "v"), ("mn", "MIN", "v"), ("mx", "MAX", "v"),
-                         ("cd", "COUNT_DISTINCT", "v")], KI, ["k", "v"])
+    fn = group_function(
+        [
+            ("c", "COUNT", None),
+            ("s", "SUM", "v"),
+            ("mn", "MIN", "v"),
+            ("mx", "MAX", "v"),
+            ("cd", "COUNT_DISTINCT", "v"),
+        ],
+        KI,
+        ["k", "v"],
+    )
     changes = [(I, (1, v)) for v in (5, 7, 3, 4, 6)] + [(D, (1, v)) for v in (9, 1, 7, 3)] + [(I, (1, 9))]
     after = [row for kind, row in feed(fn, changes) if kind in (I, UA)]
-    assert after[5:] == [(1, 4, 16, 3, 7, 5), (1, 3, 15, 3, 7, 5), (1, 2, 8, 3, 9, 4), (1, 1, 5, 1, 9, 3),
-                         (1, 2, 14, 1, 9, 3)]
+    assert after[5:] == [
+        (1, 4, 16, 3, 7, 5),
+        (1, 3, 15, 3, 7, 5),
+        (1, 2, 8, 3, 9, 4),
+        (1, 1, 5, 1, 9, 3),
+        (1, 2, 14, 1, 9, 3),
+    ]
 
 
 def test_a_value_back_at_zero_from_minus_one_can_become_the_extreme():
@@ -162,14 +189,28 @@ def test_a_value_back_at_zero_from_minus_one_can_become_the_extreme():
 
 
 def test_retractions_without_group_state_are_skipped_and_a_negative_count_divides_like_java():
-    fn = group_function([("c", "COUNT", None), ("n", "COUNT", "v"), ("s", "SUM", "v"), ("a", "AVG", "v"),
-                         ("mn", "MIN", "v"), ("mx", "MAX", "v"), ("cd", "COUNT_DISTINCT", "v")], KI, ["k", "v"])
+    fn = group_function(
+        [
+            ("c", "COUNT", None),
+            ("n", "COUNT", "v"),
+            ("s", "SUM", "v"),
+            ("a", "AVG", "v"),
+            ("mn", "MIN", "v"),
+            ("mx", "MAX", "v"),
+            ("cd", "COUNT_DISTINCT", "v"),
+        ],
+        KI,
+        ["k", "v"],
+    )
     changes = [(D, (1, 5)), (UA, (2, 8)), (UB, (2, 8)), (D, (2, 8))]
     changes += [(I, (3, None))] * 3 + [(D, (3, 4)), (D, (3, 3))]
     out = feed(fn, changes)
     assert out[:2] == [(I, (2, 1, 1, 8, 8, 8, 8, 1)), (D, (2, 1, 1, 8, 8, 8, 8, 1))]
-    assert out[-3:] == [(UA, (3, 2, -1, -4, 4, None, None, 0)), (UB, (3, 2, -1, -4, 4, None, None, 0)),
-                        (UA, (3, 1, -2, -7, 3, None, None, 0))]  # AVG: -7 / -2 = 3 (truncated toward zero)
+    assert out[-3:] == [
+        (UA, (3, 2, -1, -4, 4, None, None, 0)),
+        (UB, (3, 2, -1, -4, 4, None, None, 0)),
+        (UA, (3, 1, -2, -7, 3, None, None, 0)),
+    ]  # AVG: -7 / -2 = 3 (truncated toward zero)
 
 
 # --------------------------------------------------------------------------- aggregate functions
@@ -201,16 +242,18 @@ def test_int_sum_wraps_like_java_and_flink_avg_truncates():
 
 
 def test_decimal_sum_and_avg_round_half_up_at_scale_six():
-    (s, a), _ = evaluate([("s", "SUM", "v"), ("a", "AVG", "v")], DecimalType(15, 2),
-                         [Decimal("0.01"), Decimal("0.01"), Decimal("0.00")])
+    (s, a), _ = evaluate(
+        [("s", "SUM", "v"), ("a", "AVG", "v")], DecimalType(15, 2), [Decimal("0.01"), Decimal("0.01"), Decimal("0.00")]
+    )
     assert s == Decimal("0.02") and a == Decimal("0.006667")
     (s,), _ = evaluate([("s", "SUM", "v")], DecimalType(38, 2), [Decimal("9" * 34 + ".99"), Decimal("0.01")])
     assert s == Decimal("1" + "0" * 34 + ".00")  # exact beyond Python's default 28 digits
 
 
 def test_nulls_are_skipped_and_an_empty_sum_is_null():
-    values, _ = evaluate([("s", "SUM", "v"), ("n", "COUNT", "v"), ("c", "COUNT", None), ("lo", "MIN", "v")],
-                         IntegerType(), [None, None])
+    values, _ = evaluate(
+        [("s", "SUM", "v"), ("n", "COUNT", "v"), ("c", "COUNT", None), ("lo", "MIN", "v")], IntegerType(), [None, None]
+    )
     assert values == (None, 0, 2, None)
     values, _ = evaluate([("s", "SUM", "v"), ("a", "AVG", "v")], IntegerType(), [4], retract=[4])
     assert values == (None, None)
@@ -259,8 +302,18 @@ def batch_group_by(rows):
     out = Counter()
     for k, vs in groups.items():
         present = [v for v in vs if v is not None]
-        out[(k, len(vs), len(present), len(set(present)), sum(present) if present else None, flink_avg(vs),
-             min(present, default=None), max(present, default=None))] += 1
+        out[
+            (
+                k,
+                len(vs),
+                len(present),
+                len(set(present)),
+                sum(present) if present else None,
+                flink_avg(vs),
+                min(present, default=None),
+                max(present, default=None),
+            )
+        ] += 1
     return out
 
 

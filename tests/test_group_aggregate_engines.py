@@ -12,6 +12,11 @@ import random
 from decimal import Decimal
 
 import pytest
+from operator_replay import (
+    collect_packed,
+    pack,
+    small_queries,  # noqa: F401  (fixture)
+)
 from pyspark.sql.types import (
     ByteType,
     DateType,
@@ -26,14 +31,12 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from test_group_aggregate_spark import random_changelog
 
-from operator_replay import small_queries  # noqa: F401  (fixture)
-from operator_replay import collect_packed, pack
 from streamjoin.changelog import RowKind
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.jvm import ENGINE_CONF, ENGINES
 from streamjoin.runtime.group_aggregate import group_aggregate
-from test_group_aggregate_spark import random_changelog
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 
@@ -77,7 +80,12 @@ def test_the_engines_give_the_same_changelog(spark, tmp_path, mini_batch):
     source = changelog_file_stream(spark, tmp_path / "in", SCHEMA, batches)
     aggregates = [("n", "COUNT", None)]
     for c in [f.name for f in SCHEMA.fields[1:]]:
-        aggregates += [(f"{c}_n", "COUNT", c), (f"{c}_d", "COUNT_DISTINCT", c), (f"{c}_lo", "MIN", c), (f"{c}_hi", "MAX", c)]
+        aggregates += [
+            (f"{c}_n", "COUNT", c),
+            (f"{c}_d", "COUNT_DISTINCT", c),
+            (f"{c}_lo", "MIN", c),
+            (f"{c}_hi", "MAX", c),
+        ]
         if c in NUMERIC:
             aggregates += [(f"{c}_s", "SUM", c), (f"{c}_a", "AVG", c)]
     columns = ["k"] + [a[0] for a in aggregates]

@@ -21,24 +21,31 @@ from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
+from conftest import jvm_only
+from flink_cases import load_case
+from operator_replay import (
+    collect_packed,
+    pack,
+    small_queries,  # noqa: F401  (fixture)
+)
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
-from flink_cases import load_case
-from operator_replay import small_queries  # noqa: F401  (fixture)
-from operator_replay import collect_packed, pack
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
-from conftest import jvm_only
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 
 CASES = ["changelog_dedup_only_proctime", "changelog_group_proctime", "changelog_group_arrival_col"]
 ORDERS = StructType(
-    [StructField("order_id", StringType()), StructField("tms_company", StringType()), StructField("arrival", LongType())]
+    [
+        StructField("order_id", StringType()),
+        StructField("tms_company", StringType()),
+        StructField("arrival", LongType()),
+    ]
 )
 
 
@@ -61,9 +68,16 @@ def test_flink_changelog_cases(spark, engine, tmp_path, rows_per_batch):
     results = collect_packed(
         [
             pack(latest, CASES[0], ["order_id", "tms_company"]),
-            pack(group_aggregate(latest, group_by=["tms_company"], aggregates=count), CASES[1], ["tms_company", "order_cnt"]),
-            pack(group_aggregate(latest_by_arrival, group_by=["tms_company"], aggregates=count), CASES[2],
-                 ["tms_company", "order_cnt"]),
+            pack(
+                group_aggregate(latest, group_by=["tms_company"], aggregates=count),
+                CASES[1],
+                ["tms_company", "order_cnt"],
+            ),
+            pack(
+                group_aggregate(latest_by_arrival, group_by=["tms_company"], aggregates=count),
+                CASES[2],
+                ["tms_company", "order_cnt"],
+            ),
         ],
         tmp_path / "checkpoint",
     )
@@ -71,7 +85,9 @@ def test_flink_changelog_cases(spark, engine, tmp_path, rows_per_batch):
         case = load_case(name)
         got = [(kind.short, row) for _, kind, row in results[name]]
         assert got == case.expected_changelog, name
-        assert sorted(materialize((kind, row) for _, kind, row in results[name]).elements()) == sorted(case.expected_final)
+        assert sorted(materialize((kind, row) for _, kind, row in results[name]).elements()) == sorted(
+            case.expected_final
+        )
 
 
 def test_arguments_are_checked_before_anything_runs(spark):
@@ -123,22 +139,43 @@ def test_seeded_random_changelog_materialises_to_the_batch_aggregate(spark, engi
         [StructField("k", StringType()), StructField("v", IntegerType()), StructField("p", DecimalType(15, 2))]
     )
     source = changelog_file_stream(spark, tmp_path / "in", schema, batches)
-    aggregates = [("n", "COUNT", None), ("nv", "COUNT", "v"), ("d", "COUNT_DISTINCT", "v"), ("s", "SUM", "v"),
-                  ("a", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v"),
-                  ("dp", "COUNT_DISTINCT", "p"), ("sp", "SUM", "p"), ("ap", "AVG", "p"), ("lp", "MIN", "p"), ("hp", "MAX", "p")]
+    aggregates = [
+        ("n", "COUNT", None),
+        ("nv", "COUNT", "v"),
+        ("d", "COUNT_DISTINCT", "v"),
+        ("s", "SUM", "v"),
+        ("a", "AVG", "v"),
+        ("lo", "MIN", "v"),
+        ("hi", "MAX", "v"),
+        ("dp", "COUNT_DISTINCT", "p"),
+        ("sp", "SUM", "p"),
+        ("ap", "AVG", "p"),
+        ("lp", "MIN", "p"),
+        ("hp", "MAX", "p"),
+    ]
     out = group_aggregate(source, group_by=["k"], aggregates=aggregates, mini_batch=mini_batch)
     results = collect_packed([pack(out, "agg", ["k"] + [a[0] for a in aggregates])], tmp_path / "checkpoint")
     if mini_batch:  # at most one -U/+U pair per group and micro-batch
         assert len(results["agg"]) <= 2 * 3 * len(batches) < len(changes)
 
-    final_input = spark.createDataFrame(list(materialize((RowKind.from_short(k), r) for k, r in changes).elements()),
-                                        "k STRING, v INT, p DECIMAL(15, 2)")
+    final_input = spark.createDataFrame(
+        list(materialize((RowKind.from_short(k), r) for k, r in changes).elements()),
+        "k STRING, v INT, p DECIMAL(15, 2)",
+    )
     # Spark's batch aggregate with Flink's result types: SUM and AVG of INT are INT (AVG truncated);
     # AVG of DECIMAL(15, 2) has scale 6, rounded half up, in both. DECIMALs are compared as strings.
     expected = final_input.groupBy("k").agg(
-        F.count("*"), F.count("v"), F.countDistinct("v"), F.sum("v").cast("int"), F.avg("v").cast("int"),
-        F.min("v"), F.max("v"),
-        F.countDistinct("p"), F.sum("p").cast("string"), F.avg("p").cast("string"), F.min("p").cast("string"),
+        F.count("*"),
+        F.count("v"),
+        F.countDistinct("v"),
+        F.sum("v").cast("int"),
+        F.avg("v").cast("int"),
+        F.min("v"),
+        F.max("v"),
+        F.countDistinct("p"),
+        F.sum("p").cast("string"),
+        F.avg("p").cast("string"),
+        F.min("p").cast("string"),
         F.max("p").cast("string"),
     )
     assert materialize((kind, row) for _, kind, row in results["agg"]) == Counter(tuple(r) for r in expected.collect())

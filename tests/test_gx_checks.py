@@ -2,13 +2,12 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import shutil
-from pathlib import Path
 
 import great_expectations as gx
-import pytest
+from conftest import DAYS, SCALE_FACTOR
 from dagster import AssetKey, Definitions
 
 from assets.sql_pipelines import SQL_DIR, load_sql_pipelines, pipeline_assets
@@ -16,7 +15,6 @@ from checks import asset_checks, expectation_checks
 from checks.expectations import expectation_metadata
 from checks.generic import VIOLATION_COLUMN, changelog_violations
 from checks.gx_project import GX_HOME_ENV, CheckSpec, context_root, open_context, run_checkpoint, write_definitions
-from conftest import DAYS, SCALE_FACTOR
 from resources import KafkaResource, LakehouseResource, SparkResource
 from streamjoin.config import PROJECT_ROOT
 
@@ -39,21 +37,42 @@ def _violations(spark, changes):
 
 def test_a_well_formed_changelog_has_no_violation(spark):
     # Key 3: an outer join's update when the order side retracts: -U of the joined row, +I of the null-padded one.
-    changes = [(1, "+I"), (2, "+I"), (1, "-U"), (1, "+U"), (1, "+U"), (2, "-D"), (2, "+I"), (1, "-D"), (3, "+I"), (3, "-U"), (3, "+I")]
+    changes = [
+        (1, "+I"),
+        (2, "+I"),
+        (1, "-U"),
+        (1, "+U"),
+        (1, "+U"),
+        (2, "-D"),
+        (2, "+I"),
+        (1, "-D"),
+        (3, "+I"),
+        (3, "-U"),
+        (3, "+I"),
+    ]
     assert _violations(spark, changes) == []
 
 
 def test_each_invalid_change_is_named(spark):
     changes = [
         (1, "+U"),  # never inserted
-        (2, "+I"), (2, "+I"),  # already present
+        (2, "+I"),
+        (2, "+I"),  # already present
         (3, "-D"),  # not present
-        (4, "+I"), (4, "-U"), (4, "-D"),  # -U not followed by +U; then -D of a key no longer present
-        (5, "+I"), (5, "-D"), (5, "-U"), (5, "+U"),  # -U of a key not present (its +U is fine)
+        (4, "+I"),
+        (4, "-U"),
+        (4, "-D"),  # -U not followed by +U; then -D of a key no longer present
+        (5, "+I"),
+        (5, "-D"),
+        (5, "-U"),
+        (5, "+U"),  # -U of a key not present (its +U is fine)
     ]
     assert _violations(spark, changes) == [
-        (1, "+U", "+U of a key never inserted"), (2, "+I", "+I of a key already present"),
-        (3, "-D", "-D of a key not present"), (4, "-U", "-U without its +U"), (4, "-D", "-D of a key not present"),
+        (1, "+U", "+U of a key never inserted"),
+        (2, "+I", "+I of a key already present"),
+        (3, "-D", "-D of a key not present"),
+        (4, "-U", "-U without its +U"),
+        (4, "-D", "-D of a key not present"),
         (5, "-U", "-U of a key not present"),
     ]
 
@@ -63,23 +82,42 @@ def test_changes_are_ordered_by_processing_time_then_batch_then_seq(spark):
 
     t0, t1 = dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)
     # A new checkpoint starts its batch ids at 0 again: batch 0 of the second query comes after batch 5 of the first.
-    rows = [(1, "a", "+I", 7, 5, t0), (1, "a", "-U", 0, 0, t1), (1, "b", "+U", 1, 0, t1), (2, "c", "+I", 1, 0, t0), (2, "c", "-D", 0, 0, t0)]
+    rows = [
+        (1, "a", "+I", 7, 5, t0),
+        (1, "a", "-U", 0, 0, t1),
+        (1, "b", "+U", 1, 0, t1),
+        (2, "c", "+I", 1, 0, t0),
+        (2, "c", "-D", 0, 0, t0),
+    ]
     df = changelog_violations(spark.createDataFrame(rows, CHANGELOG), ["k"])
     assert {(r.k, r._rowkind): r[VIOLATION_COLUMN] for r in df.collect()} == {
-        (1, "+I"): None, (1, "-U"): None, (1, "+U"): None, (2, "-D"): "-D of a key not present", (2, "+I"): None,
+        (1, "+I"): None,
+        (1, "-U"): None,
+        (1, "+U"): None,
+        (2, "-D"): "-D of a key not present",
+        (2, "+I"): None,
     }
 
 
 def _spec(name="t_primary_key"):
-    return CheckSpec(name, "k is unique and not null.", (
-        gx.expectations.ExpectColumnValuesToNotBeNull(column="k"), gx.expectations.ExpectColumnValuesToBeUnique(column="k"),
-        gx.expectations.ExpectTableRowCountToEqual(value=3),
-    ))
+    return CheckSpec(
+        name,
+        "k is unique and not null.",
+        (
+            gx.expectations.ExpectColumnValuesToNotBeNull(column="k"),
+            gx.expectations.ExpectColumnValuesToBeUnique(column="k"),
+            gx.expectations.ExpectTableRowCountToEqual(value=3),
+        ),
+    )
 
 
 def _definition_files(root):
     """Modification time of every committed file of a context (not ``uncommitted/``)."""
-    return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and "uncommitted" not in p.relative_to(root).parts}
+    return {
+        p: p.stat().st_mtime_ns
+        for p in root.rglob("*")
+        if p.is_file() and "uncommitted" not in p.relative_to(root).parts
+    }
 
 
 def test_a_checkpoint_run_keeps_its_result_and_data_docs_with_history(spark, tmp_path):
@@ -90,7 +128,11 @@ def test_a_checkpoint_run_keeps_its_result_and_data_docs_with_history(spark, tmp
     good = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "k INT, v STRING")
     second = run_checkpoint(_spec(), good, run_name="run-2", root=root)
 
-    assert not first.success and first.docs_path.is_file() and first.docs_path.is_relative_to(root / "uncommitted/data_docs/local_site")
+    assert (
+        not first.success
+        and first.docs_path.is_file()
+        and first.docs_path.is_relative_to(root / "uncommitted/data_docs/local_site")
+    )
     assert "run-1" in first.docs_url
     not_null, unique, count = first.results
     assert (not_null.result["unexpected_count"], unique.result["unexpected_count"]) == (1, 2)
@@ -160,18 +202,26 @@ def test_a_new_sql_file_gets_the_generic_checks(tmp_path):
     [definition] = load_sql_pipelines(tmp_path)
     checks = asset_checks([definition.pipeline])
     specs = {s.key.name: s for c in checks for s in c.check_specs}
-    assert set(specs) == {"orders_per_status_count_primary_key", "orders_per_status_count_changelog_well_formed",
-                          "orders_per_status_count_equals_batch_query"}
+    assert set(specs) == {
+        "orders_per_status_count_primary_key",
+        "orders_per_status_count_changelog_well_formed",
+        "orders_per_status_count_equals_batch_query",
+    }
     assert specs["orders_per_status_count_primary_key"].asset_key == AssetKey("orders_per_status_count")
-    assert specs["orders_per_status_count_changelog_well_formed"].asset_key == AssetKey("orders_per_status_count_changelog")
+    assert specs["orders_per_status_count_changelog_well_formed"].asset_key == AssetKey(
+        "orders_per_status_count_changelog"
+    )
     assert [name for name, s in specs.items() if not s.blocking] == ["orders_per_status_count_equals_batch_query"]
     assert specs["orders_per_status_count_equals_batch_query"].asset_key == AssetKey("orders_per_status_count")
     [primary_key, *_] = expectation_checks([definition.pipeline])
     assert [e.expectation_type for e in primary_key.spec.expectations] == [
-        "expect_column_values_to_not_be_null", "expect_column_values_to_be_unique"]
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_unique",
+    ]
     # They load with the pipeline's assets.
     Definitions(
-        assets=[pipeline_assets(definition)], asset_checks=checks,
+        assets=[pipeline_assets(definition)],
+        asset_checks=checks,
         resources={"spark": SparkResource(), "kafka": KafkaResource(), "lakehouse": LakehouseResource()},
     ).resolve_job_def("__ASSET_JOB")
 
@@ -188,7 +238,10 @@ def test_the_committed_gx_folder_holds_every_check_of_the_code_location(tmp_path
         "gx/ is out of date: regenerate it with checks.gx_project.write_definitions over "
         "checks.expectation_checks of dagster_project.definitions.SQL_PIPELINES"
     )
-    assert json.loads((root / "checkpoints" / "orders_current_primary_key.json").read_text())["actions"][0]["type"] == "update_data_docs"
+    assert (
+        json.loads((root / "checkpoints" / "orders_current_primary_key.json").read_text())["actions"][0]["type"]
+        == "update_data_docs"
+    )
 
 
 def test_a_backfills_restated_days_are_not_changes_of_the_stream(spark):
@@ -199,7 +252,10 @@ def test_a_backfills_restated_days_are_not_changes_of_the_stream(spark):
     rows = [(1, "a", "+I", 0, 0, t0), (1, "a", "+I", 0, -1, t1), (2, "b", "+I", 0, 1, t1), (2, "b", "+I", 1, 1, t1)]
     df = changelog_violations(spark.createDataFrame(rows, CHANGELOG), ["k"])
     assert sorted((r.k, r._batch_id, r[VIOLATION_COLUMN] or "") for r in df.collect()) == [
-        (1, 0, ""), (2, 1, ""), (2, 1, "+I of a key already present")]
+        (1, 0, ""),
+        (2, 1, ""),
+        (2, 1, "+I of a key already present"),
+    ]
 
 
 def test_a_check_whose_other_table_is_missing_is_a_warning_not_evaluated(spark, tmp_path):
@@ -211,8 +267,15 @@ def test_a_check_whose_other_table_is_missing_is_a_warning_not_evaluated(spark, 
     from resources import TpchResource
 
     [check] = [c for c in lineitem_with_order_checks if c.spec.name == "lineitem_with_order_matches_current_orders"]
-    context = build_asset_check_context(resources={
-        "spark": SparkResource(), "lakehouse": LakehouseResource(root=str(tmp_path)), "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS)})
+    context = build_asset_check_context(
+        resources={
+            "spark": SparkResource(),
+            "lakehouse": LakehouseResource(root=str(tmp_path)),
+            "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS),
+        }
+    )
     result = check.definition()(context)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
-    assert result.metadata["not evaluated"].text.startswith(f"orders_current has no Delta table at {tmp_path / 'orders_current'}")
+    assert result.metadata["not evaluated"].text.startswith(
+        f"orders_current has no Delta table at {tmp_path / 'orders_current'}"
+    )

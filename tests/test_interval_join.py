@@ -9,21 +9,21 @@ import random
 from collections import Counter
 
 import pytest
+from flink_cases import case_names, load_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flink_cases import case_names, load_case
 from streamjoin.changelog import ChangelogError, RowKind, materialize
 from streamjoin.errors import ValidationError
+from streamjoin.planner.script import plan_script
+from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.interval_join import (
     IntervalBounds,
     IntervalJoinOperator,
     ProcTimeIntervalJoin,
     RowTimeIntervalJoin,
 )
-from streamjoin.planner.script import plan_script
 from streamjoin.runtime.interval_residual import ResidualPadding
-from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver, _Columns, _KeyedTwoInputLogic
 from streamjoin.runtime.processor import Element
 
@@ -333,21 +333,34 @@ def test_candidate_mode_numbers_rows_per_key_and_emits_every_outer_rows_expiry()
 def test_residual_padding_state_holds_only_matched_outer_rows_until_they_expire():
     padding = ResidualPadding(["l", "r"], (True, False))
     state = padding.new_state((1,))
-    assert padding.on_element(state, Element(0, RowKind.INSERT, ("l", "r", 0, 7)), None) == [(RowKind.INSERT, ("l", "r"))]
+    assert padding.on_element(state, Element(0, RowKind.INSERT, ("l", "r", 0, 7)), None) == [
+        (RowKind.INSERT, ("l", "r"))
+    ]
     assert state == ({0}, set())  # the inner side's ids are not kept
     assert padding.on_element(state, Element(1, RowKind.INSERT, ("l", None, 0, None)), None) == []
     assert padding.is_done(state)
-    assert padding.on_element(state, Element(2, RowKind.INSERT, ("m", None, 1, None)), None) == [(RowKind.INSERT, ("m", None))]
+    assert padding.on_element(state, Element(2, RowKind.INSERT, ("m", None, 1, None)), None) == [
+        (RowKind.INSERT, ("m", None))
+    ]
 
 
 def test_the_jvm_twins_are_described_with_the_union_frames_columns():
     """What the Scala twins read (IntervalJoinLogic.scala over TwoInputLogic.scala, ResidualPaddingLogic.scala)."""
     join = RowTimeIntervalJoin("left", IntervalBounds.between(-10, 10, upper_inclusive=False), 2, 3, candidates=True)
     logic = _KeyedTwoInputLogic(IntervalJoinOperator(join), _Columns(rowtime=(1, 0), row_watermark=(2, 3)), ["_key0"])
-    assert logic.jvm_logic() == JvmLogic("IntervalJoinLogic", {
-        "how": "left", "lowerMs": -10, "upperMs": 9, "candidates": True, "condition": None,
-        "keyColumns": ["_key0"], "rowtime": [1, 0], "rowWatermark": [2, 3],
-    })
+    assert logic.jvm_logic() == JvmLogic(
+        "IntervalJoinLogic",
+        {
+            "how": "left",
+            "lowerMs": -10,
+            "upperMs": 9,
+            "candidates": True,
+            "condition": None,
+            "keyColumns": ["_key0"],
+            "rowtime": [1, 0],
+            "rowWatermark": [2, 3],
+        },
+    )
     padding = ResidualPadding(["l", "r"], (True, False))
     assert padding.jvm_logic() == JvmLogic("ResidualPaddingLogic", {"columns": ["l", "r"], "outer": [True, False]})
 
@@ -358,8 +371,10 @@ def test_an_outer_interval_join_with_a_residual_plans_and_explains_it():
     CREATE TABLE R (tag STRING, k INT, rt TIMESTAMP(3), WATERMARK FOR rt AS rt) WITH ('connector' = 'values');
     """
     for how, name in (("LEFT", "LeftOuterJoin"), ("RIGHT", "RightOuterJoin"), ("FULL", "FullOuterJoin")):
-        script = plan_script(ddl + f"SELECT l.id, r.tag FROM L l {how} JOIN R r ON l.k = r.k "
-                             "AND r.rt BETWEEN l.rt - INTERVAL '5' SECOND AND l.rt AND l.id <> 'x';")
+        script = plan_script(
+            ddl + f"SELECT l.id, r.tag FROM L l {how} JOIN R r ON l.k = r.k "
+            "AND r.rt BETWEEN l.rt - INTERVAL '5' SECOND AND l.rt AND l.id <> 'x';"
+        )
         explain = script.statements[0].explain
         assert f"IntervalJoin(joinType=[{name}]" in explain
         assert "where=[k = k0 AND id <> 'x']" in explain, explain
@@ -407,8 +422,12 @@ def batch_pairs(rows, bounds, keep, residual=None):
     left = [(i, k, t) for s, k, t, i in rows if s == 0 and keep(i)]
     right = [(i, k, t) for s, k, t, i in rows if s == 1 and keep(i)]
     return {
-        (l[0], r[0]) for l in left for r in right
-        if l[1] == r[1] and bounds.lower_ms <= r[2] - l[2] <= bounds.upper_ms and (residual is None or residual(l, r) is True)
+        (l[0], r[0])
+        for l in left
+        for r in right
+        if l[1] == r[1]
+        and bounds.lower_ms <= r[2] - l[2] <= bounds.upper_ms
+        and (residual is None or residual(l, r) is True)
     }
 
 
@@ -461,7 +480,10 @@ def test_random_streams_equal_batch_join_over_rows_that_were_not_late(seed, how,
 
 
 def test_random_streams_do_exercise_late_rows():
-    results = [check_against_batch(generate(random.Random(s), 60, 4, 3, 0.1), "full", IntervalBounds(-5, 5), 3) for s in range(20)]
+    results = [
+        check_against_batch(generate(random.Random(s), 60, 4, 3, 0.1), "full", IntervalBounds(-5, 5), 3)
+        for s in range(20)
+    ]
     assert sum(len(late) for late, _ in results) > 20
     assert sum(len(not_stored) for _, not_stored in results) > 20
 

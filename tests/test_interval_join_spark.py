@@ -14,21 +14,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from conftest import jvm_only
+from flink_cases import Case, Table, load_case
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType
+from test_interval_join import (
+    CASES,
+    KEY,
+    LEFT,
+    LEFT_TIME,
+    MINUTE,
+    RIGHT,
+    RIGHT_TIME,
+    ResidualPipeline,
+    millis,
+    tag_differs,
+    typed,
+)
 
-from flink_cases import Case, Table, load_case
-from conftest import jvm_only
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import STATE_NAME, LocalKeyedDriver
 from streamjoin.sink.collect import collect_changelog
-from test_interval_join import (
-    CASES, KEY, LEFT, LEFT_TIME, MINUTE, RIGHT, RIGHT_TIME, ResidualPipeline, millis, tag_differs, typed,
-)
 
 # Case column types -> Spark types of the Parquet files. TIMESTAMP columns are written as
 # TIMESTAMP_NTZ and cast to TIMESTAMP after reading (the file writer cannot take TIMESTAMP).
@@ -199,7 +209,10 @@ def run_together(spark, tmp_path, runs: list[Run], rows_per_batch: int) -> tuple
     for other in outputs[1:]:
         union = union.unionByName(other, allowMissingColumns=True)
     names = [c for c in union.columns if c not in ("_rowkind", "_seq")]
-    own = {run.label: [names.index(c) for c in o.columns if c not in ("_rowkind", "_seq", "_run")] for run, o in zip(runs, outputs)}
+    own = {
+        run.label: [names.index(c) for c in o.columns if c not in ("_rowkind", "_seq", "_run")]
+        for run, o in zip(runs, outputs)
+    }
     result: dict[str, list] = {run.label: [] for run in runs}
     for batch, kind, values in collect(spark, union, tmp_path / "checkpoint"):
         label = values[names.index("_run")]
@@ -244,7 +257,9 @@ def test_interval_cases_seven_rows_per_micro_batch_give_flinks_final_result(spar
     # watermark makes here.
     flink_final = materialize(flink_reference("interval_join_left_late")[1].changelog)
     order1 = (1, dt.datetime(2022, 10, 10, 10, 0))
-    assert final["interval_join_left_late"] - flink_final == Counter({order1 + (1, dt.datetime(2022, 10, 10, 10, 2)): 1})
+    assert final["interval_join_left_late"] - flink_final == Counter(
+        {order1 + (1, dt.datetime(2022, 10, 10, 10, 2)): 1}
+    )
     assert flink_final - final["interval_join_left_late"] == Counter({order1 + (None, None): 1})
     # Given Flink's per-row watermark (row_watermark_column), the same batch gives Flink's result.
     assert final["exact"] == flink_final
@@ -272,16 +287,27 @@ def test_processing_time_interval_join_on_spark(spark, engine, tmp_path):
     Spark's processing-time mode runs a micro-batch on every trigger, so an ``availableNow``
     query ends only with no-data micro-batches switched off."""
     left = changelog_file_stream(
-        spark, tmp_path / "l", StructType([StructField("k", IntegerType()), StructField("a", StringType())]),
+        spark,
+        tmp_path / "l",
+        StructType([StructField("k", IntegerType()), StructField("a", StringType())]),
         [[("+I", (1, "a"))], [], []],
     )
     right = changelog_file_stream(
-        spark, tmp_path / "r", StructType([StructField("r_k", IntegerType()), StructField("b", StringType())]),
-        [[], [("+I", (1, "b"))], [("+I", (2, "c"))]], first_seq=100,
+        spark,
+        tmp_path / "r",
+        StructType([StructField("r_k", IntegerType()), StructField("b", StringType())]),
+        [[], [("+I", (1, "b"))], [("+I", (2, "c"))]],
+        first_seq=100,
     )
     joined = interval_join(
-        left, right, on=[("k", "r_k")], left_time=None, right_time=None,
-        lower_bound_ms=-3_600_000, upper_bound_ms=3_600_000, how="right",
+        left,
+        right,
+        on=[("k", "r_k")],
+        left_time=None,
+        right_time=None,
+        lower_bound_ms=-3_600_000,
+        upper_bound_ms=3_600_000,
+        how="right",
     )
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     try:
@@ -316,8 +342,13 @@ RESIDUAL_BOUNDS = IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)
 
 def residual_case() -> Case:
     tables = {
-        name: Table(name, columns, [("+I", v) for t, v in RESIDUAL_ARRIVALS if t == name],
-                    rowtime=ROWTIMES[name], watermark_delay_ms=0)
+        name: Table(
+            name,
+            columns,
+            [("+I", v) for t, v in RESIDUAL_ARRIVALS if t == name],
+            rowtime=ROWTIMES[name],
+            watermark_delay_ms=0,
+        )
         for name, columns in RESIDUAL_TABLES.items()
     }
     return Case("interval_residual", tables, [t for t, _ in RESIDUAL_ARRIVALS], "", [], [], [], [])
@@ -338,9 +369,16 @@ def residual_run(how: str, row_watermarks: bool = False) -> Run:
 
     def build(streams):
         return interval_join(
-            streams[LEFT], streams[RIGHT], on=[(KEY, RIGHT_PREFIX + KEY)], left_time=LEFT_TIME,
-            right_time=RIGHT_PREFIX + RIGHT_TIME, lower_bound_ms=RESIDUAL_BOUNDS.lower_ms,
-            upper_bound_ms=RESIDUAL_BOUNDS.upper_ms, how=how, condition="note <> r_tag", **extra,
+            streams[LEFT],
+            streams[RIGHT],
+            on=[(KEY, RIGHT_PREFIX + KEY)],
+            left_time=LEFT_TIME,
+            right_time=RIGHT_PREFIX + RIGHT_TIME,
+            lower_bound_ms=RESIDUAL_BOUNDS.lower_ms,
+            upper_bound_ms=RESIDUAL_BOUNDS.upper_ms,
+            how=how,
+            condition="note <> r_tag",
+            **extra,
         )
 
     return Run(how, residual_case(), ROWTIMES, build, row_watermarks)
@@ -353,17 +391,26 @@ def test_outer_residual_one_row_per_micro_batch_emits_the_reference_changes_in_t
     for how in hows:
         expected = expected_by_batch(residual_reference(how), lambda v: v, data_batches[how])
         assert by_batch(results[how]) == expected, how
-    at = lambda hhmm: dt.datetime.fromisoformat(f"2024-01-01 {hhmm}")  # noqa: E731
+    at = lambda hhmm: dt.datetime.fromisoformat(f"2024-01-01 {hhmm}")
     pads = [(2, at("10:00"), "a"), (3, at("10:00"), None), (6, at("10:00"), "m"), (5, at("10:40"), "q")]
-    ship_pads = [(1, at("10:01"), "a"), (2, at("10:03"), "a"), (3, at("10:04"), "x"), (4, at("10:30"), "z"), (1, at("10:35"), "c")]
+    ship_pads = [
+        (1, at("10:01"), "a"),
+        (2, at("10:03"), "a"),
+        (3, at("10:04"), "x"),
+        (4, at("10:30"), "z"),
+        (1, at("10:35"), "c"),
+    ]
     full = Counter(
         [(1, at("10:00"), "a", 1, at("10:02"), "b")]
-        + [p + (None,) * 3 for p in pads] + [(None,) * 3 + s for s in ship_pads]
+        + [p + (None,) * 3 for p in pads]
+        + [(None,) * 3 + s for s in ship_pads]
     )
     assert materialize((k, v) for _, k, v in results["full"]) == full
 
 
-def test_outer_residual_four_rows_per_micro_batch_with_flinks_watermarks_give_the_reference_result(spark, engine, tmp_path, caplog):
+def test_outer_residual_four_rows_per_micro_batch_with_flinks_watermarks_give_the_reference_result(
+    spark, engine, tmp_path, caplog
+):
     # python: micro-batch 2 holds the passing pair of order 1 (row 8) and its expiry (row 10, per-row
     # watermark 10:30): step 3 must take them in that order, else order 1 would also be padded.
     # jvm: one step, the join evaluating the residual on each pair in the window.

@@ -6,49 +6,74 @@ from decimal import Decimal
 
 import pytest
 from pyspark.sql.types import (
-    BinaryType, DecimalType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+    BinaryType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 from streamjoin.connectors.kafka import KafkaSource, changelog_rows, dead_letters, decode
 from streamjoin.errors import ValidationError
 
-SCHEMA = StructType([
-    StructField("id", IntegerType()),
-    StructField("price", DecimalType(15, 2)),
-    StructField("ts", TimestampType()),
-    StructField("note", StringType()),
-])
-KAFKA = StructType([
-    StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
-    StructField("partition", IntegerType()), StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-])
+SCHEMA = StructType(
+    [
+        StructField("id", IntegerType()),
+        StructField("price", DecimalType(15, 2)),
+        StructField("ts", TimestampType()),
+        StructField("note", StringType()),
+    ]
+)
+KAFKA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+    ]
+)
 
 
 def records(spark, values):
     now = dt.datetime(2024, 1, 1)
-    rows = [(None, v.encode() if isinstance(v, str) else json.dumps(v).encode(), "t", 0, i, now) for i, v in enumerate(values)]
+    rows = [
+        (None, v.encode() if isinstance(v, str) else json.dumps(v).encode(), "t", 0, i, now)
+        for i, v in enumerate(values)
+    ]
     return spark.createDataFrame(rows, KAFKA)
 
 
 def run(spark, source, values):
     decoded = decode(records(spark, values), source)
-    good = [(r["_rowkind"], r["_seq"], r["id"], r["price"], r["ts"], r["note"]) for r in changelog_rows(decoded, source).collect()]
+    good = [
+        (r["_rowkind"], r["_seq"], r["id"], r["price"], r["ts"], r["note"])
+        for r in changelog_rows(decoded, source).collect()
+    ]
     bad = [(r["offset"], r["reason"], r["value"].decode()) for r in dead_letters(decoded).collect()]
     return sorted(good, key=lambda g: g[1]), sorted(bad)
 
 
 def test_json_with_rowkind_field_and_dead_letters(spark):
     source = KafkaSource("t", "t", SCHEMA, primary_key=("id",))
-    good, bad = run(spark, source, [
-        {"id": 1, "price": "10.50", "ts": "2002-01-03 10:00:00", "note": "a"},
-        "{not json",
-        {"id": 1, "price": 11, "ts": "2002-01-03 10:00:00", "op": "-D"},
-        {"id": "x", "price": 1},
-        {"price": 1},
-        [1, 2],
-        {"id": 2, "op": "??"},
-        {"id": 3, "note": None, "op": "+U"},
-    ])
+    good, bad = run(
+        spark,
+        source,
+        [
+            {"id": 1, "price": "10.50", "ts": "2002-01-03 10:00:00", "note": "a"},
+            "{not json",
+            {"id": 1, "price": 11, "ts": "2002-01-03 10:00:00", "op": "-D"},
+            {"id": "x", "price": 1},
+            {"price": 1},
+            [1, 2],
+            {"id": 2, "op": "??"},
+            {"id": 3, "note": None, "op": "+U"},
+        ],
+    )
     assert good == [
         ("+I", 0, 1, Decimal("10.50"), dt.datetime(2002, 1, 3, 10), "a"),
         ("-D", 4, 1, Decimal("11.00"), dt.datetime(2002, 1, 3, 10), None),
@@ -67,14 +92,18 @@ def test_json_with_rowkind_field_and_dead_letters(spark):
 def test_debezium_envelopes(spark):
     source = KafkaSource("t", "t", SCHEMA, format="debezium-json", primary_key=("id",))
     row1, row1b = {"id": 1, "price": "1.00"}, {"id": 1, "price": "2.00"}
-    good, bad = run(spark, source, [
-        {"before": None, "after": row1, "op": "c"},
-        {"schema": {}, "payload": {"before": row1, "after": row1b, "op": "u"}},
-        {"before": row1b, "after": None, "op": "d"},
-        {"before": None, "after": row1, "op": "u"},
-        {"after": row1, "op": "x"},
-        {"before": None, "after": {"id": 5}, "op": "r"},
-    ])
+    good, bad = run(
+        spark,
+        source,
+        [
+            {"before": None, "after": row1, "op": "c"},
+            {"schema": {}, "payload": {"before": row1, "after": row1b, "op": "u"}},
+            {"before": row1b, "after": None, "op": "d"},
+            {"before": None, "after": row1, "op": "u"},
+            {"after": row1, "op": "x"},
+            {"before": None, "after": {"id": 5}, "op": "r"},
+        ],
+    )
     assert [(k, s, i, p) for k, s, i, p, _, _ in good] == [
         ("+I", 0, 1, Decimal("1.00")),
         ("-U", 2, 1, Decimal("1.00")),
@@ -100,19 +129,26 @@ def canal(kind, data, old=None, database="shop", table="orders", **extra):
 def test_canal_rows_updates_and_skips(spark):
     source = KafkaSource("t", "t", SCHEMA, format="canal-json", primary_key=("id",))
     stride = 1 << 16
-    good, bad = run(spark, source, [
-        canal("INSERT", [{"id": 1, "price": "1.00", "note": "a"}, {"id": 2, "price": "2.00", "note": "b"}]),
-        # old holds the changed fields; note is held by old[0] only, so row 2's before-image gets old[1]'s
-        # missing note (null), as Flink's findValue over the whole old array does
-        canal("UPDATE", [{"id": 1, "price": "1.50", "note": "x"}, {"id": 2, "price": "2.50", "note": "b"}],
-              [{"price": "1.00", "note": "a"}, {"price": "2.00"}]),
-        canal("DELETE", [{"id": 2, "price": "2.50", "note": "b"}]),
-        {"data": None, "old": None, "type": "CREATE", "isDdl": True, "sql": "CREATE TABLE x (i INT)"},
-        canal("INSERT", []),
-        canal("UPDATE", [], None),  # no rows: Flink never reads old
-        "",
-        canal("UPDATE", [{"id": 1, "price": "1.50", "note": "x"}], [{"note": None}]),
-    ])
+    good, bad = run(
+        spark,
+        source,
+        [
+            canal("INSERT", [{"id": 1, "price": "1.00", "note": "a"}, {"id": 2, "price": "2.00", "note": "b"}]),
+            # old holds the changed fields; note is held by old[0] only, so row 2's before-image gets old[1]'s
+            # missing note (null), as Flink's findValue over the whole old array does
+            canal(
+                "UPDATE",
+                [{"id": 1, "price": "1.50", "note": "x"}, {"id": 2, "price": "2.50", "note": "b"}],
+                [{"price": "1.00", "note": "a"}, {"price": "2.00"}],
+            ),
+            canal("DELETE", [{"id": 2, "price": "2.50", "note": "b"}]),
+            {"data": None, "old": None, "type": "CREATE", "isDdl": True, "sql": "CREATE TABLE x (i INT)"},
+            canal("INSERT", []),
+            canal("UPDATE", [], None),  # no rows: Flink never reads old
+            "",
+            canal("UPDATE", [{"id": 1, "price": "1.50", "note": "x"}], [{"note": None}]),
+        ],
+    )
     assert good == [
         ("+I", 0, 1, Decimal("1.00"), None, "a"),
         ("+I", 1, 2, Decimal("2.00"), None, "b"),
@@ -130,24 +166,28 @@ def test_canal_rows_updates_and_skips(spark):
 def test_canal_dead_letters(spark):
     source = KafkaSource("t", "t", SCHEMA, format="canal-json", primary_key=("id",))
     row = {"id": 1, "price": "1.00"}
-    _, bad = run(spark, source, [
-        "{not json",
-        [row],
-        canal("QUERY", None, sql="BEGIN"),
-        canal("ALTER", None, isDdl=True),
-        {"data": [row], "type": None},
-        canal("INSERT", None),
-        canal("INSERT", row),
-        canal("INSERT", [row], {"id": 1}),
-        canal("INSERT", [row, 7]),
-        canal("INSERT", [row, None]),
-        canal("INSERT", [{"id": "x"}]),
-        canal("CREATE", [row], [{"price": "cheap"}]),
-        canal("UPDATE", [row, row], [{"price": "0"}]),
-        canal("UPDATE", [row], None),
-        canal("UPDATE", [row], [None]),
-        canal("DELETE", [{"price": "1.00"}]),
-    ])
+    _, bad = run(
+        spark,
+        source,
+        [
+            "{not json",
+            [row],
+            canal("QUERY", None, sql="BEGIN"),
+            canal("ALTER", None, isDdl=True),
+            {"data": [row], "type": None},
+            canal("INSERT", None),
+            canal("INSERT", row),
+            canal("INSERT", [row], {"id": 1}),
+            canal("INSERT", [row, 7]),
+            canal("INSERT", [row, None]),
+            canal("INSERT", [{"id": "x"}]),
+            canal("CREATE", [row], [{"price": "cheap"}]),
+            canal("UPDATE", [row, row], [{"price": "0"}]),
+            canal("UPDATE", [row], None),
+            canal("UPDATE", [row], [None]),
+            canal("DELETE", [{"price": "1.00"}]),
+        ],
+    )
     assert [(o, r) for o, r, _ in bad] == [
         (0, "malformed JSON"),
         (1, "not a JSON object"),
@@ -170,15 +210,19 @@ def test_canal_dead_letters(spark):
 
 def test_canal_database_and_table_filters(spark):
     source = KafkaSource("t", "t", SCHEMA, format="canal-json", database_include="shop|crm", table_include="ord.*")
-    good, bad = run(spark, source, [
-        canal("INSERT", [{"id": 1}]),
-        canal("INSERT", [{"id": 2}], database="shop2"),  # the whole name must match
-        canal("INSERT", [{"id": 3}], table="my_orders"),
-        canal("INSERT", [{"id": "x"}], database="other"),  # excluded before its rows are read
-        canal("UNKNOWN", None, table="users"),
-        canal("INSERT", [{"id": 6}], database="crm", table="orders_2024"),
-        {"data": [{"id": 7}], "type": "INSERT", "table": "orders"},
-    ])
+    good, bad = run(
+        spark,
+        source,
+        [
+            canal("INSERT", [{"id": 1}]),
+            canal("INSERT", [{"id": 2}], database="shop2"),  # the whole name must match
+            canal("INSERT", [{"id": 3}], table="my_orders"),
+            canal("INSERT", [{"id": "x"}], database="other"),  # excluded before its rows are read
+            canal("UNKNOWN", None, table="users"),
+            canal("INSERT", [{"id": 6}], database="crm", table="orders_2024"),
+            {"data": [{"id": 7}], "type": "INSERT", "table": "orders"},
+        ],
+    )
     assert [(k, i) for k, _, i, *_ in good] == [("+I", 1), ("+I", 6)]
     assert [(o, r) for o, r, _ in bad] == [(6, "field database is missing")]
 
@@ -186,20 +230,24 @@ def test_canal_database_and_table_filters(spark):
 def test_maxwell(spark):
     source = KafkaSource("t", "t", SCHEMA, format="maxwell-json", primary_key=("id",))
     row = {"id": 1, "price": "1.00", "note": "a"}
-    good, bad = run(spark, source, [
-        {"database": "shop", "table": "orders", "type": "insert", "ts": 1, "data": row},
-        {"type": "update", "data": {"id": 1, "price": "2.00", "note": "a"}, "old": {"price": "1.00"}},
-        {"type": "update", "data": {"id": 1, "price": "2.00", "note": "b"}, "old": {"note": None}},
-        {"type": "delete", "data": {"id": 1, "price": "2.00", "note": "b"}},
-        "",
-        {"type": "table-create", "def": {}},
-        {"type": "insert"},
-        {"type": "insert", "data": [row]},
-        {"type": "update", "data": row},
-        {"type": "insert", "data": row, "old": {"price": "cheap"}},
-        {"data": row},
-        {"type": "delete", "data": {"price": 1}},
-    ])
+    good, bad = run(
+        spark,
+        source,
+        [
+            {"database": "shop", "table": "orders", "type": "insert", "ts": 1, "data": row},
+            {"type": "update", "data": {"id": 1, "price": "2.00", "note": "a"}, "old": {"price": "1.00"}},
+            {"type": "update", "data": {"id": 1, "price": "2.00", "note": "b"}, "old": {"note": None}},
+            {"type": "delete", "data": {"id": 1, "price": "2.00", "note": "b"}},
+            "",
+            {"type": "table-create", "def": {}},
+            {"type": "insert"},
+            {"type": "insert", "data": [row]},
+            {"type": "update", "data": row},
+            {"type": "insert", "data": row, "old": {"price": "cheap"}},
+            {"data": row},
+            {"type": "delete", "data": {"price": 1}},
+        ],
+    )
     assert [(k, s, i, p, n) for k, s, i, p, _, n in good] == [
         ("+I", 0, 1, Decimal("1.00"), "a"),
         ("-U", 2, 1, Decimal("1.00"), "a"),
@@ -221,13 +269,17 @@ def test_maxwell(spark):
 
 def keyed(spark, source, pairs):
     """Decode (key, value) records; a dict is sent as JSON, a str as it is, None as null."""
+
     def raw(x):
         return None if x is None else (x if isinstance(x, str) else json.dumps(x)).encode()
 
     now = dt.datetime(2024, 1, 1)
     rows = [(raw(k), raw(v), "t", 0, i, now) for i, (k, v) in enumerate(pairs)]
     decoded = decode(spark.createDataFrame(rows, KAFKA), source)
-    good = [(r["_rowkind"], r["_seq"], *(r[n] for n in source.schema.names)) for r in changelog_rows(decoded, source).collect()]
+    good = [
+        (r["_rowkind"], r["_seq"], *(r[n] for n in source.schema.names))
+        for r in changelog_rows(decoded, source).collect()
+    ]
     bad = [(r["offset"], r["reason"]) for r in dead_letters(decoded).collect()]
     return sorted(good, key=lambda g: g[1]), sorted(bad)
 
@@ -237,14 +289,18 @@ UPSERT = dict(format="json", primary_key=("id",), rowkind_field=None, upsert=Tru
 
 def test_upsert_all_takes_key_columns_from_the_value_and_tombstones_from_the_key(spark):
     source = KafkaSource("t", "t", SCHEMA, **UPSERT)
-    good, bad = keyed(spark, source, [
-        ({"id": 1}, {"id": 1, "price": "1.00", "note": "a"}),
-        ({"id": 1}, {"id": 1, "price": "2.00", "note": "b", "op": "-D"}),  # no RowKind field: an upsert value is +I
-        ({"id": 2}, {"id": 7, "price": "3.00"}),  # ALL: the value's key column wins, as Flink projects it last
-        ({"id": 1}, None),  # a tombstone: -D with the key, the other columns null
-        ({"id": 3}, ""),  # an empty value: Flink's JSON format gives no row
-        ({"id": 4}, {"price": "4.00"}),  # ALL: the value lacks the key column
-    ])
+    good, bad = keyed(
+        spark,
+        source,
+        [
+            ({"id": 1}, {"id": 1, "price": "1.00", "note": "a"}),
+            ({"id": 1}, {"id": 1, "price": "2.00", "note": "b", "op": "-D"}),  # no RowKind field: an upsert value is +I
+            ({"id": 2}, {"id": 7, "price": "3.00"}),  # ALL: the value's key column wins, as Flink projects it last
+            ({"id": 1}, None),  # a tombstone: -D with the key, the other columns null
+            ({"id": 3}, ""),  # an empty value: Flink's JSON format gives no row
+            ({"id": 4}, {"price": "4.00"}),  # ALL: the value lacks the key column
+        ],
+    )
     assert [(k, s, i, p, n) for k, s, i, p, _, n in good] == [
         ("+I", 0, 1, Decimal("1.00"), "a"),
         ("+I", 2, 1, Decimal("2.00"), "b"),
@@ -255,33 +311,55 @@ def test_upsert_all_takes_key_columns_from_the_value_and_tombstones_from_the_key
 
 
 def test_upsert_except_key_with_prefix(spark):
-    schema = StructType([StructField("k_id", IntegerType()), StructField("k_region", StringType()), StructField("id", StringType())])
-    source = KafkaSource("t", "t", schema, format="json", primary_key=("k_id", "k_region"), rowkind_field=None, upsert=True,
-                         key_fields_prefix="k_", value_fields_include="EXCEPT_KEY")
-    good, bad = keyed(spark, source, [
-        ({"id": 1, "region": "eu"}, {"id": "value's own id", "k_id": 99}),  # the value's fields are read by column name
-        ({"id": 1, "region": "eu"}, None),
-        ({"id": 2}, {"id": "x"}),
-        ({"id": "two", "region": "us"}, {"id": "y"}),
-    ])
+    schema = StructType(
+        [StructField("k_id", IntegerType()), StructField("k_region", StringType()), StructField("id", StringType())]
+    )
+    source = KafkaSource(
+        "t",
+        "t",
+        schema,
+        format="json",
+        primary_key=("k_id", "k_region"),
+        rowkind_field=None,
+        upsert=True,
+        key_fields_prefix="k_",
+        value_fields_include="EXCEPT_KEY",
+    )
+    good, bad = keyed(
+        spark,
+        source,
+        [
+            (
+                {"id": 1, "region": "eu"},
+                {"id": "value's own id", "k_id": 99},
+            ),  # the value's fields are read by column name
+            ({"id": 1, "region": "eu"}, None),
+            ({"id": 2}, {"id": "x"}),
+            ({"id": "two", "region": "us"}, {"id": "y"}),
+        ],
+    )
     assert good == [("+I", 0, 1, "eu", "value's own id"), ("-D", 2, 1, "eu", None)]
     assert bad == [(2, "primary key column k_region is null"), (3, 'key: column k_id: value "two" is not INT')]
 
 
 def test_upsert_dead_letters(spark):
     source = KafkaSource("t", "t", SCHEMA, **UPSERT)
-    _, bad = keyed(spark, source, [
-        (None, {"id": 1}),
-        (None, None),
-        ("", {"id": 1}),
-        ("{not json", {"id": 1}),
-        ("[1]", {"id": 1}),
-        ({"id": 1}, "{not json"),
-        ({"id": 1}, "null"),
-        ({"id": 1}, {"id": 1, "price": "cheap"}),
-        ({"id": None}, None),
-        ({"id": 1}, {"id": 1, "ts": "yesterday"}),
-    ])
+    _, bad = keyed(
+        spark,
+        source,
+        [
+            (None, {"id": 1}),
+            (None, None),
+            ("", {"id": 1}),
+            ("{not json", {"id": 1}),
+            ("[1]", {"id": 1}),
+            ({"id": 1}, "{not json"),
+            ({"id": 1}, "null"),
+            ({"id": 1}, {"id": 1, "price": "cheap"}),
+            ({"id": None}, None),
+            ({"id": 1}, {"id": 1, "ts": "yesterday"}),
+        ],
+    )
     assert bad == [
         (0, "null key"),
         (1, "null key"),
@@ -309,7 +387,10 @@ def test_upsert_dead_letters(spark):
         (UPSERT | {"format": "debezium-json"}, "reads format 'json' without rowkind_field"),
         (UPSERT | {"rowkind_field": "op"}, "reads format 'json' without rowkind_field"),
         (UPSERT | {"key_fields_prefix": "i"}, "a key prefix is not allowed with value_fields_include 'ALL'"),
-        (UPSERT | {"key_fields_prefix": "k_", "value_fields_include": "EXCEPT_KEY"}, "primary key column 'id' is not prefixed"),
+        (
+            UPSERT | {"key_fields_prefix": "k_", "value_fields_include": "EXCEPT_KEY"},
+            "primary key column 'id' is not prefixed",
+        ),
         (UPSERT | {"value_fields_include": "NONE"}, "value_fields_include must be 'ALL' or 'EXCEPT_KEY'"),
         ({"value_fields_include": "EXCEPT_KEY"}, "apply to upsert sources only"),
     ],

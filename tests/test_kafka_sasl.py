@@ -34,21 +34,32 @@ def sasl_broker(tmp_path_factory):
 
 
 def _resource(broker) -> KafkaResource:
-    return KafkaResource(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
-                         sasl_mechanism="PLAIN", sasl_username=USER, sasl_password=EnvVar("SJ_TEST_KAFKA_PASSWORD"))
+    return KafkaResource(
+        bootstrap_servers=broker.bootstrap_servers,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_username=USER,
+        sasl_password=EnvVar("SJ_TEST_KAFKA_PASSWORD"),
+    )
 
 
 def _sql(tmp_path):
     """``sql/orders_current.sql`` over a catalog whose ``orders`` table logs in with ``${SJ_TEST_KAFKA_JAAS}``."""
-    return orders_current_with_orders_options(tmp_path, (
-        "  'properties.security.protocol' = 'SASL_PLAINTEXT',\n  'properties.sasl.mechanism' = 'PLAIN',\n"
-        "  'properties.sasl.jaas.config' = '${SJ_TEST_KAFKA_JAAS}',\n"))
+    return orders_current_with_orders_options(
+        tmp_path,
+        (
+            "  'properties.security.protocol' = 'SASL_PLAINTEXT',\n  'properties.sasl.mechanism' = 'PLAIN',\n"
+            "  'properties.sasl.jaas.config' = '${SJ_TEST_KAFKA_JAAS}',\n"
+        ),
+    )
 
 
 def _lag_sensor(properties=None):
     from dagster_project.definitions import PIPELINE_JOBS
 
-    return kafka_lag_sensor("orders_current", ["orders"], PIPELINE_JOBS["orders_current_job"], threshold=1, properties=properties)
+    return kafka_lag_sensor(
+        "orders_current", ["orders"], PIPELINE_JOBS["orders_current_job"], threshold=1, properties=properties
+    )
 
 
 def _causes(error: BaseException) -> str:
@@ -66,7 +77,9 @@ def test_loader_sensor_and_spark_log_in_to_a_sasl_cluster(spark, sasl_broker, tp
     servers = sasl_broker.bootstrap_servers
     instance = DagsterInstance.ephemeral()
     loaded = load_tpch_topics_job.execute_in_process(
-        instance=instance, resources={"kafka": _resource(sasl_broker), "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS)})
+        instance=instance,
+        resources={"kafka": _resource(sasl_broker), "tpch": TpchResource(scale_factor=SCALE_FACTOR, days=DAYS)},
+    )
     assert loaded.success
     counts = loaded.output_for_node("load_tpch_topics")
     assert counts["orders"] > 1000
@@ -78,7 +91,10 @@ def test_loader_sensor_and_spark_log_in_to_a_sasl_cluster(spark, sasl_broker, tp
     assert isinstance(behind, RunRequest) and behind.tags["kafka_lag"] == str(counts["orders"])
 
     pipeline_file = _sql(tmp_path) / "orders_current.sql"
-    assert main(["run", str(pipeline_file), "--available-now", "--bootstrap-servers", servers, "--lakehouse", str(lake)]) == 0
+    assert (
+        main(["run", str(pipeline_file), "--available-now", "--bootstrap-servers", servers, "--lakehouse", str(lake)])
+        == 0
+    )
     assert f"records read {{'orders': {counts['orders']}}}" in capsys.readouterr().out
     assert spark.read.format("delta").load(str(lake / "orders_current")).count() == len(tpch.final_orders())
 
@@ -95,8 +111,10 @@ def _evaluate(sensor, kafka: KafkaResource, lake):
 
 
 def test_wrong_credentials_fail_at_once_naming_the_authentication_failure(sasl_broker, monkeypatch):
-    wrong = KafkaConnection(sasl_broker.bootstrap_servers, {
-        **sasl_broker.connection.properties, "sasl.jaas.config": jaas_config("PLAIN", USER, WRONG)})
+    wrong = KafkaConnection(
+        sasl_broker.bootstrap_servers,
+        {**sasl_broker.connection.properties, "sasl.jaas.config": jaas_config("PLAIN", USER, WRONG)},
+    )
     for attempt in (lambda: ensure_topics(wrong, {"never": 1}), lambda: produce(wrong, "never", [("k", "v")])):
         started = time.monotonic()
         with pytest.raises(KafkaException) as refused:
@@ -113,12 +131,23 @@ def test_wrong_credentials_fail_at_once_naming_the_authentication_failure(sasl_b
 
 
 @pytest.mark.e2e
-def test_spark_with_wrong_credentials_fails_naming_the_authentication_failure(spark, sasl_broker, tmp_path, monkeypatch, capsys):
+def test_spark_with_wrong_credentials_fails_naming_the_authentication_failure(
+    spark, sasl_broker, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("SJ_TEST_KAFKA_JAAS", jaas_config("PLAIN", USER, WRONG))
     ensure_topics(sasl_broker.connection, {"orders": 2})
     started = time.monotonic()
-    code = main(["run", str(_sql(tmp_path) / "orders_current.sql"), "--available-now",
-                 "--bootstrap-servers", sasl_broker.bootstrap_servers, "--lakehouse", str(tmp_path / "lake")])
+    code = main(
+        [
+            "run",
+            str(_sql(tmp_path) / "orders_current.sql"),
+            "--available-now",
+            "--bootstrap-servers",
+            sasl_broker.bootstrap_servers,
+            "--lakehouse",
+            str(tmp_path / "lake"),
+        ]
+    )
     printed = capsys.readouterr()
     assert code != 0 and "Authentication failed" in printed.err, printed.err
     assert WRONG not in printed.out + printed.err

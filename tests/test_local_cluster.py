@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from processes import descendants
 
 from assets.sql_pipelines import SQL_DIR
 from checks import DEMO_EXPECTED
 from checks.expectations import table_difference
-from processes import descendants
 from streamjoin.session import _is_local
 
 STREAMJOIN = Path(sys.executable).with_name("streamjoin")  # the console script, as a user runs it
@@ -26,10 +26,18 @@ PIPELINE = "orders_by_status"  # the cheapest stateful one: a rowtime deduplicat
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
-@pytest.mark.parametrize("master, local", [
-    ("local", True), ("local[2]", True), ("local[*]", True), ("local[2,3]", True),
-    ("local-cluster[2,1,1024]", False), ("spark://head:7077", False), ("yarn", False),
-])
+@pytest.mark.parametrize(
+    "master, local",
+    [
+        ("local", True),
+        ("local[2]", True),
+        ("local[*]", True),
+        ("local[2,3]", True),
+        ("local-cluster[2,1,1024]", False),
+        ("spark://head:7077", False),
+        ("yarn", False),
+    ],
+)
 def test_only_local_masters_get_the_local_settings(master, local):
     assert _is_local(master) is local
 
@@ -45,12 +53,29 @@ def test_a_stateful_pipeline_on_separate_executor_jvms(spark, kafka_bootstrap, d
         (spark_home / part).symlink_to(Path(pyspark.__file__).parent / part)
     (spark_home / "conf" / "spark-defaults.conf").write_text("spark.databricks.delta.snapshotPartitions 2\n")
     lake = tmp_path / "lake"
-    env = {**os.environ, "SPARK_MASTER": "local-cluster[2,1,1024]", "SPARK_HOME": str(spark_home),
-           "SPARK_SHUFFLE_PARTITIONS": "2"}
+    env = {
+        **os.environ,
+        "SPARK_MASTER": "local-cluster[2,1,1024]",
+        "SPARK_HOME": str(spark_home),
+        "SPARK_SHUFFLE_PARTITIONS": "2",
+    }
     started = time.monotonic()
-    run = subprocess.Popen([str(STREAMJOIN), "run", str(SQL_DIR / f"{PIPELINE}.sql"), "--available-now",
-                            "--bootstrap-servers", kafka_bootstrap, "--lakehouse", str(lake)],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.Popen(
+        [
+            str(STREAMJOIN),
+            "run",
+            str(SQL_DIR / f"{PIPELINE}.sql"),
+            "--available-now",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--lakehouse",
+            str(lake),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     # The CLI's process tree while it runs: pid -> (parent pid, command line) as first seen (when the driver
     # exits, its executors outlive it for a moment, adopted by another parent).
     seen: dict[int, tuple[int, str]] = {}

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import jvm_only
 from flink_diff.compare import difference
 from flink_diff.generate import MINI_BATCH_SETUP
+
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.script import plan_script
 from streamjoin.testing.replay import load_case_file, replay_case
@@ -38,7 +38,10 @@ def test_the_setting_marks_the_group_aggregate_in_explain():
 
 
 def test_a_bad_value_or_a_mini_batch_option_we_do_not_have_fails_naming_the_line():
-    with pytest.raises(ValidationError, match=r"<sql>:2:.*'table.exec.mini-batch.enabled' takes 'true' or 'false', not 'yes' \[rule: settings\]"):
+    with pytest.raises(
+        ValidationError,
+        match=r"<sql>:2:.*'table.exec.mini-batch.enabled' takes 'true' or 'false', not 'yes' \[rule: settings\]",
+    ):
         plan_script(DDL + "SET 'table.exec.mini-batch.enabled' = 'yes';\nSELECT k, SUM(v) FROM t GROUP BY k;")
     with pytest.raises(UnsupportedPlanError, match=r"'table.exec.mini-batch.allow-latency' is not supported"):
         plan_script(DDL + "SET 'table.exec.mini-batch.allow-latency' = '1 s';\nSELECT k, SUM(v) FROM t GROUP BY k;")

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from flink_cases import case_names, load_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from operator_replay import epoch_ms, flink_watermarks, replay_over, spark_type, ts_text
+from over_window_oracle import batch_over, flink_late_rows
 from pyspark.sql import Row
 from pyspark.sql.types import DoubleType, IntegerType, StringType
 
-from flink_cases import case_names, load_case
-from operator_replay import epoch_ms, flink_watermarks, replay_over, spark_type, ts_text
-from over_window_oracle import batch_over, flink_late_rows
 from streamjoin.changelog import ChangelogError
 from streamjoin.errors import StateError, ValidationError
 from streamjoin.runtime.aggregates import parse_calls
@@ -147,8 +147,13 @@ LATE_RULE_ROWS = [(5, 0), (7, 120), (9, 60), (3, 105), (4, 180), (8, 120), (6, 3
 
 def late_rule_replay(preceding):
     rows = [("x", v, 36_000_000 + s * 1000) for v, s in LATE_RULE_ROWS]
-    return run("rows", preceding, [("s", "SUM", "v"), ("n", "COUNT", None)], rows,
-               flink_watermarks([t for _, _, t in rows], 30_000))
+    return run(
+        "rows",
+        preceding,
+        [("s", "SUM", "v"), ("n", "COUNT", None)],
+        rows,
+        flink_watermarks([t for _, _, t in rows], 30_000),
+    )
 
 
 def test_unbounded_rows_late_rule_is_the_watermark_at_arrival_as_flink_2_3_0():
@@ -164,8 +169,14 @@ def test_bounded_rows_late_rule_is_the_last_fired_timer_as_flink_2_3_0():
     # (0 s) and is kept; 8 @ 120 s arrives after the 120 s timer fired and is late.
     replay = late_rule_replay(1)
     assert replay.dropped == [False, False, False, False, False, True, False]
-    assert replay.outputs == [("x", 5, 5, 1), ("x", 9, 14, 2), ("x", 3, 12, 2), ("x", 7, 10, 2), ("x", 4, 11, 2),
-                              ("x", 6, 10, 2)]
+    assert replay.outputs == [
+        ("x", 5, 5, 1),
+        ("x", 9, 14, 2),
+        ("x", 3, 12, 2),
+        ("x", 7, 10, 2),
+        ("x", 4, 11, 2),
+        ("x", 6, 10, 2),
+    ]
 
 
 def test_timer_at_the_watermark_fires_only_when_the_watermark_rises():
@@ -262,7 +273,16 @@ def test_insert_only_min_cannot_retract():
 
 # --------------------------------------------------------------------------- properties
 
-CALLS = [("MIN", 1), ("MAX", 1), ("SUM", 1), ("COUNT", None), ("COUNT", 1), ("AVG", 1), ("FIRST_VALUE", 1), ("LAST_VALUE", 1)]
+CALLS = [
+    ("MIN", 1),
+    ("MAX", 1),
+    ("SUM", 1),
+    ("COUNT", None),
+    ("COUNT", 1),
+    ("AVG", 1),
+    ("FIRST_VALUE", 1),
+    ("LAST_VALUE", 1),
+]
 AGGREGATES = [(f"a{i}", f, None if p is None else "v") for i, (f, p) in enumerate(CALLS)]
 
 
@@ -323,7 +343,7 @@ def replay_instants(fn, batches) -> list:
     for now, batch in batches:
         for key in dict.fromkeys(k for k, _ in batch):
             state = states.setdefault(key, fn.create_state())
-            fire = lambda t, s=state: fn.on_timer(s, t)  # noqa: E731
+            fire = lambda t, s=state: fn.on_timer(s, t)
             emitted += state.timers.advance(now, fire)
             for k, v in batch:
                 if k == key:

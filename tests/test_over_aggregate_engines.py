@@ -11,11 +11,16 @@ import random
 from decimal import Decimal
 
 import pytest
+from operator_replay import (
+    SENTINEL,
+    SENTINEL_MS,
+    collect_packed,
+    pack,
+    small_queries,  # noqa: F401  (fixture)
+)
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
-from operator_replay import small_queries  # noqa: F401  (fixture)
-from operator_replay import SENTINEL, SENTINEL_MS, collect_packed, pack
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.jvm import ENGINE_CONF, ENGINES
 from streamjoin.runtime.over_aggregate import over_aggregate
@@ -33,10 +38,25 @@ SCHEMA = StructType(
         StructField("i", LongType()),
     ]
 )
-AGGREGATES = [("n", "COUNT", None), ("nv", "COUNT", "v"), ("dv", "COUNT_DISTINCT", "v"), ("sv", "SUM", "v"),
-              ("av", "AVG", "v"), ("lo", "MIN", "v"), ("hi", "MAX", "v"), ("fv", "FIRST_VALUE", "v"),
-              ("lv", "LAST_VALUE", "v"), ("sx", "SUM", "x"), ("ax", "AVG", "x"), ("sp", "SUM", "p"), ("ap", "AVG", "p"),
-              ("ls", "MIN", "s"), ("hs", "MAX", "s"), ("fs", "FIRST_VALUE", "s"), ("ds", "COUNT_DISTINCT", "s")]
+AGGREGATES = [
+    ("n", "COUNT", None),
+    ("nv", "COUNT", "v"),
+    ("dv", "COUNT_DISTINCT", "v"),
+    ("sv", "SUM", "v"),
+    ("av", "AVG", "v"),
+    ("lo", "MIN", "v"),
+    ("hi", "MAX", "v"),
+    ("fv", "FIRST_VALUE", "v"),
+    ("lv", "LAST_VALUE", "v"),
+    ("sx", "SUM", "x"),
+    ("ax", "AVG", "x"),
+    ("sp", "SUM", "p"),
+    ("ap", "AVG", "p"),
+    ("ls", "MIN", "s"),
+    ("hs", "MAX", "s"),
+    ("fs", "FIRST_VALUE", "s"),
+    ("ds", "COUNT_DISTINCT", "s"),
+]
 #: Run name → over_aggregate arguments.
 RUNS = {
     "rows_bounded": dict(order_by="t", frame="rows", preceding=2),
@@ -78,8 +98,17 @@ def _the_engines_give_the_same_output(spark, tmp_path):
     for i in range(40):
         time = max(highest - 4000, highest + rng.choice([-3000, -1000, 0, 0, 1000, 2000]))
         highest = max(highest, time)
-        rows.append((rng.choice("abc"), time, rng.choice([None, -3, 0, 4, 4, 9]), rng.choice([None, 0.5, -1.25, 2.0]),
-                     rng.choice([None, Decimal("1.10"), Decimal("-0.05")]), rng.choice([None, "p", "q", "r"]), i))
+        rows.append(
+            (
+                rng.choice("abc"),
+                time,
+                rng.choice([None, -3, 0, 4, 4, 9]),
+                rng.choice([None, 0.5, -1.25, 2.0]),
+                rng.choice([None, Decimal("1.10"), Decimal("-0.05")]),
+                rng.choice([None, "p", "q", "r"]),
+                i,
+            )
+        )
     files = [[("+I", r) for r in rows[start : start + 6]] for start in range(0, len(rows), 6)]
     files.append([("+I", (SENTINEL, SENTINEL_MS, 0, 0.0, Decimal(0), "", -1))])
     source = changelog_file_stream(spark, tmp_path / "in", SCHEMA, files)

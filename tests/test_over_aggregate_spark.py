@@ -27,12 +27,8 @@ import random
 from collections import Counter
 
 import pytest
-from pyspark.sql import Window
-from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
-
+from conftest import jvm_only
 from flink_cases import load_case
-from operator_replay import small_queries  # noqa: F401  (fixture)
 from operator_replay import (
     ROW_WATERMARK,
     SENTINEL,
@@ -43,17 +39,21 @@ from operator_replay import (
     epoch_ms,
     flink_watermarks,
     pack,
+    small_queries,  # noqa: F401  (fixture)
     spark_type,
     ts_text,
 )
 from over_window_oracle import batch_over, flink_late_rows
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
+from test_over_aggregate import DERIVED, OVER_CASES
+
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.processor import LATE_STATE
-from test_over_aggregate import DERIVED, OVER_CASES
-from conftest import jvm_only
 
 pytestmark = pytest.mark.usefixtures("small_queries")
 
@@ -203,10 +203,18 @@ def test_processing_time_frames(spark, engine, tmp_path):
         [pack(rows, "rows", ["k", "v", "m", "n"]), pack(peers, "range", ["k", "v", "m", "n"])], tmp_path / "checkpoint"
     )
     assert sorted((b, row) for b, _, row in results["rows"]) == [
-        (0, ("a", 1, 1, 1)), (0, ("a", 5, 5, 2)), (1, ("a", 3, 5, 2)), (2, ("a", 4, 4, 2)), (2, ("b", 2, 2, 1)),
+        (0, ("a", 1, 1, 1)),
+        (0, ("a", 5, 5, 2)),
+        (1, ("a", 3, 5, 2)),
+        (2, ("a", 4, 4, 2)),
+        (2, ("b", 2, 2, 1)),
     ]
     assert sorted((b, row) for b, _, row in results["range"]) == [
-        (0, ("a", 1, 5, 2)), (0, ("a", 5, 5, 2)), (1, ("a", 3, 5, 3)), (2, ("a", 4, 5, 4)), (2, ("b", 2, 2, 1)),
+        (0, ("a", 1, 5, 2)),
+        (0, ("a", 5, 5, 2)),
+        (1, ("a", 3, 5, 3)),
+        (2, ("a", 4, 5, 4)),
+        (2, ("b", 2, 2, 1)),
     ]
 
 
@@ -247,8 +255,12 @@ def test_seeded_random_stream_equals_the_batch_window_query_over_rows_not_late(s
         start = sum(map(len, batches))
         batches.append(rows[start : start + rng.randint(3, 10)])
     schema = StructType(
-        [StructField("k", StringType()), StructField("t", LongType()), StructField("v", IntegerType()),
-         StructField("i", LongType())]
+        [
+            StructField("k", StringType()),
+            StructField("t", LongType()),
+            StructField("v", IntegerType()),
+            StructField("i", LongType()),
+        ]
     )
     files = [[("+I", r) for r in b] for b in batches]
     files[-1].append(("+I", (SENTINEL, SENTINEL_MS, 0, -1)))
@@ -257,10 +269,12 @@ def test_seeded_random_stream_equals_the_batch_window_query_over_rows_not_late(s
     # RANGE (peers, interval, clean-up timers) through Spark; ROWS frames have the pure-Python property.
     # FIRST/LAST_VALUE are left out: peers have no order in Spark's batch window.
     aggregates = [("lo", "MIN", "v"), ("hi", "MAX", "v"), ("s", "SUM", "v"), ("n", "COUNT", None), ("a", "AVG", "v")]
-    out = over_aggregate(source, partition_by=["k"], order_by="t", frame="range", preceding_ms=interval,
-                         aggregates=aggregates)
-    results = collect_packed([pack(out.where(F.col("k") != SENTINEL), "range", ["i"] + [a[0] for a in aggregates])],
-                             tmp_path / "checkpoint")
+    out = over_aggregate(
+        source, partition_by=["k"], order_by="t", frame="range", preceding_ms=interval, aggregates=aggregates
+    )
+    results = collect_packed(
+        [pack(out.where(F.col("k") != SENTINEL), "range", ["i"] + [a[0] for a in aggregates])], tmp_path / "checkpoint"
+    )
 
     marks, seen = [], None
     for batch in batches:
@@ -269,11 +283,17 @@ def test_seeded_random_stream_equals_the_batch_window_query_over_rows_not_late(s
         seen = max([r[1] for r in batch] + ([] if seen is None else [seen]))
     late = flink_late_rows([(k, t) for k, t, _, _ in rows], marks, "range", interval)
     assert 0 < sum(late) < len(rows), "the seed should give some late rows"
-    kept = spark.createDataFrame([r for r, dropped in zip(rows, late) if not dropped], "k STRING, t LONG, v INT, i LONG")
+    kept = spark.createDataFrame(
+        [r for r, dropped in zip(rows, late) if not dropped], "k STRING, t LONG, v INT, i LONG"
+    )
     window = Window.partitionBy("k").orderBy("t").rangeBetween(-interval, 0)
     # Spark's batch window functions, with Flink's result types (SUM and AVG of INT are INT).
     expected = kept.select(
-        "i", F.min("v").over(window), F.max("v").over(window), F.sum("v").over(window).cast("int"),
-        F.count("*").over(window), F.avg("v").over(window).cast("int"),
+        "i",
+        F.min("v").over(window),
+        F.max("v").over(window),
+        F.sum("v").over(window).cast("int"),
+        F.count("*").over(window),
+        F.avg("v").over(window).cast("int"),
     )
     assert Counter(row for _, _, row in results["range"]) == Counter(tuple(r) for r in expected.collect())

@@ -22,14 +22,30 @@ from streamjoin.planner import plan_script, sql_pipelines
 from streamjoin.planner.connectors import parse_memory_size
 
 SCHEMA = StructType([StructField("id", IntegerType()), StructField("name", StringType())])
-KAFKA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
-                    StructField("partition", IntegerType()), StructField("offset", LongType()), StructField("timestamp", TimestampType())])
+KAFKA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+    ]
+)
 TABLE = "CREATE TABLE src (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json'{})"
 
 
-@pytest.mark.parametrize("text, size", [
-    ("1048588", 1048588), ("8mb", 8 << 20), ("512 kb", 512 << 10), ("2 MB", 2 << 20), ("1g", 1 << 30), ("100 bytes", 100),
-])
+@pytest.mark.parametrize(
+    "text, size",
+    [
+        ("1048588", 1048588),
+        ("8mb", 8 << 20),
+        ("512 kb", 512 << 10),
+        ("2 MB", 2 << 20),
+        ("1g", 1 << 30),
+        ("100 bytes", 100),
+    ],
+)
 def test_memory_sizes_read_as_flink_memory_size(text, size):
     assert parse_memory_size(text) == size
 
@@ -64,11 +80,15 @@ def test_a_record_over_the_limit_is_a_dead_letter_and_one_at_the_limit_is_read(s
 
 def test_an_oversized_upsert_record_is_a_dead_letter(spark):
     source = KafkaSource("t", "t", SCHEMA, primary_key=("id",), upsert=True, rowkind_field=None, max_record_bytes=35)
-    decoded = _decoded(spark, source, [(b'{"id": 1}', b'{"id": 1, "name": "b"}'),
-                                              (b'{"id": 2}', b'{"id": 2, "name": "' + b"b" * 10 + b'"}')])
+    decoded = _decoded(
+        spark,
+        source,
+        [(b'{"id": 1}', b'{"id": 1, "name": "b"}'), (b'{"id": 2}', b'{"id": 2, "name": "' + b"b" * 10 + b'"}')],
+    )
     assert [(r.id, r.name) for r in changelog_rows(decoded, source).collect()] == [(1, "b")]
     assert [r.reason for r in dead_letters(decoded).collect()] == [
-        "record of 40 bytes (key + value) is over the limit of 35 bytes (scan.record.max-size)"]
+        "record of 40 bytes (key + value) is over the limit of 35 bytes (scan.record.max-size)"
+    ]
 
 
 BIG = 8 << 20
@@ -84,11 +104,16 @@ INSERT INTO raised_limit SELECT * FROM big_8mb;
 
 
 @pytest.mark.e2e
-def test_a_record_over_the_limit_on_a_topic_that_holds_it_is_a_dead_letter_and_the_query_goes_on(spark, kafka_bootstrap, tmp_path):
+def test_a_record_over_the_limit_on_a_topic_that_holds_it_is_a_dead_letter_and_the_query_goes_on(
+    spark, kafka_bootstrap, tmp_path
+):
     topic = "oversized_records"
     ensure_topics(kafka_bootstrap, {topic: 1}, config={"max.message.bytes": str(BIG)})
-    records = [("1", json.dumps({"id": 1, "name": "a"})), ("2", json.dumps({"id": 2, "name": "x" * 2_000_000})),
-               ("3", json.dumps({"id": 3, "name": "c"}))]
+    records = [
+        ("1", json.dumps({"id": 1, "name": "a"})),
+        ("2", json.dumps({"id": 2, "name": "x" * 2_000_000})),
+        ("3", json.dumps({"id": 3, "name": "c"})),
+    ]
     assert produce(kafka_bootstrap, topic, records, settings={"message.max.bytes": BIG}) == 3
     lakehouse = Lakehouse(str(tmp_path / "lake"))
     pipelines = {p.name: p for p in sql_pipelines(plan_script(SQL))}
@@ -100,7 +125,9 @@ def test_a_record_over_the_limit_on_a_topic_that_holds_it_is_a_dead_letter_and_t
     [dead] = spark.read.format("delta").load(pipelines["default_limit"].dead_letter_path(lakehouse)).collect()
     size = 1 + len(records[1][1])
     assert (dead.topic, dead.partition, dead.offset, bytes(dead.key), len(dead.value)) == (topic, 0, 1, b"2", size - 1)
-    assert dead.reason == f"record of {size} bytes (key + value) is over the limit of 1048588 bytes (scan.record.max-size)"
+    assert (
+        dead.reason == f"record of {size} bytes (key + value) is over the limit of 1048588 bytes (scan.record.max-size)"
+    )
 
     # The same topic read with the limit raised: the record is a row.
     run = run_pipeline(pipelines["raised_limit"], spark, lakehouse, kafka_bootstrap)

@@ -39,14 +39,25 @@ def test_the_settings_resolve_as_in_flink():
 
 
 def test_an_init_script_sets_it_for_the_pipeline():
-    script = plan_script(DDL + "SELECT k, SUM(v) FROM t GROUP BY k;", init=[("catalog.sql", "SET 'parallelism.default' = '6';")])
+    script = plan_script(
+        DDL + "SELECT k, SUM(v) FROM t GROUP BY k;", init=[("catalog.sql", "SET 'parallelism.default' = '6';")]
+    )
     assert script.parallelism == 6
 
 
-@pytest.mark.parametrize(("key", "value"), [("parallelism.default", "0"), ("parallelism.default", "-1"), ("parallelism.default", "two"),
-                                            ("table.exec.resource.default-parallelism", "0")])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("parallelism.default", "0"),
+        ("parallelism.default", "-1"),
+        ("parallelism.default", "two"),
+        ("table.exec.resource.default-parallelism", "0"),
+    ],
+)
 def test_a_value_that_is_not_a_parallelism_fails_naming_the_line(key, value):
-    with pytest.raises(ValidationError, match=rf"<sql>:1:.*'{key}' takes a positive integer .*not '{value}' \[rule: settings\]"):
+    with pytest.raises(
+        ValidationError, match=rf"<sql>:1:.*'{key}' takes a positive integer .*not '{value}' \[rule: settings\]"
+    ):
         _parallelism(f"SET '{key}' = '{value}';\n")
 
 
@@ -77,7 +88,9 @@ def _state_partitions(checkpoint: Path) -> set[str]:
     return {p.name for p in (checkpoint / "state" / "0").iterdir() if p.name.isdigit()}
 
 
-def test_pipelines_started_together_keep_their_own_parallelism_in_their_checkpoints(spark, kafka_bootstrap, tpch, tmp_path, caplog):
+def test_pipelines_started_together_keep_their_own_parallelism_in_their_checkpoints(
+    spark, kafka_bootstrap, tpch, tmp_path, caplog
+):
     topic = "orders_for_parallelism"
     ensure_topics(kafka_bootstrap, {topic: 1})
     changes = list(tpch.orders_changes())
@@ -90,11 +103,18 @@ def test_pipelines_started_together_keep_their_own_parallelism_in_their_checkpoi
     runs = run_pipelines([wide, narrow], spark, lakehouse, kafka_bootstrap)
     assert all(run.warnings == [] for run in runs.values())
     main = {p.name: Path(lakehouse.checkpoint(p.name, "main")) for p in (wide, narrow)}
-    assert _offsets_conf(main["by_status_wide"])[-1] == "3" and _state_partitions(main["by_status_wide"]) == {"0", "1", "2"}
+    assert _offsets_conf(main["by_status_wide"])[-1] == "3" and _state_partitions(main["by_status_wide"]) == {
+        "0",
+        "1",
+        "2",
+    }
     assert _offsets_conf(main["by_status_narrow"])[-1] == "1" and _state_partitions(main["by_status_narrow"]) == {"0"}
     assert spark.conf.get("spark.sql.shuffle.partitions") == session_partitions
     # Both count every order, whatever their parallelism.
-    counts = {name: {r[0]: r[1] for r in spark.read.format("delta").load(lakehouse.table_path(name)).collect()} for name in main}
+    counts = {
+        name: {r[0]: r[1] for r in spark.read.format("delta").load(lakehouse.table_path(name)).collect()}
+        for name in main
+    }
     assert counts["by_status_wide"] == counts["by_status_narrow"] and sum(counts["by_status_wide"].values()) > 0
 
     # Another parallelism on the same checkpoint: Spark keeps the state's 3 partitions; the run says so.
@@ -102,7 +122,13 @@ def test_pipelines_started_together_keep_their_own_parallelism_in_their_checkpoi
     with caplog.at_level(logging.WARNING, logger="streamjoin"):
         [run] = run_pipelines([_pipeline("by_status_wide", topic, 2)], spark, lakehouse, kafka_bootstrap).values()
     [warning] = run.warnings
-    assert warning.startswith(f"pipeline by_status_wide: parallelism 2 is set, but its checkpoint {main['by_status_wide']} "
-                              "started with 3 shuffle partitions, which it keeps")
+    assert warning.startswith(
+        f"pipeline by_status_wide: parallelism 2 is set, but its checkpoint {main['by_status_wide']} "
+        "started with 3 shuffle partitions, which it keeps"
+    )
     assert warning in [r.getMessage() for r in caplog.records if r.name == "streamjoin"]
-    assert set(_offsets_conf(main["by_status_wide"])) == {"3"} and _state_partitions(main["by_status_wide"]) == {"0", "1", "2"}
+    assert set(_offsets_conf(main["by_status_wide"])) == {"3"} and _state_partitions(main["by_status_wide"]) == {
+        "0",
+        "1",
+        "2",
+    }

@@ -39,17 +39,22 @@ def test_an_upsert_sink_keyed_by_the_primary_key_reads_the_upserts_as_they_are()
 
 def test_a_group_aggregate_gets_a_normalize_emitting_update_before():
     explain = statement("INSERT INTO v_sink SELECT v, COUNT(*) FROM U GROUP BY v").explain
-    assert ("ChangelogNormalize(key=[k], changelogMode=[I,UB,UA,D], upsertKeys=[[k]])" in explain
-            and "Exchange(distribution=[hash[k]], changelogMode=[I,UA,D])" in explain)
+    assert (
+        "ChangelogNormalize(key=[k], changelogMode=[I,UB,UA,D], upsertKeys=[[k]])" in explain
+        and "Exchange(distribution=[hash[k]], changelogMode=[I,UA,D])" in explain
+    )
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT A.id, A.x, U.v FROM A LEFT JOIN U ON A.id = U.k",
-    "SELECT * FROM A FULL JOIN U ON A.id = U.k",
-    "SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id)",
-    "SELECT id, x FROM A WHERE id NOT IN (SELECT k FROM U WHERE n < 40)",
-    "SELECT * FROM U",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT A.id, A.x, U.v FROM A LEFT JOIN U ON A.id = U.k",
+        "SELECT * FROM A FULL JOIN U ON A.id = U.k",
+        "SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id)",
+        "SELECT id, x FROM A WHERE id NOT IN (SELECT k FROM U WHERE n < 40)",
+        "SELECT * FROM U",
+    ],
+)
 def test_joins_and_the_collecting_sink_need_full_rows(query):
     [normalize] = normalizes(query)
     assert normalize.key == ("k",) and isinstance(walk_to_scan(normalize), TableScan)
@@ -60,15 +65,18 @@ def walk_to_scan(node):
 
 
 # As PyFlink 2.3.0's EXPLAIN shows them: Calc(select=[...]) between the source and ChangelogNormalize.
-@pytest.mark.parametrize("query, read", [
-    ("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id)", ["k"]),
-    ("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id AND U.n < A.id)", ["k", "n"]),
-    ("SELECT id, x FROM A WHERE id NOT IN (SELECT k FROM U WHERE n < 40)", ["k", "n"]),
-    ("SELECT A.id, A.x, U.v FROM A LEFT JOIN U ON A.id = U.k", ["k", "v"]),
-    ("SELECT k, v FROM U", ["k", "v"]),
-    ("SELECT v, COUNT(*) FROM U GROUP BY v", ["k", "v"]),
-    ("SELECT * FROM A FULL JOIN U ON A.id = U.k", None),
-])
+@pytest.mark.parametrize(
+    "query, read",
+    [
+        ("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id)", ["k"]),
+        ("SELECT id, x FROM A WHERE EXISTS (SELECT 1 FROM U WHERE U.k = A.id AND U.n < A.id)", ["k", "n"]),
+        ("SELECT id, x FROM A WHERE id NOT IN (SELECT k FROM U WHERE n < 40)", ["k", "n"]),
+        ("SELECT A.id, A.x, U.v FROM A LEFT JOIN U ON A.id = U.k", ["k", "v"]),
+        ("SELECT k, v FROM U", ["k", "v"]),
+        ("SELECT v, COUNT(*) FROM U GROUP BY v", ["k", "v"]),
+        ("SELECT * FROM A FULL JOIN U ON A.id = U.k", None),
+    ],
+)
 def test_only_the_columns_read_after_a_normalize_reach_it(query, read):
     [normalize] = normalizes(query)
     below = normalize.inputs[0]
@@ -96,7 +104,10 @@ def test_a_versioned_table_with_a_watermark_is_read_as_upserts():
 
 
 def test_an_upsert_source_without_primary_key_is_refused_where_it_needs_a_normalize():
-    with pytest.raises(UnsupportedPlanError, match=r"table 'NK' is an upsert changelog .* without a PRIMARY KEY.*\[rule: changelog-normalize\]"):
+    with pytest.raises(
+        UnsupportedPlanError,
+        match=r"table 'NK' is an upsert changelog .* without a PRIMARY KEY.*\[rule: changelog-normalize\]",
+    ):
         statement("SELECT v, COUNT(*) FROM NK GROUP BY v")
 
 

@@ -6,8 +6,17 @@ from streamjoin.changelog import ChangelogMode, RowKind
 from streamjoin.errors import SinkError, ValidationError
 from streamjoin.planner import Flink, plan_script
 from streamjoin.planner.plan import (
-    Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, OverAggregate, RegularJoin,
-    SinkUpsertMaterializer, TableScan, TemporalJoin, walk,
+    Deduplicate,
+    DropUpdateBefore,
+    GroupAggregate,
+    IntervalJoin,
+    LookupJoin,
+    OverAggregate,
+    RegularJoin,
+    SinkUpsertMaterializer,
+    TableScan,
+    TemporalJoin,
+    walk,
 )
 
 DDL = """
@@ -60,7 +69,9 @@ INSERT = ChangelogMode.insert_only()
 # ---------------------------------------------------------------- regular joins
 
 
-@pytest.mark.parametrize("how, kind", [("JOIN", "inner"), ("LEFT JOIN", "left"), ("RIGHT JOIN", "right"), ("FULL OUTER JOIN", "full")])
+@pytest.mark.parametrize(
+    "how, kind", [("JOIN", "inner"), ("LEFT JOIN", "left"), ("RIGHT JOIN", "right"), ("FULL OUTER JOIN", "full")]
+)
 def test_equi_join_without_time_bounds_is_a_regular_join(how, kind):
     join = only(plan(f"SELECT * FROM A {how} B ON a1 = b1 AND a2 > b2"), RegularJoin)
     assert join.kind == kind
@@ -79,12 +90,18 @@ def test_inner_join_forwards_the_changes_of_its_inputs():
 
 def test_state_layout_follows_the_inputs_unique_keys():
     with_pk = only(plan("SELECT * FROM PA JOIN PB ON a1 = b1"), RegularJoin)
-    assert (with_pk.left_layout.value, with_pk.right_layout.value) == ("JoinKeyContainsUniqueKey", "JoinKeyContainsUniqueKey")
+    assert (with_pk.left_layout.value, with_pk.right_layout.value) == (
+        "JoinKeyContainsUniqueKey",
+        "JoinKeyContainsUniqueKey",
+    )
     assert ("a1",) in with_pk.upsert_keys and ("b1",) in with_pk.upsert_keys
     other_key = only(plan("SELECT * FROM PA JOIN PB ON a2 = b2"), RegularJoin)
     assert other_key.left_layout.value == "InputSideHasUniqueKey" and other_key.left_unique_key == ("a1",)
     no_key = only(plan("SELECT * FROM CA JOIN CB ON a1 = b1"), RegularJoin)
-    assert (no_key.left_layout.value, no_key.right_layout.value) == ("InputSideHasNoUniqueKey", "InputSideHasNoUniqueKey")
+    assert (no_key.left_layout.value, no_key.right_layout.value) == (
+        "InputSideHasNoUniqueKey",
+        "InputSideHasNoUniqueKey",
+    )
 
 
 def test_join_output_names_clashing_columns_as_calcite():
@@ -111,7 +128,9 @@ def test_join_without_equality_runs_on_one_task():
 def test_in_and_exists_are_semi_joins():
     semi = only(plan("SELECT * FROM A WHERE a1 IN (SELECT b1 FROM B)"), RegularJoin)
     assert (semi.kind, semi.left_keys, semi.right_keys) == ("semi", ["a1"], ["b1"])
-    correlated = only(plan("SELECT * FROM A WHERE EXISTS (SELECT 1 FROM B WHERE a1 = b1 AND a2 > b2 AND b3 = 'x')"), RegularJoin)
+    correlated = only(
+        plan("SELECT * FROM A WHERE EXISTS (SELECT 1 FROM B WHERE a1 = b1 AND a2 > b2 AND b3 = 'x')"), RegularJoin
+    )
     assert (correlated.kind, correlated.left_keys) == ("semi", ["a1"])
     assert correlated.residual.sql(Flink) == "`a2` > `b2`"
     # The subquery's own predicate filters the right input before the join.
@@ -142,28 +161,50 @@ def test_not_in_over_nullable_columns_is_null_aware():
         ("s.ship_ts BETWEEN o.ts - INTERVAL '10' MINUTE AND o.ts + INTERVAL '5' MINUTE", -600_000, 300_000),
         ("s.ship_ts >= o.ts AND s.ship_ts < o.ts + INTERVAL '1' HOUR", 0, 3_599_999),
         ("o.ts > s.ship_ts - INTERVAL '2' SECOND AND o.ts <= s.ship_ts", 0, 1_999),
-        ("s.ship_ts > o.ts AND s.ship_ts <= o.ts + INTERVAL '1' HOUR AND s.ship_ts <= o.ts + INTERVAL '30' MINUTE", 1, 1_800_000),
+        (
+            "s.ship_ts > o.ts AND s.ship_ts <= o.ts + INTERVAL '1' HOUR AND s.ship_ts <= o.ts + INTERVAL '30' MINUTE",
+            1,
+            1_800_000,
+        ),
     ],
 )
 def test_bounded_rowtimes_make_an_interval_join(condition, lower, upper):
-    join = only(plan(f"SELECT o.order_id, s.ship_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id AND {condition}"), IntervalJoin)
+    join = only(
+        plan(f"SELECT o.order_id, s.ship_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id AND {condition}"),
+        IntervalJoin,
+    )
     assert (join.lower_ms, join.upper_ms) == (lower, upper)
     assert join.rowtime and (join.left_time, join.right_time) == ("ts", "ship_ts")
     assert join.changelog_mode == INSERT
 
 
 def test_outer_interval_join_is_insert_only_and_proctime_bounds_work_too():
-    outer = only(plan("SELECT * FROM Orders o LEFT JOIN Ships s ON o.order_id = s.order_id "
-                      "AND s.ship_ts BETWEEN o.ts AND o.ts + INTERVAL '1' HOUR"), IntervalJoin)
+    outer = only(
+        plan(
+            "SELECT * FROM Orders o LEFT JOIN Ships s ON o.order_id = s.order_id "
+            "AND s.ship_ts BETWEEN o.ts AND o.ts + INTERVAL '1' HOUR"
+        ),
+        IntervalJoin,
+    )
     assert outer.kind == "left" and outer.changelog_mode == INSERT
-    proc = only(plan("SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id "
-                     "AND s.pt BETWEEN o.pt - INTERVAL '1' SECOND AND o.pt"), IntervalJoin)
+    proc = only(
+        plan(
+            "SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id "
+            "AND s.pt BETWEEN o.pt - INTERVAL '1' SECOND AND o.pt"
+        ),
+        IntervalJoin,
+    )
     assert not proc.rowtime and (proc.lower_ms, proc.upper_ms) == (-1000, 0)
 
 
 def test_inner_interval_join_applies_the_rest_of_the_condition_after_joining():
-    join = only(plan("SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id "
-                     "AND s.ship_ts BETWEEN o.ts AND o.ts + INTERVAL '1' HOUR AND s.ship_id > o.amount"), IntervalJoin)
+    join = only(
+        plan(
+            "SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id "
+            "AND s.ship_ts BETWEEN o.ts AND o.ts + INTERVAL '1' HOUR AND s.ship_id > o.amount"
+        ),
+        IntervalJoin,
+    )
     assert join.post_filter.sql(Flink) == "`ship_id` > `amount`"
 
 
@@ -171,9 +212,16 @@ def test_inner_interval_join_applies_the_rest_of_the_condition_after_joining():
 
 
 def test_for_system_time_as_of_a_rowtime_is_an_event_time_temporal_join():
-    sink = plan("SELECT o.order_id, r.rate FROM Orders o LEFT JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency")
+    sink = plan(
+        "SELECT o.order_id, r.rate FROM Orders o LEFT JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
+    )
     join = only(sink, TemporalJoin)
-    assert (join.kind, join.left_time, join.right_time, join.primary_key) == ("left", "ts", "update_time", ("currency",))
+    assert (join.kind, join.left_time, join.right_time, join.primary_key) == (
+        "left",
+        "ts",
+        "update_time",
+        ("currency",),
+    )
     assert not join.append_only_versions
     assert join.changelog_mode == INSERT  # the probe side's mode
     # The versioned side is read as upserts: Flink drops its -U before the join.
@@ -181,16 +229,31 @@ def test_for_system_time_as_of_a_rowtime_is_an_event_time_temporal_join():
 
 
 def test_temporal_join_against_a_versioned_view_reads_the_append_only_log():
-    join = only(plan("SELECT o.order_id, r.rate FROM Orders o JOIN VersionedRates FOR SYSTEM_TIME AS OF o.ts AS r "
-                     "ON o.currency = r.currency"), TemporalJoin)
+    join = only(
+        plan(
+            "SELECT o.order_id, r.rate FROM Orders o JOIN VersionedRates FOR SYSTEM_TIME AS OF o.ts AS r "
+            "ON o.currency = r.currency"
+        ),
+        TemporalJoin,
+    )
     assert join.append_only_versions and isinstance(join.right, TableScan) and join.right.table.name == "RatesLog"
     assert join.primary_key == ("currency",) and join.right_time == "update_time"
 
 
 def test_delta_table_or_proctime_makes_a_lookup_join():
-    join = only(plan("SELECT o.order_id, c.name FROM Orders o JOIN Customers FOR SYSTEM_TIME AS OF o.pt AS c ON o.order_id = c.id"), LookupJoin)
+    join = only(
+        plan(
+            "SELECT o.order_id, c.name FROM Orders o JOIN Customers FOR SYSTEM_TIME AS OF o.pt AS c ON o.order_id = c.id"
+        ),
+        LookupJoin,
+    )
     assert (join.left_keys, join.right_keys, join.kind) == (["order_id"], ["id"], "inner")
-    rowtime = only(plan("SELECT o.order_id, c.name FROM Orders o LEFT JOIN Customers FOR SYSTEM_TIME AS OF o.ts AS c ON o.order_id = c.id"), LookupJoin)
+    rowtime = only(
+        plan(
+            "SELECT o.order_id, c.name FROM Orders o LEFT JOIN Customers FOR SYSTEM_TIME AS OF o.ts AS c ON o.order_id = c.id"
+        ),
+        LookupJoin,
+    )
     assert rowtime.kind == "left"
 
 
@@ -207,17 +270,27 @@ def test_delta_table_or_proctime_makes_a_lookup_join():
     ],
 )
 def test_over_is_an_over_aggregate(frame, kind, preceding):
-    sink = plan(f"SELECT id, MAX(price) OVER (PARTITION BY kind ORDER BY ts {frame}) AS m, "
-                f"COUNT(*) OVER (PARTITION BY kind ORDER BY ts {frame}) AS c FROM Items")
+    sink = plan(
+        f"SELECT id, MAX(price) OVER (PARTITION BY kind ORDER BY ts {frame}) AS m, "
+        f"COUNT(*) OVER (PARTITION BY kind ORDER BY ts {frame}) AS c FROM Items"
+    )
     over = only(sink, OverAggregate)
-    assert (over.frame, over.preceding, over.partition_by, over.order_by, over.rowtime) == (kind, preceding, ["kind"], "ts", True)
+    assert (over.frame, over.preceding, over.partition_by, over.order_by, over.rowtime) == (
+        kind,
+        preceding,
+        ["kind"],
+        "ts",
+        True,
+    )
     assert [(a.function, a.arg) for a in over.aggregates] == [("MAX", "price"), ("COUNT", None)]
     assert over.changelog_mode == INSERT and sink.field_names == ["id", "m", "c"]
 
 
 def test_over_argument_expressions_are_computed_before_the_operator():
-    sink = plan("SELECT id, AVG(CAST(price AS DOUBLE)) OVER w AS a FROM Items "
-                "WINDOW w AS (PARTITION BY kind ORDER BY pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+    sink = plan(
+        "SELECT id, AVG(CAST(price AS DOUBLE)) OVER w AS a FROM Items "
+        "WINDOW w AS (PARTITION BY kind ORDER BY pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    )
     over = only(sink, OverAggregate)
     assert not over.rowtime and over.aggregates[0].arg == "f6"
     assert "CAST(price AS DOUBLE) AS f6" in over.inputs[0].describe()
@@ -234,23 +307,34 @@ def test_over_argument_expressions_are_computed_before_the_operator():
     ],
 )
 def test_row_number_filtered_to_one_is_a_deduplication(order, name, keep, time, kinds):
-    sink = plan(f"SELECT id, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order}) AS rn FROM Items) WHERE rn = 1")
+    sink = plan(
+        f"SELECT id, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order}) AS rn FROM Items) WHERE rn = 1"
+    )
     dedup = only(sink, Deduplicate)
     assert (dedup.name, dedup.keep, dedup.time, dedup.keys) == (name, keep, time, ["id"])
     assert dedup.changelog_mode == kinds and dedup.upsert_keys == (("id",),)
 
 
 def test_group_by_is_a_group_aggregate():
-    insert_only = only(plan("SELECT kind, COUNT(DISTINCT id) AS n, SUM(price) AS s FROM Items GROUP BY kind HAVING COUNT(*) > 1"), GroupAggregate)
+    insert_only = only(
+        plan("SELECT kind, COUNT(DISTINCT id) AS n, SUM(price) AS s FROM Items GROUP BY kind HAVING COUNT(*) > 1"),
+        GroupAggregate,
+    )
     assert insert_only.group_by == ["kind"]
-    assert [(a.function, a.arg) for a in insert_only.aggregates] == [("COUNT_DISTINCT", "id"), ("SUM", "price"), ("COUNT", None)]
+    assert [(a.function, a.arg) for a in insert_only.aggregates] == [
+        ("COUNT_DISTINCT", "id"),
+        ("SUM", "price"),
+        ("COUNT", None),
+    ]
     assert insert_only.changelog_mode == mode("+I", "-U", "+U")  # an insert-only input never empties a group
     assert only(plan("SELECT a1, MAX(a2) FROM CA GROUP BY a1"), GroupAggregate).changelog_mode == ALL
 
 
 def test_dedup_then_count_distinct_as_seed_003():
-    sink = plan("SELECT kind, COUNT(DISTINCT id) AS n FROM (SELECT id, kind FROM (SELECT *, ROW_NUMBER() OVER "
-                "(PARTITION BY id ORDER BY pt DESC) AS rn FROM Items) WHERE rn = 1) GROUP BY kind")
+    sink = plan(
+        "SELECT kind, COUNT(DISTINCT id) AS n FROM (SELECT id, kind FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY id ORDER BY pt DESC) AS rn FROM Items) WHERE rn = 1) GROUP BY kind"
+    )
     agg = only(sink, GroupAggregate)
     assert agg.changelog_mode == ALL and agg.upsert_keys == (("kind",),)
     assert only(sink, Deduplicate).changelog_mode == mode("+I", "-U", "+U")
@@ -259,12 +343,15 @@ def test_dedup_then_count_distinct_as_seed_003():
 # ---------------------------------------------------------------- sinks
 
 
-SINKS = DDL + """
+SINKS = (
+    DDL
+    + """
 CREATE TABLE counts (kind STRING, n BIGINT, PRIMARY KEY (kind) NOT ENFORCED) WITH ('connector' = 'delta');
 CREATE TABLE by_value (kind STRING, n BIGINT, PRIMARY KEY (n) NOT ENFORCED) WITH ('connector' = 'delta');
 CREATE TABLE append_only (kind STRING, n BIGINT) WITH ('connector' = 'delta');
 CREATE TABLE current_rows (id BIGINT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');
 """
+)
 
 
 def test_sink_keyed_by_an_upsert_key_takes_only_update_after():
@@ -289,8 +376,11 @@ def test_changelog_source_into_a_sink_with_its_key_drops_update_before():
 
 
 def test_append_only_sink_refuses_updates_naming_the_node():
-    with pytest.raises(SinkError, match=r"test\.sql:\d+:13: table sink 'append_only' doesn't support consuming update changes "
-                                        r"which are produced by node GroupAggregate\(groupBy=\[kind\].*\[rule: sink-changelog-mode\]"):
+    with pytest.raises(
+        SinkError,
+        match=r"test\.sql:\d+:13: table sink 'append_only' doesn't support consuming update changes "
+        r"which are produced by node GroupAggregate\(groupBy=\[kind\].*\[rule: sink-changelog-mode\]",
+    ):
         plan("INSERT INTO append_only SELECT kind, COUNT(*) FROM Items GROUP BY kind", SINKS)
     # Insert-only results are fine for an append-only sink.
     assert plan("INSERT INTO append_only SELECT v, id FROM JsonLog", SINKS).inputs[0].changelog_mode == INSERT
@@ -302,12 +392,17 @@ def test_insert_casts_to_the_sink_column_types():
 
 
 def test_upsert_source_is_consumed_by_key_or_normalized():
-    ddl = DDL + "CREATE TABLE U (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');\n" \
-                "CREATE TABLE u_sink (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');\n"
+    ddl = (
+        DDL
+        + "CREATE TABLE U (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');\n"
+        "CREATE TABLE u_sink (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');\n"
+    )
     scan = only(plan("INSERT INTO u_sink SELECT * FROM U", ddl), TableScan)
     assert scan.changelog_mode == mode("+I", "+U", "-D")  # no DropUpdateBefore needed
     # A consumer retracting by value gets a ChangelogNormalize (tests/test_planner_changelog_normalize.py).
-    assert "ChangelogNormalize(key=[k]" in plan_script(ddl + "SELECT v, COUNT(*) FROM U GROUP BY v;").statements[0].explain
+    assert (
+        "ChangelogNormalize(key=[k]" in plan_script(ddl + "SELECT v, COUNT(*) FROM U GROUP BY v;").statements[0].explain
+    )
 
 
 def test_union_all_forwards_every_inputs_changes():
@@ -322,7 +417,9 @@ def test_union_all_forwards_every_inputs_changes():
 
 
 def test_group_by_expressions_are_computed_before_the_aggregate():
-    sink = plan("SELECT UPPER(kind) AS k, SUM(price * 2) AS s FROM Items GROUP BY UPPER(kind) HAVING SUM(price * 2) > 2")
+    sink = plan(
+        "SELECT UPPER(kind) AS k, SUM(price * 2) AS s FROM Items GROUP BY UPPER(kind) HAVING SUM(price * 2) > 2"
+    )
     agg = only(sink, GroupAggregate)
     assert agg.group_by == ["f6"] and [(a.function, a.arg) for a in agg.aggregates] == [("SUM", "f7")]
     assert agg.inputs[0].describe() == "Calc(select=[UPPER(kind) AS f6, price * 2 AS f7])"
@@ -333,15 +430,21 @@ def test_an_alias_named_like_an_input_column_names_only_the_output_column():
     # Flink: a SELECT alias never shadows an input column (nor is it visible to GROUP BY or HAVING);
     # SUM(...) AS s over a table with a column s is the output column s, not a second input column.
     ddl = DDL + "CREATE TABLE S (k INT, v INT, s INT) WITH ('connector' = 'values');\n"
-    sink = plan("SELECT COALESCE(S.k, B.b1) AS kk, COUNT(*) AS c, SUM(COALESCE(S.v, 0) + COALESCE(B.b2, 0)) AS s "
-                "FROM S FULL JOIN B ON S.k = B.b1 GROUP BY COALESCE(S.k, B.b1)", ddl)
+    sink = plan(
+        "SELECT COALESCE(S.k, B.b1) AS kk, COUNT(*) AS c, SUM(COALESCE(S.v, 0) + COALESCE(B.b2, 0)) AS s "
+        "FROM S FULL JOIN B ON S.k = B.b1 GROUP BY COALESCE(S.k, B.b1)",
+        ddl,
+    )
     agg = only(sink, GroupAggregate)
     assert [(a.output, a.function) for a in agg.aggregates] == [("c", "COUNT"), ("s", "SUM")]
     assert sink.field_names == ["kk", "c", "s"]
     agg = only(plan("SELECT k, SUM(v) AS s FROM S GROUP BY k HAVING SUM(s) > 1", ddl), GroupAggregate)
     assert [(a.output, a.arg) for a in agg.aggregates] == [("s", "v"), ("agg$1", "s")]
     # As in Flink, s in the select list or HAVING is the input column, neither grouped nor aggregated ...
-    for query in ("SELECT k, s + 0 AS t, SUM(v) AS s FROM S GROUP BY k", "SELECT k, SUM(v) AS s FROM S GROUP BY k HAVING s > 1"):
+    for query in (
+        "SELECT k, s + 0 AS t, SUM(v) AS s FROM S GROUP BY k",
+        "SELECT k, SUM(v) AS s FROM S GROUP BY k HAVING s > 1",
+    ):
         with pytest.raises(ValidationError, match=r"column 's' is not being grouped"):
             plan(query, ddl)
     # ... and an alias is no column of the input.

@@ -14,10 +14,13 @@ CREATE TABLE by_count (a1 INT, n BIGINT, PRIMARY KEY (n) NOT ENFORCED) WITH ('co
 
 
 def test_explain_statement_prints_the_tree_with_changelog_modes():
-    script = plan_script(DDL + "EXPLAIN CHANGELOG_MODE INSERT INTO s SELECT a1, COUNT(*) FROM A JOIN B ON a1 = b1 GROUP BY a1;")
+    script = plan_script(
+        DDL + "EXPLAIN CHANGELOG_MODE INSERT INTO s SELECT a1, COUNT(*) FROM A JOIN B ON a1 = b1 GROUP BY a1;"
+    )
     # Written from Flink's rules: the inner join forwards A's updates and deletes; grouped by the sink's
     # key, the aggregate needs no UPDATE_BEFORE; A's key is inside the join key, B has none.
-    assert script.explains == ["""== Optimized Physical Plan ==
+    assert script.explains == [
+        """== Optimized Physical Plan ==
 Sink(table=[default_catalog.default_database.s], fields=[a1, n], changelogMode=[NONE])
 +- Calc(select=[a1, EXPR$1 AS n], changelogMode=[I,UA,D], upsertKeys=[[a1]])
    +- GroupAggregate(groupBy=[a1], select=[a1, COUNT(*) AS EXPR$1], changelogMode=[I,UA,D], upsertKeys=[[a1]])
@@ -26,13 +29,16 @@ Sink(table=[default_catalog.default_database.s], fields=[a1, n], changelogMode=[
             :- Exchange(distribution=[hash[a1]], changelogMode=[I,UB,UA,D])
             :  +- TableSourceScan(table=[[default_catalog, default_database, A]], fields=[a1, a2], changelogMode=[I,UB,UA,D], upsertKeys=[[a1]])
             +- Exchange(distribution=[hash[b1]], changelogMode=[I])
-               +- TableSourceScan(table=[[default_catalog, default_database, B]], fields=[b1, b2], changelogMode=[I])"""]
+               +- TableSourceScan(table=[[default_catalog, default_database, B]], fields=[b1, b2], changelogMode=[I])"""
+    ]
     assert script.statements == []  # EXPLAIN plans, it does not run
 
 
 def test_explain_shows_the_materializer_single_distribution_and_state_ttl():
-    script = plan_script(DDL + "SET 'table.exec.state.ttl' = '1 h';\n"
-                         "INSERT INTO by_count SELECT a1, CAST(a2 AS BIGINT) FROM A WHERE a1 IN (SELECT b1 FROM B WHERE b2 > a2);")
+    script = plan_script(
+        DDL + "SET 'table.exec.state.ttl' = '1 h';\n"
+        "INSERT INTO by_count SELECT a1, CAST(a2 AS BIGINT) FROM A WHERE a1 IN (SELECT b1 FROM B WHERE b2 > a2);"
+    )
     lines = script.statements[0].explain.splitlines()
     assert lines[2].startswith("+- SinkUpsertMaterializer(pk=[n], stateTtl=[3600000 ms], changelogMode=[I,UA,D]")
     assert lines[3] == "   +- Exchange(distribution=[hash[n]], changelogMode=[I,UB,UA,D])"
@@ -54,25 +60,43 @@ def test_explain_of_interval_temporal_over_and_dedup_nodes():
     CREATE TABLE R (cur STRING, rate INT, ut TIMESTAMP(3), WATERMARK FOR ut AS ut, PRIMARY KEY (cur) NOT ENFORCED)
       WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');
     """
-    interval = plan_script(ddl + "SELECT O.id FROM O JOIN S ON O.id = S.id AND S.ts2 BETWEEN O.ts AND O.ts + INTERVAL '1' MINUTE;")
-    assert ("IntervalJoin(joinType=[InnerJoin], windowBounds=[isRowTime=true, leftLowerBound=-60000, leftUpperBound=0, "
-            "leftTimeIndex=2, rightTimeIndex=1], where=[id = id0]") in interval.statements[0].explain
+    interval = plan_script(
+        ddl + "SELECT O.id FROM O JOIN S ON O.id = S.id AND S.ts2 BETWEEN O.ts AND O.ts + INTERVAL '1' MINUTE;"
+    )
+    assert (
+        "IntervalJoin(joinType=[InnerJoin], windowBounds=[isRowTime=true, leftLowerBound=-60000, leftUpperBound=0, "
+        "leftTimeIndex=2, rightTimeIndex=1], where=[id = id0]"
+    ) in interval.statements[0].explain
     temporal = plan_script(ddl + "SELECT O.id, r.rate FROM O JOIN R FOR SYSTEM_TIME AS OF O.ts AS r ON O.cur = r.cur;")
-    assert "TemporalJoin(joinType=[InnerJoin], where=[cur = cur0 AND __TEMPORAL_JOIN_CONDITION(ts, ut, " \
-           "__TEMPORAL_JOIN_CONDITION_PRIMARY_KEY(cur0))]" in temporal.statements[0].explain
-    over = plan_script(ddl + "SELECT id, COUNT(*) OVER (PARTITION BY cur ORDER BY ts RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) FROM O;")
-    assert "OverAggregate(partitionBy=[cur], orderBy=[ts ASC], window=[RANG BETWEEN 3600000 PRECEDING AND CURRENT ROW], " \
-           "select=[id, cur, ts, COUNT(*) AS w0$o0], changelogMode=[I])" in over.statements[0].explain
-    dedup = plan_script(ddl + "SELECT id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn FROM O) WHERE rn = 1;")
-    assert "Deduplicate(keep=[FirstRow], key=[id], order=[ROWTIME], changelogMode=[I], upsertKeys=[[id]])" in dedup.statements[0].explain
+    assert (
+        "TemporalJoin(joinType=[InnerJoin], where=[cur = cur0 AND __TEMPORAL_JOIN_CONDITION(ts, ut, "
+        "__TEMPORAL_JOIN_CONDITION_PRIMARY_KEY(cur0))]" in temporal.statements[0].explain
+    )
+    over = plan_script(
+        ddl
+        + "SELECT id, COUNT(*) OVER (PARTITION BY cur ORDER BY ts RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) FROM O;"
+    )
+    assert (
+        "OverAggregate(partitionBy=[cur], orderBy=[ts ASC], window=[RANG BETWEEN 3600000 PRECEDING AND CURRENT ROW], "
+        "select=[id, cur, ts, COUNT(*) AS w0$o0], changelogMode=[I])" in over.statements[0].explain
+    )
+    dedup = plan_script(
+        ddl + "SELECT id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn FROM O) WHERE rn = 1;"
+    )
+    assert (
+        "Deduplicate(keep=[FirstRow], key=[id], order=[ROWTIME], changelogMode=[I], upsertKeys=[[id]])"
+        in dedup.statements[0].explain
+    )
 
 
 def test_state_ttl_reaches_the_group_aggregate_and_the_deduplication():
     script = plan_script(
         "CREATE TABLE e (k INT, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values');\n"
-        + DDL + "SET 'table.exec.state.ttl' = '2 min';\n"
+        + DDL
+        + "SET 'table.exec.state.ttl' = '2 min';\n"
         "INSERT INTO s SELECT k, COUNT(*) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn "
-        "FROM e) WHERE rn = 1 GROUP BY k;")
+        "FROM e) WHERE rn = 1 GROUP BY k;"
+    )
     explain = script.statements[0].explain
     aggregate = next(l for l in explain.splitlines() if "GroupAggregate(" in l)
     dedup = next(l for l in explain.splitlines() if "Deduplicate(" in l)
@@ -84,5 +108,6 @@ def test_state_ttl_is_refused_for_an_event_time_deduplication_keeping_the_first_
         plan_script(
             "CREATE TABLE e (k INT, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values');\n"
             "SET 'table.exec.state.ttl' = '2 min';\n"
-            "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn FROM e) WHERE rn = 1;")
+            "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn FROM e) WHERE rn = 1;"
+        )
     assert "keeping the first row on event time" in str(info.value) and str(info.value).endswith("[rule: state-ttl]")

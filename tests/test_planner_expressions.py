@@ -9,9 +9,17 @@ from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import Typer, spark_sql
 from streamjoin.planner.types import SqlType
 
-TYPES = {"i": SqlType("INT"), "b": SqlType("BIGINT"), "d": SqlType("DECIMAL", 10, 2), "x": SqlType("DOUBLE"),
-         "s": SqlType("VARCHAR", 2147483647), "t": SqlType("TIMESTAMP", 3, time_attribute="ROWTIME"), "ms": SqlType("BIGINT"),
-         "t2": SqlType("TIMESTAMP", 3), "dt": SqlType("DATE", nullable=False)}
+TYPES = {
+    "i": SqlType("INT"),
+    "b": SqlType("BIGINT"),
+    "d": SqlType("DECIMAL", 10, 2),
+    "x": SqlType("DOUBLE"),
+    "s": SqlType("VARCHAR", 2147483647),
+    "t": SqlType("TIMESTAMP", 3, time_attribute="ROWTIME"),
+    "ms": SqlType("BIGINT"),
+    "t2": SqlType("TIMESTAMP", 3),
+    "dt": SqlType("DATE", nullable=False),
+}
 TYPER = Typer(TYPES, SqlSource("e.sql", ""))
 
 
@@ -35,15 +43,20 @@ def spark(flink_sql: str) -> str:
         ("i / 2 / 3", "CAST(CAST(i DIV 2 AS INT) DIV 3 AS INT)"),
         ("TO_TIMESTAMP_LTZ(ms / 1000, 0)", "TIMESTAMP_SECONDS(CAST(ms DIV 1000 AS BIGINT))"),
         # whole seconds from the milliseconds, truncated toward zero, as Flink's INT (the low 32 bits)
-        ("TIMESTAMPDIFF(SECOND, t, t2)", "CAST(PMOD((UNIX_MILLIS(CAST(t2 AS TIMESTAMP)) - UNIX_MILLIS(CAST(t AS TIMESTAMP))) "
-                                         "DIV 1000 + 2147483648, 4294967296) - 2147483648 AS INT)"),
+        (
+            "TIMESTAMPDIFF(SECOND, t, t2)",
+            "CAST(PMOD((UNIX_MILLIS(CAST(t2 AS TIMESTAMP)) - UNIX_MILLIS(CAST(t AS TIMESTAMP))) "
+            "DIV 1000 + 2147483648, 4294967296) - 2147483648 AS INT)",
+        ),
     ],
 )
 def test_spark_sql_keeps_flinks_meaning(flink, expected):
     assert spark(flink) == expected
 
 
-@pytest.mark.parametrize("unit", ["SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR", "MILLISECOND", "SQL_TSI_DAY"])
+@pytest.mark.parametrize(
+    "unit", ["SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR", "MILLISECOND", "SQL_TSI_DAY"]
+)
 def test_timestampdiff_reads_its_unit_as_a_unit(unit):
     e = sqlglot.parse_one(f"TIMESTAMPDIFF({unit.lower()}, t, t2)", read=Flink)
     assert [c.name for c in e.find_all(sqlglot.exp.Column)] == ["t2", "t"]  # the unit is no column
@@ -56,18 +69,38 @@ def test_timestampdiff_reads_its_unit_as_a_unit(unit):
 @pytest.mark.parametrize(
     "flink, expected",
     [
-        ("i + b", "BIGINT"), ("i * d", "DECIMAL(10, 2)"), ("d * d", "DECIMAL(20, 4)"), ("i + x", "DOUBLE"),
-        ("t", "TIMESTAMP(3) *ROWTIME*"), ("t + INTERVAL '1' SECOND", "TIMESTAMP(3)"), ("CAST(t AS TIMESTAMP(3))", "TIMESTAMP(3)"),
-        ("COALESCE(i, b)", "BIGINT"), ("i = b", "BOOLEAN"), ("1.50", "DECIMAL(3, 2) NOT NULL"), ("'x'", "STRING NOT NULL"),
-        ("TIMESTAMPDIFF(DAY, t, t2)", "INT"), ("TIMESTAMPDIFF(DAY, dt, dt)", "INT NOT NULL"),
+        ("i + b", "BIGINT"),
+        ("i * d", "DECIMAL(10, 2)"),
+        ("d * d", "DECIMAL(20, 4)"),
+        ("i + x", "DOUBLE"),
+        ("t", "TIMESTAMP(3) *ROWTIME*"),
+        ("t + INTERVAL '1' SECOND", "TIMESTAMP(3)"),
+        ("CAST(t AS TIMESTAMP(3))", "TIMESTAMP(3)"),
+        ("COALESCE(i, b)", "BIGINT"),
+        ("i = b", "BOOLEAN"),
+        ("1.50", "DECIMAL(3, 2) NOT NULL"),
+        ("'x'", "STRING NOT NULL"),
+        ("TIMESTAMPDIFF(DAY, t, t2)", "INT"),
+        ("TIMESTAMPDIFF(DAY, dt, dt)", "INT NOT NULL"),
     ],
 )
 def test_types_follow_flinks_rules(flink, expected):
     assert str(TYPER.type_of(sqlglot.parse_one(flink, read=Flink))) == expected
 
 
-@pytest.mark.parametrize("flink", ["i = s", "s BETWEEN 1 AND 2", "i + s", "s LIKE i", "i IN (1, 'a')", "COALESCE(i, s)", "NOT i",
-                                   "TIMESTAMPDIFF(DAY, s, t)"])
+@pytest.mark.parametrize(
+    "flink",
+    [
+        "i = s",
+        "s BETWEEN 1 AND 2",
+        "i + s",
+        "s LIKE i",
+        "i IN (1, 'a')",
+        "COALESCE(i, s)",
+        "NOT i",
+        "TIMESTAMPDIFF(DAY, s, t)",
+    ],
+)
 def test_incompatible_types_are_refused(flink):
     with pytest.raises(ValidationError, match=r"\[rule: type-mismatch\]"):
         TYPER.type_of(sqlglot.parse_one(flink, read=Flink))

@@ -100,7 +100,10 @@ def test_a_catch_up_run_reports_figures_and_delta_commit_metrics(spark, kafka_bo
     # Nothing new on the topic: the next run commits nothing, and says so.
     again = run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     assert again.records_read == {"orders": 0}
-    assert again.commits["changelog"].get("numOutputRows", 0) == 0 and again.commits["sink"].get("numTargetRowsInserted", 0) == 0
+    assert (
+        again.commits["changelog"].get("numOutputRows", 0) == 0
+        and again.commits["sink"].get("numTargetRowsInserted", 0) == 0
+    )
 
 
 class _Interrupt(BaseException):
@@ -108,12 +111,16 @@ class _Interrupt(BaseException):
 
 
 @pytest.mark.e2e
-def test_an_interrupted_continuous_run_stops_its_queries_and_the_next_run_resumes(spark, kafka_bootstrap, tpch, tmp_path):
+def test_an_interrupted_continuous_run_stops_its_queries_and_the_next_run_resumes(
+    spark, kafka_bootstrap, tpch, tmp_path
+):
     topic = "orders_live"
     ensure_topics(kafka_bootstrap, {topic: 1})
     inserts = [c for c in tpch.orders_changes() if c.kind.short == "+I"][:20]
     produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in inserts[:10]] + [(None, "{not json")])
-    pipeline = Pipeline("orders_live", [dataclasses.replace(ORDERS, topic=topic)], lambda t: t["orders"], ("o_orderkey",))
+    pipeline = Pipeline(
+        "orders_live", [dataclasses.replace(ORDERS, topic=topic)], lambda t: t["orders"], ("o_orderkey",)
+    )
     lakehouse = Lakehouse(str(tmp_path / "lake"))
     listeners = len(spark._jsparkSession.streams().listListeners())
     seen: list[Figures] = []
@@ -124,7 +131,9 @@ def test_an_interrupted_continuous_run_stops_its_queries_and_the_next_run_resume
             raise _Interrupt
 
     with pytest.raises(_Interrupt):
-        run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap, available_now=False, on_figures=interrupt_after_a_batch)
+        run_pipeline(
+            pipeline, spark, lakehouse, kafka_bootstrap, available_now=False, on_figures=interrupt_after_a_batch
+        )
     assert not [q for q in spark.streams.active if q.name.startswith("orders_live")]
     assert len(spark._jsparkSession.streams().listListeners()) == listeners
 

@@ -10,11 +10,12 @@ import logging
 from collections import Counter
 
 import pytest
+from flink_cases import case_names, load_case
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_per_input
 
-from flink_cases import case_names, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
@@ -36,8 +37,6 @@ from streamjoin.runtime.regular_join import (
 )
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT, row_of
-from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_per_input
-
 
 L, R = LEFT, RIGHT
 N = None
@@ -249,37 +248,50 @@ def test_unique_key_layouts_give_the_same_changelog():
 
 def run_spec(spec, changes):
     join = LocalRegularJoin(spec)
-    return [[(k.short, row) for k, row in join.process(side, RowKind.from_short(kind), row)]
-            for side, kind, row in changes]
+    return [
+        [(k.short, row) for k, row in join.process(side, RowKind.from_short(kind), row)] for side, kind, row in changes
+    ]
 
 
 def test_invalid_changelog_on_a_side_keyed_by_a_unique_key_outside_the_join_key():
     # L(id, k, v) keyed by id, joined on k: InputSideHasUniqueKey.
     spec = JoinSpec(JoinType.INNER, [1], [0], 3, 2, left_unique_key=[0])
-    out = run_spec(spec, [
-        (R, "+I", (1, "r")),
-        (L, "+U", (1, 1, "a")),  # +U before its insert: an accumulate, forwarded as +U
-        (L, "+I", (1, 1, "b")),  # duplicate +I of id 1: replaces the row in state
-        (L, "-U", (1, 1, "b")),  # -U without its +U: removes id 1
-        (L, "-D", (2, 9, "z")),  # -D of an id never inserted, no match
-        (R, "+I", (1, "s")),  # the left state is empty now
-    ])
-    assert out == [[], [("+U", (1, 1, "a", 1, "r"))], [("+I", (1, 1, "b", 1, "r"))], [("-U", (1, 1, "b", 1, "r"))],
-                   [], []]
+    out = run_spec(
+        spec,
+        [
+            (R, "+I", (1, "r")),
+            (L, "+U", (1, 1, "a")),  # +U before its insert: an accumulate, forwarded as +U
+            (L, "+I", (1, 1, "b")),  # duplicate +I of id 1: replaces the row in state
+            (L, "-U", (1, 1, "b")),  # -U without its +U: removes id 1
+            (L, "-D", (2, 9, "z")),  # -D of an id never inserted, no match
+            (R, "+I", (1, "s")),  # the left state is empty now
+        ],
+    )
+    assert out == [
+        [],
+        [("+U", (1, 1, "a", 1, "r"))],
+        [("+I", (1, 1, "b", 1, "r"))],
+        [("-U", (1, 1, "b", 1, "r"))],
+        [],
+        [],
+    ]
     assert final(out) == Counter({(1, 1, "a", 1, "r"): 1})  # Flink's final row too: the stale +U stays
 
 
 def test_invalid_changelog_on_the_inner_side_of_a_left_join_moves_association_counts():
     # R keyed by the join key (JoinKeyContainsUniqueKey) with anomalies; L is the outer side.
     spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2, right_unique_key=[0])
-    out = run_spec(spec, [
-        (L, "+I", (1, "x")),
-        (R, "+U", (1, "a")),
-        (R, "+I", (1, "b")),  # replaces (1, a) in state; L's association count 1 -> 2
-        (R, "-U", (1, "b")),  # count 2 -> 1: no null-padded row
-        (L, "+I", (1, "y")),  # R's state is empty
-        (R, "-D", (2, "z")),
-    ])
+    out = run_spec(
+        spec,
+        [
+            (L, "+I", (1, "x")),
+            (R, "+U", (1, "a")),
+            (R, "+I", (1, "b")),  # replaces (1, a) in state; L's association count 1 -> 2
+            (R, "-U", (1, "b")),  # count 2 -> 1: no null-padded row
+            (L, "+I", (1, "y")),  # R's state is empty
+            (R, "-D", (2, "z")),
+        ],
+    )
     assert out == [
         [("+I", (1, "x", N, N))],
         [("-D", (1, "x", N, N)), ("+I", (1, "x", 1, "a"))],
@@ -296,8 +308,10 @@ def test_retracting_an_unknown_row_that_matches_drives_an_association_count_nega
     # match does not retract the null-padded row (StreamingJoinOperator.processElement).
     spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2)
     join = LocalRegularJoin(spec)
-    out = [join.process(side, RowKind.from_short(kind), row) for side, kind, row in
-           [(L, "+I", (2, "q")), (R, "-D", (2, "z")), (R, "+I", (2, "w")), (R, "+I", (2, "v"))]]
+    out = [
+        join.process(side, RowKind.from_short(kind), row)
+        for side, kind, row in [(L, "+I", (2, "q")), (R, "-D", (2, "z")), (R, "+I", (2, "w")), (R, "+I", (2, "v"))]
+    ]
     assert [[(k.short, row) for k, row in changes] for changes in out] == [
         [("+I", (2, "q", N, N))],
         [("-D", (2, "q", 2, "z"))],
@@ -315,32 +329,51 @@ def test_anti_join_retraction_of_an_unknown_right_row_leaves_the_left_row_unmatc
 
 def test_invalid_changelog_on_a_side_without_unique_key_never_goes_below_zero():
     # InputSideHasNoUniqueKey: row -> count; a retraction of an absent row does not store -1.
-    out = run("inner", [
-        (L, "-D", (1, "x")),
-        (L, "+I", (1, "x")),
-        (L, "-U", (1, "x")),
-        (L, "+U", (1, "y")),
-        (L, "-D", (1, "q")),
-        (R, "+I", (1, "r")),
-    ])
+    out = run(
+        "inner",
+        [
+            (L, "-D", (1, "x")),
+            (L, "+I", (1, "x")),
+            (L, "-U", (1, "x")),
+            (L, "+U", (1, "y")),
+            (L, "-D", (1, "q")),
+            (R, "+I", (1, "r")),
+        ],
+    )
     assert out == [[], [], [], [], [], [("+I", (1, "y", 1, "r"))]]
 
 
 def test_processor_keeps_flinks_state_on_invalid_changelogs():
     # The transformWithState processor (TwsRecordStore, MapState entries) on the same anomalies.
     spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2, right_unique_key=[0])
-    schemas = tuple(StructType([StructField(c, IntegerType()), StructField(v, StringType())])
-                    for c, v in (("a1", "a2"), ("b1", "b2")))
+    schemas = tuple(
+        StructType([StructField(c, IntegerType()), StructField(v, StringType())])
+        for c, v in (("a1", "a2"), ("b1", "b2"))
+    )
     names = [s.names for s in schemas]
-    tester = TwsTester(KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), [*names[0], *names[1], "_rowkind", "_seq"]))
-    changes = [(L, "+I", (1, "x")), (R, "+U", (1, "a")), (R, "+I", (1, "b")), (R, "-U", (1, "b")),
-               (L, "+I", (1, "y")), (R, "-D", (1, "zz")), (R, "+I", (1, "c"))]
-    ours = [[(RowKind.from_short(r._rowkind), tuple(r)[:-2]) for r in
-             tester.test(row[0], [union_row(side, kind, row, seq, names)])]
-            for seq, (side, kind, row) in enumerate(changes)]
+    tester = TwsTester(
+        KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), [*names[0], *names[1], "_rowkind", "_seq"])
+    )
+    changes = [
+        (L, "+I", (1, "x")),
+        (R, "+U", (1, "a")),
+        (R, "+I", (1, "b")),
+        (R, "-U", (1, "b")),
+        (L, "+I", (1, "y")),
+        (R, "-D", (1, "zz")),
+        (R, "+I", (1, "c")),
+    ]
+    ours = [
+        [
+            (RowKind.from_short(r._rowkind), tuple(r)[:-2])
+            for r in tester.test(row[0], [union_row(side, kind, row, seq, names)])
+        ]
+        for seq, (side, kind, row) in enumerate(changes)
+    ]
     reference = LocalRegularJoin(spec)
-    assert_same_changes_per_input(ours, [c for side, kind, row in changes
-                                         for c in reference.process(side, RowKind.from_short(kind), row)])
+    assert_same_changes_per_input(
+        ours, [c for side, kind, row in changes for c in reference.process(side, RowKind.from_short(kind), row)]
+    )
 
 
 # --- state layouts ---------------------------------------------------------------------------
@@ -397,8 +430,14 @@ def test_input_side_has_unique_key_needs_one():
 
 def union_row(side, kind, row, seq, names):
     struct = dict(zip(names[side], row))
-    return Row(_key0=row[0], _side=side, _left=struct if side == L else None, _right=struct if side == R else None,
-               _rowkind=kind, _seq=seq)
+    return Row(
+        _key0=row[0],
+        _side=side,
+        _left=struct if side == L else None,
+        _right=struct if side == R else None,
+        _rowkind=kind,
+        _seq=seq,
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in case_names("join_") if QUERIES[n][2] is None])
@@ -445,9 +484,7 @@ def test_two_step_processors_equal_the_one_step_join_even_with_tied_seq():
     ]
     for batch in batches:
         rows = [union_row(side, kind, row, seq, names) for side, kind, row, seq in batch]
-        kept = [
-            r for r in candidates.test(1, rows) if r._pair == 0 or greater(row_of(r._left), row_of(r._right))
-        ]
+        kept = [r for r in candidates.test(1, rows) if r._pair == 0 or greater(row_of(r._left), row_of(r._right))]
         ours = Counter((RowKind.from_short(r._rowkind), tuple(r)[:4]) for r in associate.test(1, kept))
         ordered = sorted(batch, key=lambda c: (c[3], c[0]))
         expected = Counter(
@@ -466,7 +503,11 @@ def test_each_step_describes_its_scala_twin_for_the_jvm_engine():
         _AssociateLogic(spec, (schema, schema), JoinType.LEFT.outer),
     ]
     twins = [step.jvm_logic() for step in steps]
-    assert [t.logic_class for t in twins] == ["RegularJoinLogic", "RegularJoinCandidateLogic", "RegularJoinAssociateLogic"]
+    assert [t.logic_class for t in twins] == [
+        "RegularJoinLogic",
+        "RegularJoinCandidateLogic",
+        "RegularJoinAssociateLogic",
+    ]
     assert twins[2].spec == {
         "joinType": "left",
         "layouts": ["JoinKeyContainsUniqueKey", "InputSideHasUniqueKey"],
@@ -559,7 +600,11 @@ def test_explain_line_states_layouts_distribution_and_steps(inputs, caplog, engi
     keyed = regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 > b1", left_unique_key=["a1"])
     keyed_explain = caplog.messages[-1]
     assert "leftInputSpec=[JoinKeyContainsUniqueKey], rightInputSpec=[InputSideHasNoUniqueKey]" in keyed_explain
-    residual = "in the join, on each equi-matching pair" if engine == "jvm" else "Spark filter on candidate pairs between two stateful steps"
+    residual = (
+        "in the join, on each equi-matching pair"
+        if engine == "jvm"
+        else "Spark filter on candidate pairs between two stateful steps"
+    )
     assert "distribution=[hash[a1]]" in keyed_explain and f"residual=[{residual}]" in keyed_explain
     regular_join(*inputs, on=[], how="inner", condition="a2 > b1")
     assert "singleton: no equi-join key, one task" in caplog.messages[-1]
@@ -580,7 +625,9 @@ def test_a_residual_the_jvm_join_cannot_evaluate_runs_as_a_spark_filter(spark, i
 
 
 @pytest.mark.parametrize("engine", ["jvm"], indirect=True)
-@pytest.mark.parametrize("clock", ["current_timestamp()", "now()", "localtimestamp()", "current_date()", "current_time(3)"])
+@pytest.mark.parametrize(
+    "clock", ["current_timestamp()", "now()", "localtimestamp()", "current_date()", "current_time(3)"]
+)
 def test_a_residual_reading_the_current_time_runs_as_a_spark_filter(spark, inputs, caplog, engine, clock):
     # Spark gives the current time the micro-batch's (each batch's plan); a predicate bound once with the join would
     # keep the query's start for every batch.

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
 from flink_cases import case_names, load_case
+
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT

@@ -29,7 +29,6 @@ from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJo
 from streamjoin.runtime.two_input import LEFT, RIGHT
 from streamjoin.sink.collect import collect_changelog
 
-
 KEYS = [1, 2, 3, None]
 VALUES = [1, 2, 3, 4, None]
 I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
@@ -210,7 +209,10 @@ def test_streaming_join_ends_as_spark_batch_join(spark, engine, tmp_path, one_sh
         spark, tmp_path / "left", LEFT_SCHEMA, [[(k, r) for s, _, k, r in b if s == LEFT] for b in batches]
     )
     right_stream = changelog_file_stream(
-        spark, tmp_path / "right", RIGHT_SCHEMA, [[(k, r) for s, _, k, r in b if s == RIGHT] for b in batches],
+        spark,
+        tmp_path / "right",
+        RIGHT_SCHEMA,
+        [[(k, r) for s, _, k, r in b if s == RIGHT] for b in batches],
         first_seq=len(left),
     )
     outputs = []

@@ -31,7 +31,6 @@ from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 
-
 I, D = RowKind.INSERT, RowKind.DELETE
 A = StructType([StructField("a1", IntegerType()), StructField("a2", StringType())])
 B = StructType([StructField("b1", IntegerType()), StructField("b2", StringType())])
@@ -51,8 +50,9 @@ def stage_sources(tmp_path: Path, tables) -> list[tuple[Path, Path]]:
     return pairs
 
 
-def run_in_phases(stream, sources: list[tuple[Path, Path]], phases: int, checkpoint: Path, pause_s: float,
-                  timeout_s: float = 600) -> list[list]:
+def run_in_phases(
+    stream, sources: list[tuple[Path, Path]], phases: int, checkpoint: Path, pause_s: float, timeout_s: float = 600
+) -> list[list]:
     """Feed file ``i`` of every ``(staged, source)`` folder pair as phase ``i``; return each phase's changes.
 
     Phase ``i + 1`` starts ``pause_s`` after the micro-batches that read phase
@@ -81,9 +81,12 @@ def run_in_phases(stream, sources: list[tuple[Path, Path]], phases: int, checkpo
         return rows
 
     fed = feed()
-    query = stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint)).trigger(
-        processingTime="500 milliseconds"
-    ).start()
+    query = (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
     rows_read: dict[int, int] = {}  # batch id -> input rows, from the query's progress
     per_phase = []
     try:

@@ -14,9 +14,9 @@ import json
 import time
 
 import pytest
-
 from flink_cases import CASES_DIR, case_names
 from flink_diff.compare import difference
+
 from streamjoin.jvm import ENGINE_CONF
 from streamjoin.testing import replay_cases
 
@@ -59,25 +59,36 @@ def _group(engine: str, rows: int):
     return pytest.mark.xdist_group(f"replay_{engine}_{rows}")
 
 
-@pytest.fixture(scope="module", params=[pytest.param(run, marks=_group(*run)) for run in RUNS],
-                ids=[f"{e}-{r}-row-batches" for e, r in RUNS])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(run, marks=_group(*run)) for run in RUNS],
+    ids=[f"{e}-{r}-row-batches" for e, r in RUNS],
+)
 def replayed(request, spark, tmp_path_factory):
     return _replay(*request.param, spark, tmp_path_factory)
 
 
-@pytest.fixture(scope="module", params=[pytest.param(e, marks=[_group(e, 1), *([pytest.mark.slow] if e == "python" else [])], id=e)
-                                        for e in ENGINES])
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(e, marks=[_group(e, 1), *([pytest.mark.slow] if e == "python" else [])], id=e) for e in ENGINES
+    ],
+)
 def replayed_one_row(request, spark, tmp_path_factory):
     return _replay(request.param, 1, spark, tmp_path_factory)
 
 
 def _run(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
     refused = tmp_path_factory.mktemp("refused") / "refused_unknown_column.json"
-    refused.write_text(json.dumps({
-        "name": "refused_unknown_column",
-        "tables": [{"name": "T", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
-        "query": "SELECT b FROM T",
-    }))
+    refused.write_text(
+        json.dumps(
+            {
+                "name": "refused_unknown_column",
+                "tables": [{"name": "T", "columns": [["a", "INT"]], "rows": [["+I", 1]]}],
+                "query": "SELECT b FROM T",
+            }
+        )
+    )
     paths = [CASES_DIR / "cases" / f"{n}.json" for n in NAMES] + [refused]
     out = tmp_path_factory.mktemp(f"replay-{engine}-{rows}")
     start = time.monotonic()
@@ -134,14 +145,22 @@ def test_only_the_tables_an_event_time_operator_reads_get_sparks_watermark():
     from streamjoin.testing.replay import case_script, load_case_file
 
     def tables(query: str) -> set[str]:
-        case = load_case_file(Path(__file__).parent / "data" / "flink-diff" / "cases" / "dedup_first_rowtime_left_join.json")
+        case = load_case_file(
+            Path(__file__).parent / "data" / "flink-diff" / "cases" / "dedup_first_rowtime_left_join.json"
+        )
         case = replace(case, query=query)
         return watermarked_tables(plan_script(case_script(case), "<test>").statements[-1].sink)
 
-    dedup = "(SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts {}) AS rn FROM users) WHERE rn = 1)"
+    dedup = (
+        "(SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts {}) AS rn FROM users) WHERE rn = 1)"
+    )
     assert tables(f"SELECT o.oid, u.name FROM orders o LEFT JOIN {dedup.format('ASC')} u ON o.k = u.k") == {"users"}
     assert tables(f"SELECT o.oid, u.name FROM orders o LEFT JOIN {dedup.format('DESC')} u ON o.k = u.k") == set()
-    assert tables("SELECT o.oid, u.name FROM orders o JOIN users u ON o.k = u.k "
-                  "AND u.ts BETWEEN o.ots - INTERVAL '1' MINUTE AND o.ots") == {"orders", "users"}
-    assert tables("SELECT oid, COUNT(*) OVER (PARTITION BY k ORDER BY ots "
-                  "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM orders") == {"orders"}
+    assert tables(
+        "SELECT o.oid, u.name FROM orders o JOIN users u ON o.k = u.k "
+        "AND u.ts BETWEEN o.ots - INTERVAL '1' MINUTE AND o.ots"
+    ) == {"orders", "users"}
+    assert tables(
+        "SELECT oid, COUNT(*) OVER (PARTITION BY k ORDER BY ots "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM orders"
+    ) == {"orders"}

@@ -15,8 +15,11 @@ CASES = {
     "union_all_distinct": (
         {
             "tables": [
-                {"name": "A", "columns": [["k", "INT"], ["v", "STRING"]],
-                 "rows": [["+I", 1, "a"], ["+I", 2, "b"], ["-D", 1, "a"], ["+I", 3, "c"]]},
+                {
+                    "name": "A",
+                    "columns": [["k", "INT"], ["v", "STRING"]],
+                    "rows": [["+I", 1, "a"], ["+I", 2, "b"], ["-D", 1, "a"], ["+I", 3, "c"]],
+                },
                 {"name": "B", "columns": [["k", "INT"], ["v", "STRING"]], "rows": [["+I", 2, "b"], ["+I", 4, "d"]]},
             ],
             "arrival": ["A", "B", "A", "A", "B", "A"],
@@ -28,16 +31,29 @@ CASES = {
     "filtered_interval_join": (
         {
             "tables": [
-                {"name": "Orders", "columns": [["id", "INT"], ["amt", "INT"], ["ts", "TIMESTAMP(3)"]],
-                 "rowtime": {"column": "ts", "watermark_delay_ms": 0},
-                 "rows": [["+I", 1, 10, "2024-01-01 10:00:00"], ["+I", 2, 200, "2024-01-01 10:01:00"],
-                          ["+I", 3, 30, "2024-01-01 10:02:00"]]},
-                {"name": "Ships", "columns": [["id", "INT"], ["sts", "TIMESTAMP(3)"]],
-                 "rowtime": {"column": "sts", "watermark_delay_ms": 0},
-                 "rows": [["+I", 1, "2024-01-01 10:05:00"], ["+I", 2, "2024-01-01 10:03:00"], ["+I", 3, "2024-01-01 11:00:00"]]},
+                {
+                    "name": "Orders",
+                    "columns": [["id", "INT"], ["amt", "INT"], ["ts", "TIMESTAMP(3)"]],
+                    "rowtime": {"column": "ts", "watermark_delay_ms": 0},
+                    "rows": [
+                        ["+I", 1, 10, "2024-01-01 10:00:00"],
+                        ["+I", 2, 200, "2024-01-01 10:01:00"],
+                        ["+I", 3, 30, "2024-01-01 10:02:00"],
+                    ],
+                },
+                {
+                    "name": "Ships",
+                    "columns": [["id", "INT"], ["sts", "TIMESTAMP(3)"]],
+                    "rowtime": {"column": "sts", "watermark_delay_ms": 0},
+                    "rows": [
+                        ["+I", 1, "2024-01-01 10:05:00"],
+                        ["+I", 2, "2024-01-01 10:03:00"],
+                        ["+I", 3, "2024-01-01 11:00:00"],
+                    ],
+                },
             ],
             "query": "SELECT o.id, o.amt * 2 AS dbl, s.sts FROM (SELECT * FROM Orders WHERE amt < 100) o JOIN Ships s "
-                     "ON o.id = s.id AND s.sts BETWEEN o.ts AND o.ts + INTERVAL '10' MINUTE",
+            "ON o.id = s.id AND s.sts BETWEEN o.ts AND o.ts + INTERVAL '10' MINUTE",
         },
         [[1, 20, "2024-01-01 10:05:00.000"]],
     ),
@@ -45,9 +61,20 @@ CASES = {
     "group_by_expression_having": (
         {
             "tables": [
-                {"name": "T", "columns": [["k", "STRING"], ["n", "INT"]],
-                 "rows": [["+I", "a", 1], ["+I", "a", 2], ["+I", "b", 5], ["-U", "a", 1], ["+U", "a", 10],
-                          ["-D", "b", 5], ["+I", "c", 3], ["+I", "d", 1]]},
+                {
+                    "name": "T",
+                    "columns": [["k", "STRING"], ["n", "INT"]],
+                    "rows": [
+                        ["+I", "a", 1],
+                        ["+I", "a", 2],
+                        ["+I", "b", 5],
+                        ["-U", "a", 1],
+                        ["+U", "a", 10],
+                        ["-D", "b", 5],
+                        ["+I", "c", 3],
+                        ["+I", "d", 1],
+                    ],
+                },
             ],
             "query": "SELECT UPPER(k) AS K, SUM(n) AS s, COUNT(*) AS c FROM T GROUP BY UPPER(k) HAVING SUM(n) > 2",
         },

@@ -23,18 +23,38 @@ def _files_holding(folder, text: bytes) -> list[str]:
 @pytest.fixture
 def secret_sql(tmp_path, monkeypatch):
     """``sql/orders_current.sql`` over a catalog whose ``orders`` table names two secrets from the environment."""
-    monkeypatch.setenv("SJ_TEST_JAAS", f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";')
+    monkeypatch.setenv(
+        "SJ_TEST_JAAS",
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";',
+    )
     monkeypatch.setenv("SJ_TEST_KEY_PASSWORD", SECRET)
-    return orders_current_with_orders_options(tmp_path, (
-        "  'properties.sasl.jaas.config' = '${SJ_TEST_JAAS}',\n  'properties.ssl.key.password' = '${SJ_TEST_KEY_PASSWORD}',\n"))
+    return orders_current_with_orders_options(
+        tmp_path,
+        (
+            "  'properties.sasl.jaas.config' = '${SJ_TEST_JAAS}',\n  'properties.ssl.key.password' = '${SJ_TEST_KEY_PASSWORD}',\n"
+        ),
+    )
 
 
-def test_a_secret_from_the_environment_stays_out_of_output_metadata_and_tables(spark, kafka_bootstrap, demo_topics, secret_sql,
-                                                                             tmp_path, capsys):
+def test_a_secret_from_the_environment_stays_out_of_output_metadata_and_tables(
+    spark, kafka_bootstrap, demo_topics, secret_sql, tmp_path, capsys
+):
     pipeline_file = secret_sql / "orders_current.sql"
     assert main(["explain", str(pipeline_file)]) == 0
-    assert main(["run", str(pipeline_file), "--available-now", "--bootstrap-servers", kafka_bootstrap,
-                 "--lakehouse", str(tmp_path / "cli-lake")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(pipeline_file),
+                "--available-now",
+                "--bootstrap-servers",
+                kafka_bootstrap,
+                "--lakehouse",
+                str(tmp_path / "cli-lake"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     assert "TableSourceScan" in printed.out and SECRET not in printed.out + printed.err
 
@@ -44,12 +64,18 @@ def test_a_secret_from_the_environment_stays_out_of_output_metadata_and_tables(s
     lake = tmp_path / "dagster-lake"
     instance = DagsterInstance.ephemeral()
     result = materialize(
-        [*topic_specs([definition]), pipeline_assets(definition)], instance=instance,
-        resources={"spark": SparkResource(), "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
-                   "lakehouse": LakehouseResource(root=str(lake))},
+        [*topic_specs([definition]), pipeline_assets(definition)],
+        instance=instance,
+        resources={
+            "spark": SparkResource(),
+            "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
+            "lakehouse": LakehouseResource(root=str(lake)),
+        },
     )
     assert result.success
-    specs = [spec for d in (pipeline_assets(definition), *topic_specs([definition])) for spec in getattr(d, "specs", [d])]
+    specs = [
+        spec for d in (pipeline_assets(definition), *topic_specs([definition])) for spec in getattr(d, "specs", [d])
+    ]
     assert "TableSourceScan" in str(specs[0].metadata["plan"].value)
     assert SECRET not in repr([s.metadata for s in specs])
     events = [m.metadata for m in result.get_asset_materialization_events() for m in [m.materialization]]

@@ -8,8 +8,15 @@ import json
 
 import pytest
 from dagster import (
-    AssetMaterialization, AssetSelection, DagsterInstance, DefaultSensorStatus, RunRequest, SkipReason,
-    build_run_status_sensor_context, build_sensor_context, materialize,
+    AssetMaterialization,
+    AssetSelection,
+    DagsterInstance,
+    DefaultSensorStatus,
+    RunRequest,
+    SkipReason,
+    build_run_status_sensor_context,
+    build_sensor_context,
+    materialize,
 )
 
 from jobs.sensors import failure_report, kafka_lag_sensor, pipeline_run_failures
@@ -27,8 +34,11 @@ def _evaluate(sensor, cursor, resources):
 def _catch_up(spark, bootstrap: str, topics: list[str], checkpoint: str) -> None:
     """A Spark streaming query over ``topics`` (one Kafka source each, as a pipeline reads them), availableNow."""
     streams = [
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-        .option("startingOffsets", "earliest").load()
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
         for topic in topics
     ]
     union = streams[0]
@@ -47,7 +57,10 @@ def test_the_lag_sensor_requests_a_catch_up_run_when_the_checkpoint_falls_behind
     produce(kafka_bootstrap, "lag_a", [(str(i), "{}") for i in range(5)])
     sensor = kafka_lag_sensor("probe", topics, PIPELINE_JOBS["orders_current_job"], threshold=3)
     assert sensor.job_name == "orders_current_job"
-    resources = {"kafka": KafkaResource(bootstrap_servers=kafka_bootstrap), "lakehouse": LakehouseResource(root=str(tmp_path))}
+    resources = {
+        "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
+        "lakehouse": LakehouseResource(root=str(tmp_path)),
+    }
 
     # No checkpoint yet: every record is lag.
     request, cursor = _evaluate(sensor, None, resources)
@@ -104,15 +117,19 @@ def test_the_run_failure_sensor_reports_a_failed_pipeline_run_with_its_error(tmp
     result = defs.resolve_job_def("orders_current_job").execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
     context = build_run_status_sensor_context(
-        sensor_name="pipeline_run_failures", dagster_event=result.get_run_failure_event(), dagster_instance=instance,
+        sensor_name="pipeline_run_failures",
+        dagster_event=result.get_run_failure_event(),
+        dagster_instance=instance,
         dagster_run=result.dagster_run,
     ).for_run_failure()
 
     report = failure_report(context)
     assert report.startswith(f"run {result.run_id} of orders_current_job failed:\n")
-    assert report.endswith("caused by streamjoin.errors.EmbeddedKafkaError: no Kafka cluster to use: start the local broker "
-                           "with `make kafka` (or `streamjoin kafka start`), or set KAFKA_BOOTSTRAP_SERVERS to the "
-                           "bootstrap servers of a Kafka cluster")
+    assert report.endswith(
+        "caused by streamjoin.errors.EmbeddedKafkaError: no Kafka cluster to use: start the local broker "
+        "with `make kafka` (or `streamjoin kafka start`), or set KAFKA_BOOTSTRAP_SERVERS to the "
+        "bootstrap servers of a Kafka cluster"
+    )
     assert pipeline_run_failures(context) is None  # logged; Dagster records the sensor's handling on the run
     assert defs.get_sensor_def("pipeline_run_failures").default_status == DefaultSensorStatus.RUNNING
 

@@ -53,12 +53,18 @@ def test_round_trip_normalises_spellings():
 def test_parsed_shapes():
     create = sqlglot.parse_one(
         "CREATE TABLE t (ts TIMESTAMP(3), pt AS PROCTIME(), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND, "
-        "PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'kafka')", read=Flink)
+        "PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'kafka')",
+        read=Flink,
+    )
     items = create.this.expressions
     assert isinstance(items[1].constraints[0].kind, exp.ComputedColumnConstraint)
     assert isinstance(items[2], exp.WatermarkColumnConstraint) and items[2].this.name == "ts"
     assert isinstance(items[3], exp.PrimaryKey)
-    version = sqlglot.parse_one("SELECT * FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k", read=Flink).args["joins"][0].this
+    version = (
+        sqlglot.parse_one("SELECT * FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k", read=Flink)
+        .args["joins"][0]
+        .this
+    )
     assert version.args["version"].expression.sql(Flink) == "o.t" and version.alias == "x"
     explain = sqlglot.parse_one("EXPLAIN CHANGELOG_MODE INSERT INTO s SELECT 1", read=Flink)
     assert isinstance(explain, Explain) and isinstance(explain.this, exp.Insert)
@@ -87,7 +93,9 @@ def test_interval_literals_in_milliseconds(literal, ms):
     assert interval_ms(sqlglot.parse_one(literal, read=Flink)) == ms
 
 
-@pytest.mark.parametrize("literal", ["INTERVAL '1' MONTH", "INTERVAL '1.5' MINUTE TO SECOND", "INTERVAL '0.0001' SECOND"])
+@pytest.mark.parametrize(
+    "literal", ["INTERVAL '1' MONTH", "INTERVAL '1.5' MINUTE TO SECOND", "INTERVAL '0.0001' SECOND"]
+)
 def test_interval_without_millisecond_length_is_refused(literal):
     with pytest.raises(ValidationError):
         interval_ms(sqlglot.parse_one(literal, read=Flink))

@@ -81,8 +81,10 @@ def test_where_must_be_boolean():
 
 
 def test_interval_join_bound_on_a_timestamp_without_watermark():
-    message = refused("SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id\n"
-                      "  AND s.ship_ts BETWEEN o.plain_ts AND o.plain_ts + INTERVAL '1' HOUR;")
+    message = refused(
+        "SELECT o.order_id FROM Orders o JOIN Ships s ON o.order_id = s.order_id\n"
+        "  AND s.ship_ts BETWEEN o.plain_ts AND o.plain_ts + INTERVAL '1' HOUR;"
+    )
     assert "'plain_ts' has no watermark: declare WATERMARK FOR it" in message
     assert message.endswith("[rule: interval-join-watermark]") and where(message) == (2, 7)
 
@@ -94,53 +96,76 @@ def test_regular_join_condition_on_a_time_attribute():
 
 
 def test_temporal_join_needs_a_primary_key():
-    message = refused("SELECT o.order_id FROM Orders o JOIN RatesNoKey FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;")
+    message = refused(
+        "SELECT o.order_id FROM Orders o JOIN RatesNoKey FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;"
+    )
     assert "versioned table 'RatesNoKey'" in message and "needs a PRIMARY KEY" in message
     assert message.endswith("[rule: temporal-join-primary-key]") and where(message) == (1, 38)
 
 
 def test_temporal_join_needs_a_rowtime_on_the_versioned_table():
-    message = refused("SELECT o.order_id FROM Orders o JOIN RatesNoTime FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;")
+    message = refused(
+        "SELECT o.order_id FROM Orders o JOIN RatesNoTime FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;"
+    )
     assert "versioned table 'RatesNoTime'" in message and "declare WATERMARK FOR" in message
     assert message.endswith("[rule: temporal-join-watermark]")
 
 
 def test_temporal_join_as_of_a_column_without_watermark():
-    message = refused("SELECT o.order_id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.plain_ts AS r ON o.currency = r.currency;")
+    message = refused(
+        "SELECT o.order_id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.plain_ts AS r ON o.currency = r.currency;"
+    )
     assert "FOR SYSTEM_TIME AS OF 'o.plain_ts'" in message and "not a time attribute" in message
     assert message.endswith("[rule: temporal-join-watermark]") and where(message) == (1, 66)
 
 
 def test_temporal_join_must_equate_the_primary_key():
-    message = refused("SELECT o.order_id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.amount = r.rate;")
+    message = refused(
+        "SELECT o.order_id FROM Orders o JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.amount = r.rate;"
+    )
     assert "primary key [currency] of 'Rates'" in message and "it equates [rate]" in message
     assert message.endswith("[rule: temporal-join-primary-key]")
 
 
 def test_over_ordered_by_a_non_time_column():
-    message = refused("SELECT order_id, SUM(amount) OVER (PARTITION BY currency ORDER BY amount\n"
-                      "  ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM Orders;")
+    message = refused(
+        "SELECT order_id, SUM(amount) OVER (PARTITION BY currency ORDER BY amount\n"
+        "  ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM Orders;"
+    )
     assert "OVER window ORDER BY 'amount' (INT)" in message and "must be ordered by a time attribute" in message
     assert message.endswith("[rule: over-order-by-time]") and where(message) == (1, 67)
 
 
 def test_over_windows_must_be_the_same():
-    message = refused("SELECT SUM(amount) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW),\n"
-                      "  MAX(amount) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM Orders;", UnsupportedPlanError)
+    message = refused(
+        "SELECT SUM(amount) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW),\n"
+        "  MAX(amount) OVER (ORDER BY ts ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) FROM Orders;",
+        UnsupportedPlanError,
+    )
     assert "the same window" in message and message.endswith("[rule: over-same-window]") and where(message) == (2, 3)
 
 
 def test_over_with_following_rows_is_unsupported():
-    message = refused("SELECT SUM(amount) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) FROM Orders;", UnsupportedPlanError)
+    message = refused(
+        "SELECT SUM(amount) OVER (ORDER BY ts ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) FROM Orders;",
+        UnsupportedPlanError,
+    )
     assert "only … PRECEDING AND CURRENT ROW" in message and message.endswith("[rule: over-frame]")
 
 
 def test_row_number_without_a_filter_and_top_n():
-    message = refused("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders);",
-                      UnsupportedPlanError)
-    assert "ROW_NUMBER() AS rn must be filtered by an outer WHERE rn = 1" in message and message.endswith("[rule: rank-filter]")
-    message = refused("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders)\n"
-                      "WHERE rn <= 3;", UnsupportedPlanError)
+    message = refused(
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders);",
+        UnsupportedPlanError,
+    )
+    assert "ROW_NUMBER() AS rn must be filtered by an outer WHERE rn = 1" in message and message.endswith(
+        "[rule: rank-filter]"
+    )
+    message = refused(
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders)\n"
+        "WHERE rn <= 3;",
+        UnsupportedPlanError,
+    )
     assert "Top-N with N = 3" in message and where(message) == (2, 7)
 
 
@@ -160,16 +185,23 @@ def test_watermark_on_an_unknown_or_non_timestamp_column():
 
 def test_connector_and_its_options_are_checked():
     message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'filesystem');")
-    assert "'connector' must be one of kafka, upsert-kafka, delta, values; got 'filesystem'" in message and message.endswith("[rule: table-connector]")
+    assert (
+        "'connector' must be one of kafka, upsert-kafka, delta, values; got 'filesystem'" in message
+        and message.endswith("[rule: table-connector]")
+    )
     message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'kafka', 'format' = 'json');")
     assert "connector 'kafka' needs option 'topic'" in message
     message = refused("CREATE TABLE t (id INT) WITH ('connector' = 'kafka', 'topic' = 'x', 'format' = 'avro');")
-    assert "format 'avro' is not supported; supported: json, debezium-json" in message and message.endswith("[rule: table-format]")
+    assert "format 'avro' is not supported; supported: json, debezium-json" in message and message.endswith(
+        "[rule: table-format]"
+    )
 
 
 def test_insert_must_match_the_sink_columns():
     message = refused("INSERT INTO counts SELECT currency FROM Orders;")
-    assert "the query has 1 columns (currency), the sink has 2 (currency, n)" in message and message.endswith("[rule: sink-columns]")
+    assert "the query has 1 columns (currency), the sink has 2 (currency, n)" in message and message.endswith(
+        "[rule: sink-columns]"
+    )
     message = refused("INSERT INTO counts SELECT currency, ts FROM Orders;")
     assert "column 'ts' of the query is TIMESTAMP(3) *ROWTIME*, but sink column 'n' is BIGINT" in message
     assert message.endswith("[rule: sink-types]")
@@ -183,30 +215,43 @@ def test_updates_into_a_sink_without_primary_key():
 
 def test_ungrouped_column():
     message = refused("SELECT currency, amount FROM Orders GROUP BY currency;")
-    assert "column 'amount' is not being grouped" in message and message.endswith("[rule: group-by-columns]") and where(message) == (1, 18)
+    assert (
+        "column 'amount' is not being grouped" in message
+        and message.endswith("[rule: group-by-columns]")
+        and where(message) == (1, 18)
+    )
 
 
 def test_timestampdiff_takes_a_unit_and_two_time_points():
     message = refused("SELECT TIMESTAMPDIFF(FORTNIGHT, ts, plain_ts) FROM Orders;")
     assert "FORTNIGHT is not a time unit in TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)" in message
     assert message.endswith("[rule: function-arguments]") and where(message) == (1, 8)
-    message = refused("SELECT order_id FROM Orders WHERE TIMESTAMPDIFF(NANOSECOND, ts, plain_ts) > 1;", UnsupportedPlanError)
+    message = refused(
+        "SELECT order_id FROM Orders WHERE TIMESTAMPDIFF(NANOSECOND, ts, plain_ts) > 1;", UnsupportedPlanError
+    )
     assert "NANOSECOND is not supported" in message and message.endswith("[rule: supported-functions]")
     message = refused("SELECT TIMESTAMPDIFF('DAY', ts, plain_ts) FROM Orders;")
     assert "its first argument a time unit" in message and message.endswith("[rule: function-arguments]")
     message = refused("SELECT TIMESTAMPDIFF(DAY, currency, ts) FROM Orders;")
-    assert "TIMESTAMPDIFF needs a DATE or TIMESTAMP; '`currency`' is STRING" in message and message.endswith("[rule: type-mismatch]")
+    assert "TIMESTAMPDIFF needs a DATE or TIMESTAMP; '`currency`' is STRING" in message and message.endswith(
+        "[rule: type-mismatch]"
+    )
 
 
 def test_interval_join_over_an_updating_input_is_unsupported():
-    message = refused("SELECT c.id FROM TimedChanges c JOIN Ships s ON c.id = s.order_id "
-                      "AND s.ship_ts BETWEEN c.ts AND c.ts + INTERVAL '1' HOUR;", UnsupportedPlanError)
+    message = refused(
+        "SELECT c.id FROM TimedChanges c JOIN Ships s ON c.id = s.order_id "
+        "AND s.ship_ts BETWEEN c.ts AND c.ts + INTERVAL '1' HOUR;",
+        UnsupportedPlanError,
+    )
     assert "IntervalJoin consumes insert-only input, but its left input 'TimedChanges' produces updates" in message
     assert message.endswith("[rule: interval-join-insert-only]")
 
 
 def test_over_on_an_updating_input_is_unsupported():
-    message = refused("SELECT id, SUM(v) OVER (ORDER BY pt) FROM (SELECT id, v, PROCTIME() AS pt FROM Changes);", UnsupportedPlanError)
+    message = refused(
+        "SELECT id, SUM(v) OVER (ORDER BY pt) FROM (SELECT id, v, PROCTIME() AS pt FROM Changes);", UnsupportedPlanError
+    )
     assert "OverAggregate consumes insert-only input; 'Changes' produces updates" in message
     assert message.endswith("[rule: over-insert-only]")
 
@@ -227,5 +272,7 @@ def test_unsupported_column_type():
 def test_scalar_subquery_and_subquery_under_or_are_unsupported():
     message = refused("SELECT order_id FROM Orders WHERE amount > (SELECT MAX(v) FROM Changes);", UnsupportedPlanError)
     assert "subqueries are supported only as IN / EXISTS conditions" in message and where(message) == (1, 52)
-    message = refused("SELECT order_id FROM Orders WHERE amount > 1 OR order_id IN (SELECT id FROM Changes);", UnsupportedPlanError)
+    message = refused(
+        "SELECT order_id FROM Orders WHERE amount > 1 OR order_id IN (SELECT id FROM Changes);", UnsupportedPlanError
+    )
     assert message.endswith("[rule: supported-queries]")

@@ -38,11 +38,23 @@ def lake(tmp_path_factory, tpch_inputs):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-@pytest.mark.parametrize("engine", [pytest.param(e, marks=[pytest.mark.slow] if e == "jvm" else []) for e in ENGINES],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "engine", [pytest.param(e, marks=[pytest.mark.slow] if e == "jvm" else []) for e in ENGINES], indirect=True
+)
 def test_streamjoin_run_equals_the_batch_query(name, engine, spark, kafka_bootstrap, demo_topics, tpch_inputs, lake):
-    code = main(["run", str(SQL_DIR / f"{name}.sql"), "--available-now", "--bootstrap-servers", kafka_bootstrap,
-                 "--lakehouse", str(lake / engine), "--engine", engine])
+    code = main(
+        [
+            "run",
+            str(SQL_DIR / f"{name}.sql"),
+            "--available-now",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--lakehouse",
+            str(lake / engine),
+            "--engine",
+            engine,
+        ]
+    )
     assert code == 0
     actual = spark.read.format("delta").load(str(lake / engine / name))
     expected = EXPECTED[name](tpch_inputs)
@@ -57,14 +69,21 @@ def _assert_input_exercises(name, table, tpch_inputs, lake_table):
     if name == "orders_in_eur":
         # A euro order (rate 1), orders converted at an ECB rate, and orders in a currency the ECB does not quote.
         assert table.where("currency = 'EUR' AND amount_eur = o_totalprice").count() > 0
-        assert table.where("rate IS NOT NULL").count() > 0 and table.where("rate IS NULL AND currency <> 'EUR'").count() > 0
+        assert (
+            table.where("rate IS NOT NULL").count() > 0
+            and table.where("rate IS NULL AND currency <> 'EUR'").count() > 0
+        )
     elif name == "orders_shipped_fast":
         # Orders with no line item shipped within 30 days are there null-padded, once.
         assert table.where("l_linenumber = 0 AND l_shiptime IS NULL").count() > 0
         assert table.where("l_linenumber > 0").count() > 0
     elif name == "orders_by_status":
         # Updates moved orders between statuses and cancellations removed some: the counts are the final ones.
-        assert table.agg(F.sum("order_count")).first()[0] == tpch_inputs.final_orders().count() < len(tpch_inputs.changelog.orders)
+        assert (
+            table.agg(F.sum("order_count")).first()[0]
+            == tpch_inputs.final_orders().count()
+            < len(tpch_inputs.changelog.orders)
+        )
         # In mini-batch mode (the file's SET) a status emits at most one -U/+U pair per micro-batch.
         changelog = table.sparkSession.read.format("delta").load(f"{lake_table}_changelog")
         per_batch = changelog.groupBy(BATCH_ID_COLUMN, "o_orderstatus").count()
@@ -72,7 +91,9 @@ def _assert_input_exercises(name, table, tpch_inputs, lake_table):
     elif name == "lineitem_revenue_by_status":
         # Every line item of an existing order is counted once; order updates moved line items between statuses
         # within a micro-batch: a status took several changes in one batch (a join's retractions into the aggregate).
-        joined = tpch_inputs.final_lineitems().join(tpch_inputs.final_orders(), F.col("l_orderkey") == F.col("o_orderkey"))
+        joined = tpch_inputs.final_lineitems().join(
+            tpch_inputs.final_orders(), F.col("l_orderkey") == F.col("o_orderkey")
+        )
         assert table.agg(F.sum("line_count")).first()[0] == joined.count() > 0
         changelog = table.sparkSession.read.format("delta").load(f"{lake_table}_changelog")
         assert changelog.groupBy(BATCH_ID_COLUMN, "o_orderstatus").count().agg(F.max("count")).first()[0] > 2

@@ -11,6 +11,7 @@ each engine (the ``engine`` fixture), fed in phases a pause longer than the TTL 
 from __future__ import annotations
 
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from test_regular_join_ttl import LEFT_BATCHES, RIGHT_BATCHES, TTL_MS, A, B, run_in_phases, stage_sources
 
 from streamjoin.changelog import RowKind
 from streamjoin.connectors.changelog_files import read_changelog_files
@@ -18,7 +19,6 @@ from streamjoin.runtime.changelog_normalize import changelog_normalize
 from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.regular_join import regular_join
-from test_regular_join_ttl import A, B, LEFT_BATCHES, RIGHT_BATCHES, TTL_MS, run_in_phases, stage_sources
 
 I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
 PAUSE_S = 2 * TTL_MS / 1000
@@ -66,8 +66,9 @@ def test_group_aggregate_forgets_idle_groups(spark, engine, tmp_path):
     ``+U(a,1,2)``, ``-U(a,1,2)``, ``+U(a,2,5)``."""
     pairs = stage_sources(tmp_path, [("t", G, [[(I, ("a", 1)), (I, ("a", 2))], [(D, ("a", 1)), (I, ("a", 5))]], 0)])
     stream = read_changelog_files(spark, tmp_path / "t", G)
-    counted = group_aggregate(stream, group_by=["g"], aggregates=[("n", "COUNT", None), ("m", "MAX", "x")],
-                              state_ttl_ms=TTL_MS)
+    counted = group_aggregate(
+        stream, group_by=["g"], aggregates=[("n", "COUNT", None), ("m", "MAX", "x")], state_ttl_ms=TTL_MS
+    )
     seen = run_in_phases(counted, pairs, 2, tmp_path / "checkpoint", pause_s=PAUSE_S)
     assert seen == [[(I, ("a", 1, 1)), (UB, ("a", 1, 1)), (UA, ("a", 2, 2))], [(I, ("a", 1, 5))]]
 

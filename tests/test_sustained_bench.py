@@ -26,7 +26,9 @@ def test_due_keeps_to_the_rate_and_never_goes_negative():
 
 def test_paced_producer_writes_bursts_and_paced_records_per_topic(monkeypatch):
     written = []
-    monkeypatch.setattr("bench.sustained_feed.produce", lambda servers, topic, records: written.append((topic, records)) or len(records))
+    monkeypatch.setattr(
+        "bench.sustained_feed.produce", lambda servers, topic, records: written.append((topic, records)) or len(records)
+    )
     records = iter([("a", (str(i), "v")) if i % 2 else ("b", (str(i), "v")) for i in range(1000)])
     producer = PacedProducer("servers", records, tick_s=0.01)
     producer.burst(5)
@@ -50,11 +52,23 @@ def test_paced_producer_writes_bursts_and_paced_records_per_topic(monkeypatch):
 
 
 def test_shift_row_moves_times_and_order_keys_only():
-    row = {"o_orderkey": 7, "o_custkey": 3, "o_orderdate": dt.date(2002, 1, 1),
-           "o_ordertime": dt.datetime(2002, 1, 1, 5), "o_totalprice": Decimal("1.50"), "o_comment": "x"}
+    row = {
+        "o_orderkey": 7,
+        "o_custkey": 3,
+        "o_orderdate": dt.date(2002, 1, 1),
+        "o_ordertime": dt.datetime(2002, 1, 1, 5),
+        "o_totalprice": Decimal("1.50"),
+        "o_comment": "x",
+    }
     shifted = shift_row(row, 10, 1000)
-    assert shifted == {"o_orderkey": 1007, "o_custkey": 3, "o_orderdate": dt.date(2002, 1, 11),
-                       "o_ordertime": dt.datetime(2002, 1, 11, 5), "o_totalprice": Decimal("1.50"), "o_comment": "x"}
+    assert shifted == {
+        "o_orderkey": 1007,
+        "o_custkey": 3,
+        "o_orderdate": dt.date(2002, 1, 11),
+        "o_ordertime": dt.datetime(2002, 1, 11, 5),
+        "o_totalprice": Decimal("1.50"),
+        "o_comment": "x",
+    }
     assert row["o_orderkey"] == 7  # a new dict
 
 
@@ -72,7 +86,11 @@ def test_summarize_takes_percentiles_rates_and_the_last_batch_state():
     sample = summarize("p", batches, 60.0, None, **_fields())
     assert (sample.batches, sample.batch_ms_p50, sample.batch_ms_max) == (3, 2000, 3000)
     assert sample.input_rows_per_s == 2.0
-    assert (sample.state_rows, sample.state_bytes, sample.state_sst_bytes) == (11, 1050, 8)  # the last batch's, not the largest
+    assert (sample.state_rows, sample.state_bytes, sample.state_sst_bytes) == (
+        11,
+        1050,
+        8,
+    )  # the last batch's, not the largest
     assert (sample.lag, sample.pipeline) == (10, "p")
 
 
@@ -93,8 +111,10 @@ def test_slope_is_least_squares():
 
 
 def _series(pipeline, states, lags, rate=10.0):
-    return [Sample(float(i), "sustained", pipeline, 1, 1000.0, 1500.0, rate, s, s * 100, s * 1000, lag, 0, rate)
-            for i, (s, lag) in enumerate(zip(states, lags))]
+    return [
+        Sample(float(i), "sustained", pipeline, 1, 1000.0, 1500.0, rate, s, s * 100, s * 1000, lag, 0, rate)
+        for i, (s, lag) in enumerate(zip(states, lags))
+    ]
 
 
 def test_verdict_flat_state_and_bounded_lag():
@@ -125,7 +145,9 @@ def test_results_table_and_csv_cover_the_sustained_phase(tmp_path):
     samples = [warm, *_series("p", [1000, 2000], [5, 7]), *_series("q", [10, 10], [0, 0])]
     table = results_table(samples, 10.0).splitlines()
     assert len(table) == 4
-    assert table[2].startswith("| p | 1,000 / 2,000 / 2,000 | 0.1 / 0.2 / 0.2 | 1.0 / 1.9 / 1.9 | 5 / 7 / 7 | 1.0 | 10 | grows")
+    assert table[2].startswith(
+        "| p | 1,000 / 2,000 / 2,000 | 0.1 / 0.2 / 0.2 | 1.0 / 1.9 / 1.9 | 5 / 7 / 7 | 1.0 | 10 | grows"
+    )
     assert "99,999" not in "\n".join(table)  # the warm-up's lag is not the sustained phase's
     write_csv(samples, tmp_path / "s.csv")
     lines = (tmp_path / "s.csv").read_text().splitlines()
@@ -140,7 +162,9 @@ class _TinyChangelog:
     def __init__(self):
         t = dt.datetime(2002, 1, 1)
         self.orders = [{"o_orderkey": k, "o_ordertime": t + dt.timedelta(days=k)} for k in (1, 2)]
-        self.lineitems = [{"l_orderkey": k, "l_linenumber": 1, "l_shiptime": t + dt.timedelta(days=k + 3)} for k in (1, 2)]
+        self.lineitems = [
+            {"l_orderkey": k, "l_linenumber": 1, "l_shiptime": t + dt.timedelta(days=k + 3)} for k in (1, 2)
+        ]
         self.order_events = [{**o, "op": "c", "event_time": o["o_ordertime"]} for o in self.orders]
         self.period = (t.date(), t.date() + dt.timedelta(days=5))
 
@@ -162,12 +186,18 @@ def test_feed_passes_are_in_time_order_with_new_keys_and_later_times(monkeypatch
 
     from bench.sustained_feed import Feed
 
-    rates = [{"currency": "USD", "rate": Decimal("1.1"), "rate_time": dt.datetime(2001, 12, 31) + dt.timedelta(days=d)}
-             for d in range(0, 10, 2)]
+    rates = [
+        {"currency": "USD", "rate": Decimal("1.1"), "rate_time": dt.datetime(2001, 12, 31) + dt.timedelta(days=d)}
+        for d in range(0, 10, 2)
+    ]
     monkeypatch.setattr("bench.sustained_feed.rate_rows", lambda period: rates)
     feed = Feed(_TinyChangelog())
     assert (feed.first, feed.last, feed.span_days, feed.key_step) == (
-        dt.datetime(2001, 12, 31), dt.datetime(2002, 1, 8), 9, 3)
+        dt.datetime(2001, 12, 31),
+        dt.datetime(2002, 1, 8),
+        9,
+        3,
+    )
     stream = list(itertools.islice(feed.records(), 26))  # two passes of 13 records
     stamps = [record[2] for _, record in stream if len(record) == 3]
     assert stamps == sorted(stamps)  # every event topic's rowtime, across topics and passes
@@ -184,7 +214,13 @@ def test_the_state_ttl_variant_sets_the_ttl_on_every_stateful_operator_it_applie
 
     defs = {d.pipeline.name: d for d in load_sql_pipelines(_sql_with_state_ttl("5 min", tmp_path / "sql"))}
     plans = {name: d.pipeline.explain for name, d in defs.items()}
-    bounded = [line for line in plans["lineitem_with_order"].splitlines() + plans["orders_by_status"].splitlines()
-               if line.lstrip(" +-").startswith(("Join(", "GroupAggregate(", "Deduplicate("))]
+    bounded = [
+        line
+        for line in plans["lineitem_with_order"].splitlines() + plans["orders_by_status"].splitlines()
+        if line.lstrip(" +-").startswith(("Join(", "GroupAggregate(", "Deduplicate("))
+    ]
     assert len(bounded) == 3 and all("stateTtl=[300000 ms]" in line for line in bounded)
-    assert defs["orders_by_status"].description == {d.pipeline.name: d for d in load_sql_pipelines()}["orders_by_status"].description
+    assert (
+        defs["orders_by_status"].description
+        == {d.pipeline.name: d for d in load_sql_pipelines()}["orders_by_status"].description
+    )

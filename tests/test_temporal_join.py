@@ -7,10 +7,10 @@ import datetime as dt
 import random
 
 import pytest
+from flink_cases import case_names, load_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flink_cases import case_names, load_case
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
@@ -28,14 +28,29 @@ def times(a, b):
 # probe table, versioned table, how, whether the versioned side is an append-only log
 # deduplicated into versions (the `setup` view: ROW_NUMBER() ... ORDER BY update_time DESC = 1
 # over RatesLog), and the SELECT list as a function of (o, r).
-SELECT_WITH_TIME = lambda o, r: (  # noqa: E731
-    o["order_id"], o["order_time"], o["currency"], o["amount"], r["rate"], times(o["amount"], r["rate"]), r["update_time"]
+SELECT_WITH_TIME = lambda o, r: (
+    o["order_id"],
+    o["order_time"],
+    o["currency"],
+    o["amount"],
+    r["rate"],
+    times(o["amount"], r["rate"]),
+    r["update_time"],
 )
-SELECT = lambda o, r: (o["order_id"], o["order_time"], o["currency"], o["amount"], r["rate"], times(o["amount"], r["rate"]))  # noqa: E731
+SELECT = lambda o, r: (
+    o["order_id"],
+    o["order_time"],
+    o["currency"],
+    o["amount"],
+    r["rate"],
+    times(o["amount"], r["rate"]),
+)
 CASES = {
     "temporal_join_inner": dict(versioned="RatesHistory", how="inner", append_only=False, select=SELECT_WITH_TIME),
     "temporal_join_left": dict(versioned="RatesHistory", how="left", append_only=False, select=SELECT_WITH_TIME),
-    "temporal_join_left_ub_oldtime": dict(versioned="RatesHistory", how="left", append_only=False, select=SELECT_WITH_TIME),
+    "temporal_join_left_ub_oldtime": dict(
+        versioned="RatesHistory", how="left", append_only=False, select=SELECT_WITH_TIME
+    ),
     "temporal_join_versioned_view": dict(versioned="RatesLog", how="inner", append_only=True, select=SELECT),
 }
 # Every case: Orders o (rowtime order_time) JOIN <versioned> FOR SYSTEM_TIME AS OF o.order_time r
@@ -49,7 +64,8 @@ def millis(value: dt.datetime) -> int:
 
 def typed(columns, values) -> tuple:
     return tuple(
-        dt.datetime.fromisoformat(v) if v is not None and t.startswith("TIMESTAMP") else v for (_, t), v in zip(columns, values)
+        dt.datetime.fromisoformat(v) if v is not None and t.startswith("TIMESTAMP") else v
+        for (_, t), v in zip(columns, values)
     )
 
 
@@ -68,7 +84,8 @@ def replay(case, versioned: str, how: str, append_only: bool, select):
     probe_names, build_names = [c for c, _ in probe.columns], [c for c, _ in build.columns]
     n = len(probe_names)
     return [
-        (kind, select(dict(zip(probe_names, row[:n])), dict(zip(build_names, row[n:])))) for kind, row in driver.changelog
+        (kind, select(dict(zip(probe_names, row[:n])), dict(zip(build_names, row[n:]))))
+        for kind, row in driver.changelog
     ]
 
 
@@ -98,8 +115,14 @@ def hm(text: str) -> int:
 def run_rates(how, orders):
     """Rates 09:00 USD 102, EUR 114, JPY 1; 10:45 EUR 116; 11:15 EUR 119; 11:49 GBP 108, then the orders
     (in time order; their watermark lags 1 minute so orders sharing a time are not late)."""
-    rates = [("USD", 102, "09:00"), ("EUR", 114, "09:00"), ("JPY", 1, "09:00"), ("EUR", 116, "10:45"),
-             ("EUR", 119, "11:15"), ("GBP", 108, "11:49")]
+    rates = [
+        ("USD", 102, "09:00"),
+        ("EUR", 114, "09:00"),
+        ("JPY", 1, "09:00"),
+        ("EUR", 116, "10:45"),
+        ("EUR", 119, "11:15"),
+        ("GBP", 108, "11:49"),
+    ]
     driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 2)), (60_000, 0))
     seen = set()
     for currency, rate, at in rates:
@@ -113,8 +136,14 @@ def run_rates(how, orders):
 
 
 def test_classic_rates_example():
-    orders = [("o1", "EUR", "10:00"), ("o4", "EUR", "10:45"), ("o2", "EUR", "11:00"), ("o5", "GBP", "11:00"),
-              ("o6", "CHF", "11:00"), ("o3", "EUR", "11:30")]
+    orders = [
+        ("o1", "EUR", "10:00"),
+        ("o4", "EUR", "10:45"),
+        ("o2", "EUR", "11:00"),
+        ("o5", "GBP", "11:00"),
+        ("o6", "CHF", "11:00"),
+        ("o3", "EUR", "11:30"),
+    ]
     assert run_rates("inner", orders) == {"o1": 114, "o2": 116, "o3": 119, "o4": 116}
     # LEFT: a currency with no rate yet (GBP before 11:49) or never (CHF) -> null.
     assert run_rates("left", orders) == {"o1": 114, "o2": 116, "o3": 119, "o4": 116, "o5": None, "o6": None}
@@ -188,14 +217,22 @@ def test_invalid_changelog_on_the_versioned_side_is_read_as_flink_reads_it():
     # insert is a version, a -D of a key never inserted is "no row from then on", a -U without its +U is dropped
     # (the join reads +I/+U/-D only), a +I of an existing key is a new version.
     driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin("left", 2)), (0, 0))
-    for kind, k, r, at in [(RowKind.UPDATE_AFTER, 1, 10, 0), (RowKind.DELETE, 2, 0, 1000),
-                           (RowKind.UPDATE_BEFORE, 1, 10, 2000), (RowKind.INSERT, 1, 20, 3000)]:
+    for kind, k, r, at in [
+        (RowKind.UPDATE_AFTER, 1, 10, 0),
+        (RowKind.DELETE, 2, 0, 1000),
+        (RowKind.UPDATE_BEFORE, 1, 10, 2000),
+        (RowKind.INSERT, 1, 20, 3000),
+    ]:
         driver.process(1, (k,), kind, (k, r), at)
     for o, k, at in [(1, 1, 1000), (2, 2, 1500), (3, 1, 2500), (4, 1, 4000)]:
         driver.process(0, (k,), RowKind.INSERT, (o, k), at)
     driver.finish()
     assert sorted((kind, row[0], row[3]) for kind, row in driver.changelog) == [
-        (RowKind.INSERT, 1, 10), (RowKind.INSERT, 2, None), (RowKind.INSERT, 3, 10), (RowKind.INSERT, 4, 20)]
+        (RowKind.INSERT, 1, 10),
+        (RowKind.INSERT, 2, None),
+        (RowKind.INSERT, 3, 10),
+        (RowKind.INSERT, 4, 20),
+    ]
 
 
 def test_append_only_versions_ignore_an_older_row():
@@ -213,10 +250,19 @@ def test_append_only_versions_ignore_an_older_row():
 def test_the_jvm_twin_is_described_with_the_union_frames_columns():
     """What TemporalJoinLogic.scala (over TwoInputLogic.scala) reads; no per-row watermark here."""
     join = TemporalRowTimeJoin("left", 2, append_only_versions=True)
-    logic = _KeyedTwoInputLogic(TemporalJoinOperator(join), _Columns(rowtime=(2, 1), row_watermark=None), ["_key0", "_key1"])
-    assert logic.jvm_logic() == JvmLogic("TemporalJoinLogic", {
-        "how": "left", "appendOnlyVersions": True, "keyColumns": ["_key0", "_key1"], "rowtime": [2, 1], "rowWatermark": None,
-    })
+    logic = _KeyedTwoInputLogic(
+        TemporalJoinOperator(join), _Columns(rowtime=(2, 1), row_watermark=None), ["_key0", "_key1"]
+    )
+    assert logic.jvm_logic() == JvmLogic(
+        "TemporalJoinLogic",
+        {
+            "how": "left",
+            "appendOnlyVersions": True,
+            "keyColumns": ["_key0", "_key1"],
+            "rowtime": [2, 1],
+            "rowWatermark": None,
+        },
+    )
 
 
 def test_processing_time_join_uses_the_current_row():

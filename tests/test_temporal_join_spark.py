@@ -3,17 +3,27 @@ through the planner in ``test_replay.py``), flat state, and the lookup join agai
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import datetime as dt
 import random
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
-
+from conftest import jvm_only
 from flink_cases import Case, Table, load_case
+from pyspark.sql import functions as F
+from test_interval_join import generate as generate_interval
+from test_interval_join_spark import (
+    ROW_WATERMARK,
+    Run,
+    replay_streams,
+    run_together,
+    state_rows,
+)
+from test_temporal_join import CASES, KEY, PROBE, PROBE_TIME, VERSION_TIME, millis, typed
+from test_temporal_join import generate as generate_temporal
+
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.interval_join import (
@@ -30,17 +40,6 @@ from streamjoin.runtime.temporal_join import (
     lookup_join,
     temporal_join,
 )
-from test_interval_join import generate as generate_interval
-from test_interval_join_spark import (
-    ROW_WATERMARK,
-    Run,
-    replay_streams,
-    run_together,
-    state_rows,
-)
-from test_temporal_join import CASES, KEY, PROBE, PROBE_TIME, VERSION_TIME, millis, typed
-from test_temporal_join import generate as generate_temporal
-from conftest import jvm_only
 
 
 def rowtimes(name):
@@ -56,17 +55,23 @@ def test_lookup_join_joins_each_micro_batch_with_the_current_delta_rows(spark, t
     rates_path = str(tmp_path / "rates")
     orders_dir = tmp_path / "orders"
     orders_dir.mkdir()
-    schema = pa.schema([("order_id", pa.int32()), ("currency", pa.string()), ("_rowkind", pa.string()), ("_seq", pa.int64())])
+    schema = pa.schema(
+        [("order_id", pa.int32()), ("currency", pa.string()), ("_rowkind", pa.string()), ("_seq", pa.int64())]
+    )
 
     def write_rates(rows):
-        spark.createDataFrame(rows, "rate_currency STRING, rate INT").write.format("delta").mode("overwrite").save(rates_path)
+        spark.createDataFrame(rows, "rate_currency STRING, rate INT").write.format("delta").mode("overwrite").save(
+            rates_path
+        )
 
     def write_orders(index, rows):
         table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
         pq.write_table(table, orders_dir / f"batch-{index}.parquet")
 
     write_rates([("EUR", 114), ("USD", 102)])
-    orders = spark.readStream.schema("order_id INT, currency STRING, _rowkind STRING, _seq LONG").parquet(str(orders_dir))
+    orders = spark.readStream.schema("order_id INT, currency STRING, _rowkind STRING, _seq LONG").parquet(
+        str(orders_dir)
+    )
     joined = lookup_join(orders, rates_path, on=[("currency", "rate_currency")], how="left")
     seen = []
     query = (
@@ -131,7 +136,13 @@ def as_case(name: str, events: list[tuple[str, str, tuple]], delay_ms: int) -> C
     return Case(
         name=name,
         tables={
-            t: Table(t, STREAM_COLUMNS[t], [(k, v) for tt, k, v in events if tt == t], rowtime="t", watermark_delay_ms=delay_ms)
+            t: Table(
+                t,
+                STREAM_COLUMNS[t],
+                [(k, v) for tt, k, v in events if tt == t],
+                rowtime="t",
+                watermark_delay_ms=delay_ms,
+            )
             for t in names
         },
         arrival=[t for t, _, _ in events],
@@ -165,23 +176,33 @@ def random_temporal_case(seed: int) -> Case:
     events = generate_temporal(random.Random(seed), 12, 36, 3, 4, late_share=0.15)
     return as_case(
         "random_temporal",
-        [("P", k.short, (i, key, stamp(t))) if s == 0 else ("V", k.short, (key, v, stamp(t))) for s, k, key, t, i, v in events],
+        [
+            ("P", k.short, (i, key, stamp(t))) if s == 0 else ("V", k.short, (key, v, stamp(t)))
+            for s, k, key, t, i, v in events
+        ],
         4,
     )
 
 
 def interval_stream_run(label, case, bounds, how, row_watermarks) -> Run:
     extra = {"row_watermark_column": ROW_WATERMARK} if row_watermarks else {}
-    build = lambda s: interval_join(  # noqa: E731
-        s["L"], s["R"], on=[("k", "r_k")], left_time="t", right_time="r_t",
-        lower_bound_ms=bounds.lower_ms, upper_bound_ms=bounds.upper_ms, how=how, **extra,
+    build = lambda s: interval_join(
+        s["L"],
+        s["R"],
+        on=[("k", "r_k")],
+        left_time="t",
+        right_time="r_t",
+        lower_bound_ms=bounds.lower_ms,
+        upper_bound_ms=bounds.upper_ms,
+        how=how,
+        **extra,
     )
     return Run(label, case, {"L": "t", "R": "t"}, build, row_watermarks)
 
 
 def temporal_stream_run(label, case, how, row_watermarks) -> Run:
     extra = {"row_watermark_column": ROW_WATERMARK} if row_watermarks else {}
-    build = lambda s: temporal_join(  # noqa: E731
+    build = lambda s: temporal_join(
         s["P"], s["V"], on=[("k", "r_k")], probe_time="t", version_time="r_t", how=how, **extra
     )
     return Run(label, case, {"P": "t", "V": "t"}, build, row_watermarks)
@@ -226,13 +247,18 @@ def test_state_stays_flat_while_the_stream_grows_ten_times(spark, engine, tmp_pa
     bounded by rate × window, while the input grows from 20 to 200 rows."""
     batches, per_batch = 20, 10
     runs = [
-        interval_stream_run("interval", steady_case("interval", batches, per_batch), IntervalBounds(-1000, 1000), "full", False),
+        interval_stream_run(
+            "interval", steady_case("interval", batches, per_batch), IntervalBounds(-1000, 1000), "full", False
+        ),
         temporal_stream_run("temporal", steady_case("temporal", batches, per_batch), "left", False),
     ]
     results, _ = run_together(spark, tmp_path, runs, per_batch)
     assert results["interval"] and results["temporal"]
     for operator, join in enumerate(("interval", "temporal")):
-        sizes = [state_rows(spark, tmp_path / "checkpoint", b, operator, engine=engine, join=join) for b in (1, 9, batches - 1)]
+        sizes = [
+            state_rows(spark, tmp_path / "checkpoint", b, operator, engine=engine, join=join)
+            for b in (1, 9, batches - 1)
+        ]
         assert 0 < min(sizes) and max(sizes) - min(sizes) <= per_batch, (operator, sizes)
         assert max(sizes) <= 4 * per_batch, (operator, sizes)  # 200 rows went in
 
@@ -245,11 +271,15 @@ def test_keys_that_do_not_come_back_leave_no_state_rows(spark, engine, tmp_path)
     state grew with the keys)."""
     batches, per_batch = 20, 10
     case = steady_case("interval", batches, per_batch, key_of=lambda n: n // 10)
-    results, _ = run_together(spark, tmp_path, [interval_stream_run("interval", case, IntervalBounds(-1000, 1000), "inner", False)], per_batch)
+    results, _ = run_together(
+        spark, tmp_path, [interval_stream_run("interval", case, IntervalBounds(-1000, 1000), "inner", False)], per_batch
+    )
     assert results["interval"]
 
     def keys(name):
-        reader = spark.read.format("statestore").option("path", str(tmp_path / "checkpoint")).option("stateVarName", name)
+        reader = (
+            spark.read.format("statestore").option("path", str(tmp_path / "checkpoint")).option("stateVarName", name)
+        )
         return {tuple(r.key) for r in reader.option("batchId", batches - 1).load().collect()}
 
     live = keys("leftRows") | keys("rightRows")

@@ -4,8 +4,8 @@ its order as in TPC-H, and the rates cover the changelog's period."""
 import datetime as dt
 
 import pytest
-
 from conftest import SCALE_FACTOR
+
 from streamjoin.config import local_dir
 from streamjoin.datagen.topics import RATE_MARGIN, rate_rows
 from streamjoin.datagen.tpch import TpchChangelog, generate_tpch
@@ -19,8 +19,12 @@ def data_dir():
 
 def _distances(changelog: TpchChangelog) -> dict[tuple, tuple]:
     placed = {o["o_orderkey"]: o["o_orderdate"] for o in changelog.orders}
-    return {(i["l_orderkey"], i["l_linenumber"]): tuple(i[c] - placed[i["l_orderkey"]] for c in ("l_shipdate", "l_commitdate", "l_receiptdate"))
-            for i in changelog.lineitems}
+    return {
+        (i["l_orderkey"], i["l_linenumber"]): tuple(
+            i[c] - placed[i["l_orderkey"]] for c in ("l_shipdate", "l_commitdate", "l_receiptdate")
+        )
+        for i in changelog.lineitems
+    }
 
 
 def test_days_fold_the_placements_and_keep_each_line_items_distance_to_its_order(data_dir):
@@ -39,14 +43,17 @@ def test_days_fold_the_placements_and_keep_each_line_items_distance_to_its_order
     # The same changes: updates and cancellations of the same orders.
     assert folded.deleted_keys == years.deleted_keys
     assert sorted((c.kind.short, c.row["o_orderkey"]) for c in folded.orders_changes()) == sorted(
-        (c.kind.short, c.row["o_orderkey"]) for c in years.orders_changes())
+        (c.kind.short, c.row["o_orderkey"]) for c in years.orders_changes()
+    )
 
 
 def test_the_rates_cover_the_period_and_no_more(data_dir):
     folded = TpchChangelog(data_dir, days=60)
     start, end = folded.period
     assert start == dt.date(2002, 1, 1)
-    latest = max(max(i["l_receiptdate"] for i in folded.lineitems), max(e["event_time"].date() for e in folded.order_events))
+    latest = max(
+        max(i["l_receiptdate"] for i in folded.lineitems), max(e["event_time"].date() for e in folded.order_events)
+    )
     assert end == latest
     times = [r["rate_time"].date() for r in rate_rows(folded.period)]
     assert min(times) >= start - RATE_MARGIN and max(times) <= end + RATE_MARGIN

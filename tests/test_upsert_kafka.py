@@ -40,8 +40,13 @@ def test_upsert_kafka_tables_are_upsert_changelogs_read_from_the_key():
     # Flink's UpsertKafkaDynamicTableFactory declares [UA, D] (its records come as INSERTs, read as upserts)
     assert tables["customers"].source_kinds == frozenset({RowKind.UPDATE_AFTER, RowKind.DELETE})
     source = tables["customers"].kafka_source()
-    assert (source.upsert, source.format, source.rowkind_field, source.key_fields_prefix, source.value_fields_include) == (
-        True, "json", None, "k_", "EXCEPT_KEY")
+    assert (
+        source.upsert,
+        source.format,
+        source.rowkind_field,
+        source.key_fields_prefix,
+        source.value_fields_include,
+    ) == (True, "json", None, "k_", "EXCEPT_KEY")
     assert source.options == {}  # always from the earliest offset; the servers are the pipeline's
     assert tables["customers_all"].kafka_source().value_fields_include == "ALL"
 
@@ -50,20 +55,28 @@ def test_changelog_normalize_where_flink_plans_it():
     plans = {s.sink_table.name: s.explain for s in plan_script(DDL + SINKS).inserts}
     join = plans["order_customer"]
     assert "ChangelogNormalize(key=[k_id], changelogMode=[I,UB,UA,D]" in join
-    assert "TableSourceScan(table=[[default_catalog, default_database, customers]], fields=[k_id, name, tier], changelogMode=[UA,D]" in join
+    assert (
+        "TableSourceScan(table=[[default_catalog, default_database, customers]], fields=[k_id, name, tier], changelogMode=[UA,D]"
+        in join
+    )
     # as PyFlink 2.3.0 shows a [UA,D] source (fromChangelogStream with that mode and a primary key)
-    assert "ChangelogNormalize(key=[k_id], changelogMode=[I,UB,UA,D], upsertKeys=[[k_id]])\n" \
+    assert (
+        "ChangelogNormalize(key=[k_id], changelogMode=[I,UB,UA,D], upsertKeys=[[k_id]])\n"
         "                  +- Exchange(distribution=[hash[k_id]], changelogMode=[UA,D])" in join
+    )
     assert "ChangelogNormalize(key=[id]" in plans["tier_counts"]
     # an upsert sink keyed by the source's key takes its deletes by key: no ChangelogNormalize, as Flink removes it
     assert "ChangelogNormalize" not in plans["customers_copy"]
 
 
 def test_an_upsert_kafka_sink_takes_updates():
-    [statement] = plan_script(DDL + """
+    [statement] = plan_script(
+        DDL
+        + """
         CREATE TABLE counts (tier STRING, n BIGINT, PRIMARY KEY (tier) NOT ENFORCED)
           WITH ('connector' = 'upsert-kafka', 'topic' = 'counts', 'key.format' = 'json', 'value.format' = 'json');
-        INSERT INTO counts SELECT tier, COUNT(*) FROM customers GROUP BY tier;""").inserts
+        INSERT INTO counts SELECT tier, COUNT(*) FROM customers GROUP BY tier;"""
+    ).inserts
     assert "GroupAggregate(groupBy=[tier]" in statement.explain
 
 
@@ -73,23 +86,62 @@ REQUIRED = "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json'"
 @pytest.mark.parametrize(
     "columns, options, message",
     [
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", "'topic' = 't', 'value.format' = 'json'", "connector 'upsert-kafka' needs option 'key.format'"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", "'topic' = 't', 'key.format' = 'json'", "connector 'upsert-kafka' needs option 'value.format'"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", "'key.format' = 'json', 'value.format' = 'json'", "connector 'upsert-kafka' needs option 'topic'"),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            "'topic' = 't', 'value.format' = 'json'",
+            "connector 'upsert-kafka' needs option 'key.format'",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            "'topic' = 't', 'key.format' = 'json'",
+            "connector 'upsert-kafka' needs option 'value.format'",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            "'key.format' = 'json', 'value.format' = 'json'",
+            "connector 'upsert-kafka' needs option 'topic'",
+        ),
         ("id INT", REQUIRED, "'upsert-kafka' tables require to define a PRIMARY KEY constraint"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", "'topic' = 't', 'key.format' = 'json', 'value.format' = 'debezium-json'",
-         "'upsert-kafka' connector doesn't support 'debezium-json' as value format, because 'debezium-json' is not in insert-only mode"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", "'topic' = 't', 'key.format' = 'avro', 'value.format' = 'json'",
-         "key.format 'avro' is not supported; supported: json"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", REQUIRED + ", 'key.fields-prefix' = 'k_'",
-         "a key prefix is not allowed when option 'value.fields-include' is set to 'ALL'"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", REQUIRED + ", 'key.fields-prefix' = 'k_', 'value.fields-include' = 'EXCEPT_KEY'",
-         "column 'id' is not prefixed"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", REQUIRED + ", 'value.fields-include' = 'NONE'",
-         "value.fields-include 'NONE' must be one of ALL, EXCEPT_KEY"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", REQUIRED + ", 'format' = 'json'", "unsupported option 'format' for connector 'upsert-kafka'"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", REQUIRED + ", 'scan.startup.mode' = 'latest-offset'", "unsupported option 'scan.startup.mode'"),
-        ("id INT, PRIMARY KEY (id) NOT ENFORCED", REQUIRED + ", 'json.rowkind-field' = 'op'", "unsupported option 'json.rowkind-field'"),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            "'topic' = 't', 'key.format' = 'json', 'value.format' = 'debezium-json'",
+            "'upsert-kafka' connector doesn't support 'debezium-json' as value format, because 'debezium-json' is not in insert-only mode",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            "'topic' = 't', 'key.format' = 'avro', 'value.format' = 'json'",
+            "key.format 'avro' is not supported; supported: json",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            REQUIRED + ", 'key.fields-prefix' = 'k_'",
+            "a key prefix is not allowed when option 'value.fields-include' is set to 'ALL'",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            REQUIRED + ", 'key.fields-prefix' = 'k_', 'value.fields-include' = 'EXCEPT_KEY'",
+            "column 'id' is not prefixed",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            REQUIRED + ", 'value.fields-include' = 'NONE'",
+            "value.fields-include 'NONE' must be one of ALL, EXCEPT_KEY",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            REQUIRED + ", 'format' = 'json'",
+            "unsupported option 'format' for connector 'upsert-kafka'",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            REQUIRED + ", 'scan.startup.mode' = 'latest-offset'",
+            "unsupported option 'scan.startup.mode'",
+        ),
+        (
+            "id INT, PRIMARY KEY (id) NOT ENFORCED",
+            REQUIRED + ", 'json.rowkind-field' = 'op'",
+            "unsupported option 'json.rowkind-field'",
+        ),
     ],
 )
 def test_upsert_kafka_options_are_checked(columns, options, message):
@@ -141,7 +193,11 @@ def table_rows(spark, path):
 def test_upsert_topic_through_a_left_join_an_aggregate_and_a_copy_into_delta(spark, kafka_bootstrap, tmp_path):
     ensure_topics(kafka_bootstrap, {"uk_orders": 1, "uk_customers": 1})
     produce(kafka_bootstrap, "uk_customers", CUSTOMERS)
-    produce(kafka_bootstrap, "uk_orders", [(None, json.dumps({"order_id": o, "customer_id": c, "amount": a})) for o, c, a in ORDERS])
+    produce(
+        kafka_bootstrap,
+        "uk_orders",
+        [(None, json.dumps({"order_id": o, "customer_id": c, "amount": a})) for o, c, a in ORDERS],
+    )
 
     lakehouse = Lakehouse(str(tmp_path / "lake"))
     pipelines = {p.name: p for p in sql_pipelines(plan_script(DDL + SINKS))}
@@ -153,8 +209,13 @@ def test_upsert_topic_through_a_left_join_an_aggregate_and_a_copy_into_delta(spa
     tiers = {}
     for _, tier in customers.values():
         tiers[tier] = tiers.get(tier, 0) + 1
-    assert expected_join == {(1, "Ann", Decimal("10.00")), (2, "Bobby", Decimal("20.00")), (3, None, Decimal("5.00")),
-                             (4, "Eve", Decimal("7.50")), (5, None, Decimal("1.00"))}
+    assert expected_join == {
+        (1, "Ann", Decimal("10.00")),
+        (2, "Bobby", Decimal("20.00")),
+        (3, None, Decimal("5.00")),
+        (4, "Eve", Decimal("7.50")),
+        (5, None, Decimal("1.00")),
+    }
     assert table_rows(spark, lakehouse.table_path("order_customer")) == expected_join
     assert table_rows(spark, lakehouse.table_path("tier_counts")) == set(tiers.items()) == {("gold", 2), ("bronze", 1)}
     assert table_rows(spark, lakehouse.table_path("customers_copy")) == {(i, n, t) for i, (n, t) in customers.items()}

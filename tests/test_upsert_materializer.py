@@ -10,7 +10,6 @@ in order. The table must end with ``(1,20,b1)``.
 
 from __future__ import annotations
 
-
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
@@ -20,7 +19,6 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.sink.collect import collect_changelog
-
 
 I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
 LEVEL_10 = [(I, (1, 10, "a1")), (UB, (1, 10, "a1"))]  # from the join task of level 10, in this order
@@ -109,8 +107,16 @@ def test_on_spark_any_order_within_and_across_micro_batches(spark, engine, tmp_p
 
 def test_on_spark_invalid_changelogs_as_flinks_materializer(spark, engine, tmp_path):
     # The anomalies of test_invalid_changelogs_as_flinks_materializer through the ListState, one per micro-batch.
-    changes = [(D, (1, 10, "never")), (UA, (1, 10, "a")), (I, (1, 10, "a")), (UB, (1, 10, "a")), (UB, (1, 10, "a")),
-               (UB, (1, 10, "a")), (D, (2, 5, "x")), (I, (2, 5, "y"))]
+    changes = [
+        (D, (1, 10, "never")),
+        (UA, (1, 10, "a")),
+        (I, (1, 10, "a")),
+        (UB, (1, 10, "a")),
+        (UB, (1, 10, "a")),
+        (UB, (1, 10, "a")),
+        (D, (2, 5, "x")),
+        (I, (2, 5, "y")),
+    ]
     stream = changelog_file_stream(spark, tmp_path / "in", T1, [[c] for c in changes])
     out = collect_changelog(sink_upsert_materialize(stream, sink_key=["id"]), tmp_path / "checkpoint")
     assert [(k, v) for _, k, v in out] == [(I, (1, 10, "a")), (UA, (1, 10, "a")), (D, (1, 10, "a")), (I, (2, 5, "y"))]

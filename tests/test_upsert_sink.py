@@ -4,10 +4,9 @@ import datetime as dt
 import os
 import shutil
 
+import pytest
 from delta.tables import DeltaTable
 from pyspark.sql.types import DateType, IntegerType, LongType, StringType, StructField, StructType
-
-import pytest
 
 from streamjoin.errors import SinkError
 from streamjoin.sink.delta import DeltaAppendWriter, DeltaSink, DeltaUpsertWriter, create_sink_tables
@@ -26,13 +25,22 @@ def test_collapse_merge_and_replay(spark, tmp_path):
     materialize = DeltaUpsertWriter(sink, str(tmp_path / "no-checkpoint"))
     # Rows deliberately out of _seq order: the writer must order by _seq, not by position.
     batch0 = spark.createDataFrame(
-        [(2, "b", "+I", 1), (1, "a", "+I", 0), (3, "c", "+I", 2), (3, "c", "-D", 3), (4, "x", "-D", 5), (4, "d", "+I", 4)],
+        [
+            (2, "b", "+I", 1),
+            (1, "a", "+I", 0),
+            (3, "c", "+I", 2),
+            (3, "c", "-D", 3),
+            (4, "x", "-D", 5),
+            (4, "d", "+I", 4),
+        ],
         BATCH,
     )
     materialize(batch0, 0)
     assert table(spark, sink.path) == [(1, "a"), (2, "b")]
 
-    batch1 = spark.createDataFrame([(1, "a", "-U", 10), (1, "a2", "+U", 11), (2, "b", "-D", 12), (5, "e", "+U", 13)], BATCH)
+    batch1 = spark.createDataFrame(
+        [(1, "a", "-U", 10), (1, "a2", "+U", 11), (2, "b", "-D", 12), (5, "e", "+U", 13)], BATCH
+    )
     materialize(batch1, 1)
     after = table(spark, sink.path)
     assert after == [(1, "a2"), (5, "e")]
@@ -73,7 +81,9 @@ def test_change_data_feed_is_on(spark, tmp_path):
     DeltaUpsertWriter(sink, str(tmp_path / "cp"))(spark.createDataFrame([(1, "b", "+U", 0)], BATCH), 1)
     feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(sink.path)
     assert sorted((r.k, r.v, r._change_type) for r in feed.collect()) == [
-        (1, "a", "insert"), (1, "a", "update_preimage"), (1, "b", "update_postimage"),
+        (1, "a", "insert"),
+        (1, "a", "update_preimage"),
+        (1, "b", "update_postimage"),
     ]
 
 
@@ -101,7 +111,10 @@ def test_a_failed_changelog_append_fails_the_batch_and_its_replay_completes_it(s
     writer(batch, 0)
     assert table(spark, sink.path) == [(1, "a"), (2, "b")]
     assert DeltaTable.forPath(spark, sink.path).history().count() == merges
-    assert sorted((r.k, r._batch_id) for r in spark.read.format("delta").load(sink.changelog_path).collect()) == [(1, 0), (2, 0)]
+    assert sorted((r.k, r._batch_id) for r in spark.read.format("delta").load(sink.changelog_path).collect()) == [
+        (1, 0),
+        (2, 0),
+    ]
 
 
 def test_the_append_writer_commits_only_batches_with_rows_and_each_once(spark, tmp_path):
@@ -144,8 +157,13 @@ def _day_partitioned(spark, tmp_path, primary_key):
     sink = DeltaSink("t", str(tmp_path / "t"), primary_key, partition_by=("day",))
     create_sink_tables(spark, sink, DAYS)
     writer = DeltaUpsertWriter(sink, str(tmp_path / "cp"))
-    writer(spark.createDataFrame([(k, "a", DAY0 + dt.timedelta(k % 3), "+I", k) for k in range(30)],
-                                 StructType(DAYS.fields + BATCH.fields[-2:])), 0)
+    writer(
+        spark.createDataFrame(
+            [(k, "a", DAY0 + dt.timedelta(k % 3), "+I", k) for k in range(30)],
+            StructType(DAYS.fields + BATCH.fields[-2:]),
+        ),
+        0,
+    )
     return sink, writer
 
 
@@ -155,10 +173,17 @@ def test_a_merge_reads_only_the_partitions_of_its_batch_when_the_key_holds_the_p
     files = spark.read.format("delta").load(sink.path).selectExpr("day", "_metadata.file_path AS file").distinct()
     [day0] = [r.file for r in files.collect() if r.day == DAY0]
     os.remove(day0.removeprefix("file:"))
-    batch = [(4, "b", DAY0 + dt.timedelta(1), "+U", 0), (5, "b", DAY0 + dt.timedelta(2), "-D", 1),
-             (31, "c", DAY0 + dt.timedelta(1), "+I", 2), (32, "n", None, "+I", 3)]
+    batch = [
+        (4, "b", DAY0 + dt.timedelta(1), "+U", 0),
+        (5, "b", DAY0 + dt.timedelta(2), "-D", 1),
+        (31, "c", DAY0 + dt.timedelta(1), "+I", 2),
+        (32, "n", None, "+I", 3),
+    ]
     writer(spark.createDataFrame(batch, StructType(DAYS.fields + BATCH.fields[-2:])), 1)
-    rows = {r.k: (r.v, r.day) for r in spark.read.format("delta").load(sink.path).where("day IS NULL OR day > '2026-01-01'").collect()}
+    rows = {
+        r.k: (r.v, r.day)
+        for r in spark.read.format("delta").load(sink.path).where("day IS NULL OR day > '2026-01-01'").collect()
+    }
     assert rows[4] == ("b", DAY0 + dt.timedelta(1)) and 5 not in rows and rows[31] == ("c", DAY0 + dt.timedelta(1))
     assert rows[32] == ("n", None) and len(rows) == 20 - 1 + 2
 
@@ -167,14 +192,22 @@ def test_a_merge_reads_every_partition_when_a_key_can_move_between_them(spark, t
     # Key 3 moves from day 0 to day 2 in an upsert changelog (no -U with the old day): the MERGE must find its
     # row in day 0, outside the batch's partitions.
     sink, writer = _day_partitioned(spark, tmp_path, ("k",))
-    writer(spark.createDataFrame([(3, "moved", DAY0 + dt.timedelta(2), "+U", 0)],
-                                 StructType(DAYS.fields + BATCH.fields[-2:])), 1)
+    writer(
+        spark.createDataFrame(
+            [(3, "moved", DAY0 + dt.timedelta(2), "+U", 0)], StructType(DAYS.fields + BATCH.fields[-2:])
+        ),
+        1,
+    )
     assert [tuple(r) for r in spark.read.format("delta").load(sink.path).where("k = 3").collect()] == [
-        (3, "moved", DAY0 + dt.timedelta(2))]
+        (3, "moved", DAY0 + dt.timedelta(2))
+    ]
 
 
 def test_a_partitioned_sink_whose_key_does_not_hold_the_partition_columns_gets_a_warning():
     assert DeltaSink("t", "/lake/t", ("k", "day"), partition_by=("day",)).merge_warning() is None
     assert DeltaSink("t", "/lake/t", ("k",)).merge_warning() is None
     warning = DeltaSink("t", "/lake/t", ("k",), partition_by=("day",)).merge_warning()
-    assert warning.startswith("sink t: PARTITIONED BY (day) but its PRIMARY KEY (k) does not hold day: ") and "§7.3" in warning
+    assert (
+        warning.startswith("sink t: PARTITIONED BY (day) but its PRIMARY KEY (k) does not hold day: ")
+        and "§7.3" in warning
+    )

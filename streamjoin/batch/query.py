@@ -70,7 +70,7 @@ from streamjoin.planner.pipelines import SqlPipeline
 from streamjoin.planner.plan import Deduplicate, IntervalJoin, Node, OverAggregate, TableScan, TemporalJoin, walk
 from streamjoin.planner.script import PlannedStatement
 
-__all__ = ["BatchPlan", "plan_batch", "run_batch", "batch_query"]
+__all__ = ["BatchPlan", "batch_query", "plan_batch", "run_batch"]
 
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _RULE = "[rule: batch-query]"
@@ -118,18 +118,29 @@ def _check_plan(plan: Node, name: str, ended: bool) -> None:
         if isinstance(node, IntervalJoin) and not node.rowtime:
             raise _refuse(name, "a processing-time interval join", arrival)
         if isinstance(node, IntervalJoin) and not ended and node.kind in ("right", "full"):
-            raise _refuse(name, f"a {node.kind.upper()} interval join without ended input",
-                          "which of its null-padded rows the final watermark has emitted is computed for LEFT joins only")
+            raise _refuse(
+                name,
+                f"a {node.kind.upper()} interval join without ended input",
+                "which of its null-padded rows the final watermark has emitted is computed for LEFT joins only",
+            )
         if isinstance(node, TemporalJoin) and node.append_only_versions:
-            raise _refuse(name, "a temporal join against a versioned view",
-                          "its versions are a deduplication of the view's rows; join a table with a PRIMARY KEY")
+            raise _refuse(
+                name,
+                "a temporal join against a versioned view",
+                "its versions are a deduplication of the view's rows; join a table with a PRIMARY KEY",
+            )
         if isinstance(node, TableScan) and node.table.connector in KAFKA_CONNECTORS:
             mode = node.table.options.get("scan.startup.mode", "earliest-offset")
             if mode != "earliest-offset":
-                raise _refuse(name, f"table '{node.table.name}' with 'scan.startup.mode' = '{mode}'",
-                              "the batch query reads every retained record, the streaming run only those after its start")
+                raise _refuse(
+                    name,
+                    f"table '{node.table.name}' with 'scan.startup.mode' = '{mode}'",
+                    "the batch query reads every retained record, the streaming run only those after its start",
+                )
         elif isinstance(node, TableScan) and node.table.connector not in ("delta", *KAFKA_CONNECTORS):
-            raise _refuse(name, f"table '{node.table.name}' ({node.table.connector})", "it reads Kafka and Delta tables only")
+            raise _refuse(
+                name, f"table '{node.table.name}' ({node.table.connector})", "it reads Kafka and Delta tables only"
+            )
 
 
 def _with_views(query: exp.Expr, catalog: Catalog) -> exp.Expr:
@@ -144,8 +155,10 @@ def _with_views(query: exp.Expr, catalog: Catalog) -> exp.Expr:
 
     visit(query)
     if needed:
-        ctes = [exp.CTE(this=catalog.views[n].query.copy(), alias=exp.TableAlias(this=exp.to_identifier(n, quoted=True)))
-                for n in needed]
+        ctes = [
+            exp.CTE(this=catalog.views[n].query.copy(), alias=exp.TableAlias(this=exp.to_identifier(n, quoted=True)))
+            for n in needed
+        ]
         query.set("with_", exp.With(expressions=ctes))
     return query
 
@@ -203,10 +216,15 @@ class _Rewriter:
                     padded += self._padding(select, join)
         for table in query.find_all(exp.Table):
             if table.args.get("version") is not None:
-                raise _refuse(self.name, f"FROM {table.name} FOR SYSTEM_TIME AS OF", "a temporal table is read by a JOIN only")
+                raise _refuse(
+                    self.name, f"FROM {table.name} FOR SYSTEM_TIME AS OF", "a temporal table is read by a JOIN only"
+                )
         if padded != self.outer_interval_joins:
-            raise _refuse(self.name, "an outer interval join",
-                          "its condition does not bound the right side's time by the left side's (right.t BETWEEN … AND …)")
+            raise _refuse(
+                self.name,
+                "an outer interval join",
+                "its condition does not bound the right side's time by the left side's (right.t BETWEEN … AND …)",
+            )
         if not self.ended:
             self._windows(query)
 
@@ -250,12 +268,16 @@ class _Rewriter:
             order = window.args.get("order")
             if order is None:
                 if not isinstance(window.this, exp.RowNumber):
-                    raise _refuse(self.name, f"the window of {window.this.sql(Flink)}", "write its ORDER BY in the OVER clause")
+                    raise _refuse(
+                        self.name, f"the window of {window.this.sql(Flink)}", "write its ORDER BY in the OVER clause"
+                    )
                 continue
             first = order.expressions[0]
             if isinstance(window.this, exp.RowNumber) and first.args.get("desc"):
                 continue  # keep-last and Top-1 emit at once, without the watermark
-            window.find_ancestor(exp.Select).where(exp.LTE(this=first.this.copy(), expression=self.watermark()), copy=False)
+            window.find_ancestor(exp.Select).where(
+                exp.LTE(this=first.this.copy(), expression=self.watermark()), copy=False
+            )
 
 
 def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ended: bool = False) -> BatchPlan:
@@ -293,7 +315,9 @@ def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ende
         if definition.connector in KAFKA_CONNECTORS:
             sources[definition.name] = definition
         elif definition.name not in rewriter.lookups:
-            raise _refuse(name, f"a scan of Delta table '{definition.name}'", "Delta tables are read by lookup joins only")
+            raise _refuse(
+                name, f"a scan of Delta table '{definition.name}'", "Delta tables are read by lookup joins only"
+            )
         table.set("this", exp.to_identifier(prefix + definition.name, quoted=True))
     sources.update({n: catalog.tables[n] for n in rewriter.versioned})
     return BatchPlan(
@@ -307,8 +331,9 @@ def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ende
     )
 
 
-def run_batch(spark: SparkSession, plan: BatchPlan, changelogs: Mapping[str, DataFrame],
-              lookups: Mapping[str, DataFrame]) -> DataFrame:
+def run_batch(
+    spark: SparkSession, plan: BatchPlan, changelogs: Mapping[str, DataFrame], lookups: Mapping[str, DataFrame]
+) -> DataFrame:
     """Run ``plan`` over the given inputs.
 
     Args:
@@ -340,8 +365,9 @@ def run_batch(spark: SparkSession, plan: BatchPlan, changelogs: Mapping[str, Dat
     return renamed.select(*[F.col(n).cast(t) if t is not None else F.col(n) for n, t in plan.columns])
 
 
-def batch_query(pipeline: SqlPipeline, spark: SparkSession, bootstrap_servers: Cluster, lakehouse: Lakehouse,
-                *, ended: bool = False) -> DataFrame:
+def batch_query(
+    pipeline: SqlPipeline, spark: SparkSession, bootstrap_servers: Cluster, lakehouse: Lakehouse, *, ended: bool = False
+) -> DataFrame:
     """What ``pipeline``'s sink table should hold after it has processed everything its topics hold now,
     computed as a Spark batch query (module docstring), independently of the streaming operators.
 
@@ -362,6 +388,8 @@ def batch_query(pipeline: SqlPipeline, spark: SparkSession, bootstrap_servers: C
     """
     plan = plan_batch(pipeline.statement, pipeline.catalog, pipeline.name, ended=ended)
     changelogs = {name: read_changelog(spark, table, bootstrap_servers) for name, table in plan.sources.items()}
-    lookups = {name: spark.read.format("delta").load(table.options.get("path") or lakehouse.table_path(name))
-               for name, table in plan.lookups.items()}
+    lookups = {
+        name: spark.read.format("delta").load(table.options.get("path") or lakehouse.table_path(name))
+        for name, table in plan.lookups.items()
+    }
     return run_batch(spark, plan, changelogs, lookups)

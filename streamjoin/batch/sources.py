@@ -28,8 +28,16 @@ from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.expressions import flink_functions
 
-__all__ = ["PARTITION_COLUMN", "VALID_TO", "DELETED", "read_changelog", "with_computed", "final_table",
-           "versions", "watermark"]
+__all__ = [
+    "DELETED",
+    "PARTITION_COLUMN",
+    "VALID_TO",
+    "final_table",
+    "read_changelog",
+    "versions",
+    "watermark",
+    "with_computed",
+]
 
 #: INT: the Kafka partition a change was read from.
 PARTITION_COLUMN = "_partition"
@@ -111,8 +119,11 @@ def final_table(changelog: DataFrame, table: TableDef) -> DataFrame:
         return changelog.where(accumulate).select(*columns)
     if table.primary_key:
         last = Window.partitionBy(*table.primary_key).orderBy(*[F.col(c).desc() for c in _ORDER])
-        return (changelog.withColumn("__n", F.row_number().over(last))
-                .where((F.col("__n") == 1) & accumulate).select(*columns))
+        return (
+            changelog.withColumn("__n", F.row_number().over(last))
+            .where((F.col("__n") == 1) & accumulate)
+            .select(*columns)
+        )
     net = changelog.groupBy(*columns).agg(F.sum(F.when(accumulate, 1).otherwise(-1)).alias("__n")).where("__n > 0")
     return net.select(*columns, F.explode(F.array_repeat(F.lit(0), F.col("__n").cast("int")))).select(*columns)
 
@@ -152,7 +163,8 @@ def watermark(spark: SparkSession, changelogs: dict[str, tuple[DataFrame, TableD
     """
     maxima = [
         df.select(F.timestamp_millis(F.unix_millis(F.max(table.rowtime)) - F.lit(table.watermark.delay_ms)).alias("wm"))
-        for df, table in changelogs.values() if table.watermark is not None
+        for df, table in changelogs.values()
+        if table.watermark is not None
     ]
     if not maxima:
         return spark.range(1).select(F.lit(None).cast("timestamp").alias("wm"))

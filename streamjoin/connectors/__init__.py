@@ -22,15 +22,23 @@ Their errors are in :mod:`streamjoin.errors` (``ConnectorError`` and its subclas
 from streamjoin._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"],
-                    "streamjoin.connectors.kafka"),
+    **dict.fromkeys(
+        ["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"],
+        "streamjoin.connectors.kafka",
+    ),
     **dict.fromkeys(["KafkaConnection", "declared_properties", "jaas_config"], "streamjoin.connectors.kafka_client"),
-    **dict.fromkeys(["ensure_topics", "delete_topics", "produce", "topic_offsets"], "streamjoin.connectors.kafka_admin"),
+    **dict.fromkeys(
+        ["ensure_topics", "delete_topics", "produce", "topic_offsets"], "streamjoin.connectors.kafka_admin"
+    ),
     **dict.fromkeys(["EmbeddedKafka", "BOOTSTRAP_ENV"], "streamjoin.connectors.embedded_kafka"),
-    **dict.fromkeys(["start_service", "service_status", "stop_service", "resolve_bootstrap_servers"],
-                    "streamjoin.connectors.kafka_service"),
-    **dict.fromkeys(["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"],
-                    "streamjoin.connectors.changelog_files"),
+    **dict.fromkeys(
+        ["start_service", "service_status", "stop_service", "resolve_bootstrap_servers"],
+        "streamjoin.connectors.kafka_service",
+    ),
+    **dict.fromkeys(
+        ["changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files"],
+        "streamjoin.connectors.changelog_files",
+    ),
 }
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -33,8 +33,12 @@ from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
 
 __all__ = [
-    "BATCH_SOURCE", "changelog_file_stream", "changelog_schema", "write_changelog_batches", "read_changelog_files",
+    "BATCH_SOURCE",
+    "changelog_file_stream",
+    "changelog_schema",
     "has_batch_source",
+    "read_changelog_files",
+    "write_changelog_batches",
 ]
 
 #: The operators jar's one-file-per-micro-batch source (``jvm/operators``, ``streamjoin.replay``).
@@ -80,7 +84,9 @@ def write_changelog_batches(
         for kind, values in batch:
             short = kind.short if isinstance(kind, RowKind) else RowKind.from_short(kind).short
             if len(values) != len(schema.fields):
-                raise ValidationError(f"row {values!r} has {len(values)} values; schema has {len(schema.fields)} columns")
+                raise ValidationError(
+                    f"row {values!r} has {len(values)} values; schema has {len(schema.fields)} columns"
+                )
             records.append(dict(zip(full.names, (*values, short, seq))))
             seq += 1
         path = directory / f"batch-{index:06d}.parquet"

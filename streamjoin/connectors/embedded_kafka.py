@@ -38,7 +38,7 @@ from streamjoin.config import java_executable, local_dir
 from streamjoin.connectors.kafka_client import KafkaConnection, jaas_config
 from streamjoin.errors import EmbeddedKafkaError, ValidationError
 
-__all__ = ["EmbeddedKafka", "EmbeddedKafkaError", "BOOTSTRAP_ENV"]
+__all__ = ["BOOTSTRAP_ENV", "EmbeddedKafka", "EmbeddedKafkaError"]
 
 #: Environment variable naming an existing cluster (``host:port[,host:port...]``).
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
@@ -192,15 +192,26 @@ class EmbeddedKafka:
         '127.0.0.1:39117'
     """
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, heap: str = "512m", detached: bool = False,
-                 sasl_users: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        heap: str = "512m",
+        detached: bool = False,
+        sasl_users: Mapping[str, str] | None = None,
+    ) -> None:
         if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
             raise ValidationError(f"EmbeddedKafka port must be None (a free port) or an int in 1..65535, got {port!r}")
         if not isinstance(heap, str) or not _HEAP_PATTERN.match(heap):
             raise ValidationError(f"EmbeddedKafka heap must be a JVM size like '512m' or '1g', got {heap!r}")
-        if sasl_users is not None and not (sasl_users and all(_SASL_WORD.fullmatch(f"{u}{p}") for u, p in sasl_users.items())):
-            raise ValidationError("EmbeddedKafka sasl_users must map at least one user to a password, both of letters, "
-                                  "digits and _.@+- (or be None: no SASL)")
+        if sasl_users is not None and not (
+            sasl_users and all(_SASL_WORD.fullmatch(f"{u}{p}") for u, p in sasl_users.items())
+        ):
+            raise ValidationError(
+                "EmbeddedKafka sasl_users must map at least one user to a password, both of letters, "
+                "digits and _.@+- (or be None: no SASL)"
+            )
         self._data_dir = Path(data_dir)
         self._requested_port = port
         self._heap = heap
@@ -246,8 +257,14 @@ class EmbeddedKafka:
         if self._sasl_users is None:
             return KafkaConnection(self.bootstrap_servers)
         user, password = next(iter(self._sasl_users.items()))
-        return KafkaConnection(self.bootstrap_servers, {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                                                        "sasl.jaas.config": jaas_config("PLAIN", user, password)})
+        return KafkaConnection(
+            self.bootstrap_servers,
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.jaas.config": jaas_config("PLAIN", user, password),
+            },
+        )
 
     @property
     def pid(self) -> int | None:
@@ -405,8 +422,10 @@ class EmbeddedKafka:
         return {
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                jaas_config("PLAIN", user, password).removesuffix(";") + f" {users};",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas_config("PLAIN", user, password).removesuffix(
+                ";"
+            )
+            + f" {users};",
         }
 
     def _format(self, jvm: list[str], config: Path) -> None:
@@ -488,4 +507,3 @@ class EmbeddedKafka:
         if first_error:
             text += "\nfirst error logged:\n" + "\n".join(first_error)
         return text + f"\nlast {_LOG_TAIL_LINES} lines:\n" + "\n".join(lines[-_LOG_TAIL_LINES:])
-

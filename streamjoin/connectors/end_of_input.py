@@ -25,8 +25,15 @@ from pyspark.sql.types import BooleanType, StructField, StructType
 
 from streamjoin.errors import ValidationError
 
-__all__ = ["END_OF_INPUT_COLUMN", "END_OF_INPUT_ROWTIME", "control_stream", "end_input", "has_ended", "check_not_ended",
-           "drop_control_rows"]
+__all__ = [
+    "END_OF_INPUT_COLUMN",
+    "END_OF_INPUT_ROWTIME",
+    "check_not_ended",
+    "control_stream",
+    "drop_control_rows",
+    "end_input",
+    "has_ended",
+]
 
 #: BOOLEAN column, true on the control row that ends an input.
 END_OF_INPUT_COLUMN = "_end_of_input"
@@ -52,8 +59,10 @@ def control_stream(spark: SparkSession, folder: str, schema: StructType) -> Data
 def _control_schema(schema: StructType) -> StructType:
     """``schema`` + :data:`END_OF_INPUT_COLUMN`, every column nullable (the control row leaves all but the
     rowtime null; Spark's streaming file source reads every column as nullable anyway)."""
-    return StructType([StructField(f.name, f.dataType, True) for f in schema.fields]
-                      + [StructField(END_OF_INPUT_COLUMN, BooleanType(), True)])
+    return StructType(
+        [StructField(f.name, f.dataType, True) for f in schema.fields]
+        + [StructField(END_OF_INPUT_COLUMN, BooleanType(), True)]
+    )
 
 
 def has_ended(spark: SparkSession, folder: str) -> bool:
@@ -90,7 +99,9 @@ def end_input(spark: SparkSession, folder: str, schema: StructType, rowtime: str
     if rowtime not in schema.names:
         raise ValidationError(f"end of input: rowtime {rowtime!r} is not a column of {schema.names}")
     full = _control_schema(schema)
-    row = tuple(END_OF_INPUT_ROWTIME if n == rowtime else True if n == END_OF_INPUT_COLUMN else None for n in full.names)
+    row = tuple(
+        END_OF_INPUT_ROWTIME if n == rowtime else True if n == END_OF_INPUT_COLUMN else None for n in full.names
+    )
     for rows in ([row], []):
         spark.createDataFrame(rows, full).coalesce(1).write.mode("append").parquet(folder)
 

@@ -73,7 +73,15 @@ from streamjoin.jvm import engine, jvm_class
 if TYPE_CHECKING:
     from streamjoin.connectors.kafka import KafkaSource
 
-__all__ = ["FORMATS", "CDC_FORMATS", "DEFAULT_MAX_RECORD_BYTES", "changes_per_record", "pattern_error", "decode", "sql_string"]
+__all__ = [
+    "CDC_FORMATS",
+    "DEFAULT_MAX_RECORD_BYTES",
+    "FORMATS",
+    "changes_per_record",
+    "decode",
+    "pattern_error",
+    "sql_string",
+]
 
 #: Value formats the Kafka source reads.
 FORMATS = ("json", "debezium-json", "canal-json", "maxwell-json")
@@ -130,7 +138,10 @@ def _typed(source: KafkaSource, row: str, name: str, path: str | None = None) ->
     """
     kind = source.schema[name].dataType.simpleString()
     field = f"'$.{path or name}'"
-    value, json_kind = f"try_variant_get({row}, {field}, {sql_string(kind)})", f"schema_of_variant(variant_get({row}, {field}))"
+    value, json_kind = (
+        f"try_variant_get({row}, {field}, {sql_string(kind)})",
+        f"schema_of_variant(variant_get({row}, {field}))",
+    )
     if kind == "boolean":
         return f"lower(trim(try_variant_get({row}, {field}, 'string'))) = 'true'"
     if kind in ("timestamp", "timestamp_ntz", "date"):
@@ -147,7 +158,7 @@ def _fields(source: KafkaSource, *, key: bool = False) -> list[tuple[str, str]]:
     column, or with ``EXCEPT_KEY`` the others (Flink's ``createKeyFormatProjection`` / ``createValueFormatProjection``).
     """
     if key:
-        return [(k, k[len(source.key_fields_prefix):]) for k in source.primary_key]
+        return [(k, k[len(source.key_fields_prefix) :]) for k in source.primary_key]
     names = source.schema.names
     if source.upsert and source.value_fields_include == "EXCEPT_KEY":
         names = [n for n in names if n not in source.primary_key]
@@ -180,7 +191,11 @@ def _cast_error(source: KafkaSource, row: str, *, key: bool = False, typed: str 
     for name, path in _fields(source, key=key):
         value = f"variant_get({row}, '$.{path}')"
         present = f"NOT {_absent(value)}"
-        failed = f"{present} AND {_typed(source, row, name, path)} IS NULL" if typed is None else f"{typed}.`{name}` IS NULL AND {present}"
+        failed = (
+            f"{present} AND {_typed(source, row, name, path)} IS NULL"
+            if typed is None
+            else f"{typed}.`{name}` IS NULL AND {present}"
+        )
         checks.append(
             f"WHEN {failed} "
             f"THEN concat('column {name}: value ', to_json({value}), ' is not {source.schema[name].dataType.simpleString().upper()}')"
@@ -188,7 +203,9 @@ def _cast_error(source: KafkaSource, row: str, *, key: bool = False, typed: str 
     return "CASE " + " ".join(checks) + " END"
 
 
-def _object_error(source: KafkaSource, name: str, variant: str, *, labelled: bool = True, typed: str | None = None) -> str:
+def _object_error(
+    source: KafkaSource, name: str, variant: str, *, labelled: bool = True, typed: str | None = None
+) -> str:
     """SQL: why the variant ``variant`` (JSON field named by the SQL string ``name``) is not a row of the
     schema, NULL if it is one or is absent; ``labelled``: a cast error names the field; ``typed``: as in
     :func:`_cast_error`."""
@@ -244,7 +261,9 @@ def _include_filter(field: str, pattern: str | None) -> tuple[str, str]:
     if pattern is None:
         return "CAST(NULL AS STRING)", "false"
     value = f"variant_get(_v, '$.{field}')"
-    text = f"CASE WHEN is_variant_null({value}) THEN 'null' ELSE coalesce(try_variant_get({value}, '$', 'string'), '') END"
+    text = (
+        f"CASE WHEN is_variant_null({value}) THEN 'null' ELSE coalesce(try_variant_get({value}, '$', 'string'), '') END"
+    )
     # \A…\z: the whole value must match, as Java's matches(); Spark's regexp_like finds a match anywhere.
     whole = sql_string("\\A(?:" + pattern + ")\\z")
     return f"CASE WHEN {value} IS NULL THEN 'field {field} is missing' END", f"NOT regexp_like({text}, {whole})"
@@ -255,7 +274,9 @@ def _canal(source: KafkaSource) -> tuple[str, str]:
     data, old = "variant_get(_v, '$.data')", "variant_get(_v, '$.old')"
     rows, olds = "try_variant_get(_v, '$.data', 'array<variant>')", "try_variant_get(_v, '$.old', 'array<variant>')"
     (database_error, database_out), (table_error, table_out) = (
-        _include_filter("database", source.database_include), _include_filter("table", source.table_include))
+        _include_filter("database", source.database_include),
+        _include_filter("table", source.table_include),
+    )
     excluded = f"({database_out}) OR ({table_out})"
     element = "concat('data[', i, ']')"
 
@@ -263,12 +284,16 @@ def _canal(source: KafkaSource) -> tuple[str, str]:
         return f"transform({rows}, (r, i) -> {_change(sql_string(kind), 'i', element, 'r')})"
 
     before = _change("'-U'", "2 * i", element, "r", f"get({olds}, i)")
-    update = f"flatten(transform({rows}, (r, i) -> array({before}, {_change(sql_string('+U'), '2 * i + 1', element, 'r')})))"
+    update = (
+        f"flatten(transform({rows}, (r, i) -> array({before}, {_change(sql_string('+U'), '2 * i + 1', element, 'r')})))"
+    )
     changes = (
         f"CASE WHEN {excluded} THEN NULL ELSE CASE {kind} WHEN 'INSERT' THEN {each('+I')} "
         f"WHEN 'UPDATE' THEN {update} WHEN 'DELETE' THEN {each('-D')} END END"
     )
-    missing_old = _first(f"transform({rows}, (r, i) -> CASE WHEN {_absent(f'get({olds}, i)')} THEN concat('field old[', i, '] is missing') END)")
+    missing_old = _first(
+        f"transform({rows}, (r, i) -> CASE WHEN {_absent(f'get({olds}, i)')} THEN concat('field old[', i, '] is missing') END)"
+    )
     error = (
         f"CASE WHEN {database_error} IS NOT NULL THEN {database_error} WHEN {table_error} IS NOT NULL THEN {table_error} "
         f"WHEN {excluded} THEN NULL "
@@ -341,7 +366,11 @@ def _old_keys(source: KafkaSource) -> str:
         held = "variant_get(_v, '$.old.{name}') IS NOT NULL"
     else:
         return "CAST(array() AS ARRAY<STRING>)"
-    return "array_compact(array(" + ", ".join(f"CASE WHEN {held.format(name=n)} THEN '{n}' END" for n in source.schema.names) + "))"
+    return (
+        "array_compact(array("
+        + ", ".join(f"CASE WHEN {held.format(name=n)} THEN '{n}' END" for n in source.schema.names)
+        + "))"
+    )
 
 
 def _values(source: KafkaSource) -> str:
@@ -356,7 +385,11 @@ def _values(source: KafkaSource) -> str:
         # The key's value; with ALL the value's overrides it unless this is a tombstone (Flink projects the value last).
         key = _typed(source, "_k", name, path)
         i = source.schema.names.index(name)
-        parts[i] = f"{sql_string(name)}, " + (key if source.value_fields_include == "EXCEPT_KEY" else f"CASE WHEN c.row IS NULL THEN {key} ELSE {_typed(source, 'c.row', name)} END")
+        parts[i] = f"{sql_string(name)}, " + (
+            key
+            if source.value_fields_include == "EXCEPT_KEY"
+            else f"CASE WHEN c.row IS NULL THEN {key} ELSE {_typed(source, 'c.row', name)} END"
+        )
     return "named_struct(" + ", ".join(parts) + ")"
 
 
@@ -387,12 +420,18 @@ def _jvm_changes(spark: SparkSession, source: KafkaSource) -> Column | None:
     decoder = jvm_class(spark, "streamjoin.connectors.ChangeDecoder")
     if not decoder.supports(source.format, source.schema.json()):
         return None
-    description = json.dumps({
-        "format": source.format, "rowkind_field": source.rowkind_field, "columns": source.schema.jsonValue(),
-        "primary_key": list(source.primary_key), "time_zone": spark.conf.get("spark.sql.session.timeZone"),
-        "upsert": source.upsert, "key_fields": [path for _, path in _fields(source, key=True)] if source.upsert else [],
-        "except_key": source.upsert and source.value_fields_include == "EXCEPT_KEY",
-    })
+    description = json.dumps(
+        {
+            "format": source.format,
+            "rowkind_field": source.rowkind_field,
+            "columns": source.schema.jsonValue(),
+            "primary_key": list(source.primary_key),
+            "time_zone": spark.conf.get("spark.sql.session.timeZone"),
+            "upsert": source.upsert,
+            "key_fields": [path for _, path in _fields(source, key=True)] if source.upsert else [],
+            "except_key": source.upsert and source.value_fields_include == "EXCEPT_KEY",
+        }
+    )
     return Column(decoder.column(F.col("key")._jc, F.col("value")._jc, description))
 
 
@@ -425,20 +464,33 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     fast = _jvm_changes(raw.sparkSession, source)
     if fast is not None:
         # Up to Kafka's default size only: a larger value could be over VARIANT's size limit, where try_parse_json fails.
-        raw = raw.withColumn("_fast", F.when(F.expr(f"coalesce(length(value), 0) <= {DEFAULT_MAX_RECORD_BYTES} AND NOT ({oversized})"), fast))
+        raw = raw.withColumn(
+            "_fast",
+            F.when(F.expr(f"coalesce(length(value), 0) <= {DEFAULT_MAX_RECORD_BYTES} AND NOT ({oversized})"), fast),
+        )
     # A record the fast decoder read is not parsed again: CASE evaluates only the branch it takes.
     read = "_fast IS NOT NULL" if fast is not None else "false"
     parsed = (
         # An oversized record is not parsed either.
-        raw.withColumn("_v", F.expr(f"CASE WHEN {oversized} OR {read} THEN NULL ELSE try_parse_json(CAST(value AS STRING)) END"))
-        .withColumn("_k", F.expr(f"CASE WHEN {oversized} OR {read} THEN NULL ELSE try_parse_json(CAST(key AS STRING)) END" if source.upsert
-                                 else "CAST(NULL AS VARIANT)"))
+        raw.withColumn(
+            "_v", F.expr(f"CASE WHEN {oversized} OR {read} THEN NULL ELSE try_parse_json(CAST(value AS STRING)) END")
+        )
+        .withColumn(
+            "_k",
+            F.expr(
+                f"CASE WHEN {oversized} OR {read} THEN NULL ELSE try_parse_json(CAST(key AS STRING)) END"
+                if source.upsert
+                else "CAST(NULL AS VARIANT)"
+            ),
+        )
         .withColumn("_old_keys", F.expr(_old_keys(source)))
     )
     with_values = parsed.withColumn(
         "_raw_changes",
-        F.expr(f"CASE WHEN NOT {read} THEN transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, "
-               f"'row', c.row, 'values', {_values(source)})) END"),
+        F.expr(
+            f"CASE WHEN NOT {read} THEN transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, "
+            f"'row', c.row, 'values', {_values(source)})) END"
+        ),
     )
     value_error = (
         # Spark would read invalid UTF-8 as U+FFFD; Flink's JSON parser fails on it.
@@ -454,7 +506,12 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     )
     return (
         with_values.withColumn(ERROR, error)
-        .withColumn(CHANGES, F.expr(f"CASE {'WHEN _fast IS NOT NULL THEN _fast' if fast is not None else ''} WHEN {skipped} OR {oversized} THEN NULL "
-                                    f"ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"))
+        .withColumn(
+            CHANGES,
+            F.expr(
+                f"CASE {'WHEN _fast IS NOT NULL THEN _fast' if fast is not None else ''} WHEN {skipped} OR {oversized} THEN NULL "
+                f"ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"
+            ),
+        )
         .drop("_v", "_k", "_old_keys", "_raw_changes", "_fast")
     )

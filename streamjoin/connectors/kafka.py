@@ -32,13 +32,19 @@ from pyspark.sql.types import StructType
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.connectors.end_of_input import END_OF_INPUT_COLUMN, drop_control_rows
 from streamjoin.connectors.formats import (
-    CHANGES, DEFAULT_MAX_RECORD_BYTES, ERROR, FORMATS, changes_per_record, decode, pattern_error,
+    CHANGES,
+    DEFAULT_MAX_RECORD_BYTES,
+    ERROR,
+    FORMATS,
+    changes_per_record,
+    decode,
+    pattern_error,
 )
 from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import ValidationError
 
-__all__ = ["KafkaSource", "read_kafka", "decode", "changelog_rows", "dead_letters", "DEAD_LETTER_COLUMNS"]
+__all__ = ["DEAD_LETTER_COLUMNS", "KafkaSource", "changelog_rows", "dead_letters", "decode", "read_kafka"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -122,18 +128,25 @@ class KafkaSource:
                 raise ValidationError(f"table {self.name}: column name {column!r} must be a plain identifier")
         for column in (*self.primary_key, *([self.rowtime] if self.rowtime else [])):
             if column not in names:
-                raise ValidationError(f"table {self.name}: column {column!r} is not declared; columns: {', '.join(names)}")
+                raise ValidationError(
+                    f"table {self.name}: column {column!r} is not declared; columns: {', '.join(names)}"
+                )
         if self.watermark_delay_ms < 0:
             raise ValidationError(f"table {self.name}: watermark delay must be >= 0 ms, got {self.watermark_delay_ms}")
         if self.max_record_bytes < 1:
-            raise ValidationError(f"table {self.name}: the record size limit must be >= 1 byte, got {self.max_record_bytes}")
+            raise ValidationError(
+                f"table {self.name}: the record size limit must be >= 1 byte, got {self.max_record_bytes}"
+            )
         if problem := self._upsert_error():
             raise ValidationError(f"table {self.name}: {problem}")
 
     def _upsert_error(self) -> str | None:
         if not self.upsert:
-            return ("key_fields_prefix and value_fields_include apply to upsert sources only"
-                    if self.key_fields_prefix or self.value_fields_include != "ALL" else None)
+            return (
+                "key_fields_prefix and value_fields_include apply to upsert sources only"
+                if self.key_fields_prefix or self.value_fields_include != "ALL"
+                else None
+            )
         if not self.primary_key:
             return "an upsert source needs a primary key: it names the columns read from the record key"
         if self.format != "json" or self.rowkind_field is not None:
@@ -148,7 +161,9 @@ class KafkaSource:
         return None
 
 
-def read_kafka(spark: SparkSession, source: KafkaSource, cluster: Cluster, *, starting_offsets: str = "earliest") -> DataFrame:
+def read_kafka(
+    spark: SparkSession, source: KafkaSource, cluster: Cluster, *, starting_offsets: str = "earliest"
+) -> DataFrame:
     """The raw streaming DataFrame of Spark's Kafka source for ``source.topic``.
 
     ``cluster``'s security settings (:meth:`~streamjoin.connectors.kafka_client.KafkaConnection.spark_options`)
@@ -183,8 +198,7 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
     rows = (
         # Not a filter on the error and then the changes: Spark pushes such a filter below the decoding, and
         # a record would be decoded twice (once for its error, once for its changes), 2-3x the cost.
-        decoded.select("offset", F.explode(F.when(F.col(ERROR).isNull(), F.col(CHANGES))).alias("c"))
-        .select(
+        decoded.select("offset", F.explode(F.when(F.col(ERROR).isNull(), F.col(CHANGES))).alias("c")).select(
             *[F.col(f"c.values.{name}").alias(name) for name in source.schema.names],
             F.col("c.kind").alias(ROWKIND_COLUMN),
             (F.col("offset") * changes_per_record(source.format) + F.col("c.i")).alias(SEQ_COLUMN),
@@ -193,7 +207,9 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
     if source.rowtime:
         if source.rowtime_range:
             start, end = source.rowtime_range
-            rows = rows.where((F.col(source.rowtime) < F.lit(end)) & (F.col(source.rowtime) >= F.lit(start) if start else F.lit(True)))
+            rows = rows.where(
+                (F.col(source.rowtime) < F.lit(end)) & (F.col(source.rowtime) >= F.lit(start) if start else F.lit(True))
+            )
         if end_of_input is not None:
             rows = rows.withColumn(END_OF_INPUT_COLUMN, F.lit(False)).unionByName(end_of_input)
         rows = with_source_watermark(rows, source.rowtime, source.watermark_delay_ms)
@@ -207,6 +223,11 @@ def dead_letters(decoded: DataFrame) -> DataFrame:
     # Not a filter on the error and then a projection of it: Spark inlines the error into both, and every
     # record's error (the costliest part of decoding) would be computed twice, 2.5x the cost of this query.
     return decoded.select(
-        "topic", "partition", "offset", "timestamp", "key", "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value",
         F.explode(F.filter(F.array(F.col(ERROR)), lambda reason: reason.isNotNull())).alias("reason"),
     )

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.errors import ConnectorTimeoutError, ValidationError
 
-__all__ = ["admin_client", "ensure_topics", "delete_topics", "produce", "topic_offsets", "topic_ids"]
+__all__ = ["admin_client", "delete_topics", "ensure_topics", "produce", "topic_ids", "topic_offsets"]
 
 _POLL_INTERVAL_S = 0.1
 #: Seconds of each metadata request while a client waits to reach its cluster (a refused login shows between two).
@@ -41,13 +41,15 @@ def admin_client(cluster: Cluster, timeout_s: float = 30.0) -> AdminClient:
     failure; the refusal itself goes to the client's ``error_cb``, served by ``poll``.
     """
     refusals: list[KafkaError] = []
-    admin = AdminClient({
-        **as_connection(cluster).client_config(),
-        # librdkafka's admin handle asks brokers to auto-create topics it looks up by
-        # default: a lookup must never create what it looks for.
-        "allow.auto.create.topics": False,
-        "error_cb": lambda error: refusals.append(error) if error.code() == KafkaError._AUTHENTICATION else None,
-    })
+    admin = AdminClient(
+        {
+            **as_connection(cluster).client_config(),
+            # librdkafka's admin handle asks brokers to auto-create topics it looks up by
+            # default: a lookup must never create what it looks for.
+            "allow.auto.create.topics": False,
+            "error_cb": lambda error: refusals.append(error) if error.code() == KafkaError._AUTHENTICATION else None,
+        }
+    )
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -56,8 +58,11 @@ def admin_client(cluster: Cluster, timeout_s: float = 30.0) -> AdminClient:
         except KafkaException:
             admin.poll(0)
             if refusals:
-                raise KafkaException(KafkaError(KafkaError._AUTHENTICATION, f"Kafka authentication failed: {refusals[0].str()}",
-                                                fatal=True)) from None
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._AUTHENTICATION, f"Kafka authentication failed: {refusals[0].str()}", fatal=True
+                    )
+                ) from None
             if time.monotonic() > deadline:
                 raise
 
@@ -84,7 +89,9 @@ def _wait_until(predicate, *, timeout_s: float, what: str) -> None:
         time.sleep(_POLL_INTERVAL_S)
 
 
-def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float = 30.0, config: Mapping[str, str] | None = None) -> None:
+def ensure_topics(
+    cluster: Cluster, topics: dict[str, int], *, timeout_s: float = 30.0, config: Mapping[str, str] | None = None
+) -> None:
     """Create the topics that do not exist yet and wait until every partition has a leader.
 
     Existing topics are left as they are, whatever their partition count. New topics
@@ -109,7 +116,11 @@ def ensure_topics(cluster: Cluster, topics: dict[str, int], *, timeout_s: float 
             raise ValidationError(f"topic {name!r}: partition count must be an int >= 1, got {partitions!r}")
     admin = admin_client(cluster, timeout_s)
     existing = admin.list_topics(timeout=timeout_s).topics
-    missing = [NewTopic(name, num_partitions=n, config=dict(config or {})) for name, n in topics.items() if name not in existing]
+    missing = [
+        NewTopic(name, num_partitions=n, config=dict(config or {}))
+        for name, n in topics.items()
+        if name not in existing
+    ]
     if missing:
         for future in admin.create_topics(missing, request_timeout=timeout_s).values():
             try:
@@ -218,7 +229,9 @@ def produce(
     for key, value, *timestamp in records:
         while True:
             try:
-                producer.produce(topic, value=value, key=key, on_delivery=on_delivery, timestamp=timestamp[0] if timestamp else 0)
+                producer.produce(
+                    topic, value=value, key=key, on_delivery=on_delivery, timestamp=timestamp[0] if timestamp else 0
+                )
                 break
             except BufferError:
                 # The local queue is full: serve delivery reports to make room.
@@ -231,7 +244,9 @@ def produce(
     if errors:
         raise KafkaException(errors[0])
     if remaining:
-        raise ConnectorTimeoutError(f"{remaining} of {count} records to topic {topic!r} were not acknowledged within {timeout_s:g} s")
+        raise ConnectorTimeoutError(
+            f"{remaining} of {count} records to topic {topic!r} were not acknowledged within {timeout_s:g} s"
+        )
     return count
 
 

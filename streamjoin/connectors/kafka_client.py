@@ -38,16 +38,26 @@ from dataclasses import dataclass, field
 
 from streamjoin.errors import ValidationError
 
-__all__ = ["KafkaConnection", "Cluster", "as_connection", "jaas_config", "declared_properties"]
+__all__ = ["Cluster", "KafkaConnection", "as_connection", "declared_properties", "jaas_config"]
 
 #: Java client properties librdkafka takes under the same name.
-_SAME_NAME = ("security.protocol", "sasl.mechanism", "ssl.key.password", "ssl.cipher.suites", "sasl.kerberos.service.name")
+_SAME_NAME = (
+    "security.protocol",
+    "sasl.mechanism",
+    "ssl.key.password",
+    "ssl.cipher.suites",
+    "sasl.kerberos.service.name",
+)
 #: Java client properties read together with another one (the store types) or that PEM files do not use.
 _CONSUMED = ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password")
 _SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
-_LOGIN_MODULES = {"PlainLoginModule": "org.apache.kafka.common.security.plain.PlainLoginModule",
-                  "ScramLoginModule": "org.apache.kafka.common.security.scram.ScramLoginModule"}
-_JAAS = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)(?P<options>.*?);?\s*$", re.DOTALL)
+_LOGIN_MODULES = {
+    "PlainLoginModule": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "ScramLoginModule": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_JAAS = re.compile(
+    r"\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)(?P<options>.*?);?\s*$", re.DOTALL
+)
 _JAAS_OPTION = re.compile(r'\s*([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+))')
 
 
@@ -60,8 +70,10 @@ def jaas_config(mechanism: str, username: str, password: str) -> str:
     """
     name = mechanism.upper()
     if name != "PLAIN" and not name.startswith("SCRAM-"):
-        raise ValidationError(f"sasl mechanism {mechanism!r} does not log in with a username and password: "
-                              "give its sasl.jaas.config in the properties instead")
+        raise ValidationError(
+            f"sasl mechanism {mechanism!r} does not log in with a username and password: "
+            "give its sasl.jaas.config in the properties instead"
+        )
     module = _LOGIN_MODULES["PlainLoginModule" if name == "PLAIN" else "ScramLoginModule"]
 
     def quoted(text: str) -> str:
@@ -76,9 +88,14 @@ def _jaas_credentials(text: str) -> dict[str, str]:
     module = match and match["module"].rsplit(".", 1)[-1]
     if module not in _LOGIN_MODULES:
         shown = match["module"] if match else "text that is not 'LoginModule required key=\"value\" ...;'"
-        raise ValidationError(f"sasl.jaas.config names {shown}: the project's own Kafka clients (librdkafka) log in "
-                              "with PlainLoginModule or ScramLoginModule only")
-    options = {m[1]: re.sub(r"\\(.)", r"\1", m[2]) if m[2] is not None else m[3] for m in _JAAS_OPTION.finditer(match["options"])}
+        raise ValidationError(
+            f"sasl.jaas.config names {shown}: the project's own Kafka clients (librdkafka) log in "
+            "with PlainLoginModule or ScramLoginModule only"
+        )
+    options = {
+        m[1]: re.sub(r"\\(.)", r"\1", m[2]) if m[2] is not None else m[3]
+        for m in _JAAS_OPTION.finditer(match["options"])
+    }
     missing = [k for k in ("username", "password") if k not in options]
     if missing:
         raise ValidationError(f"sasl.jaas.config of {module} has no {' and no '.join(missing)}")
@@ -118,7 +135,10 @@ class KafkaConnection:
 
     def spark_options(self) -> dict[str, str]:
         """Options of Spark's Kafka source and sink: ``kafka.bootstrap.servers`` and ``kafka.<property>``."""
-        return {"kafka.bootstrap.servers": self.bootstrap_servers, **{f"kafka.{k}": v for k, v in self.properties.items()}}
+        return {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            **{f"kafka.{k}": v for k, v in self.properties.items()},
+        }
 
     def client_config(self) -> dict[str, str]:
         """The confluent_kafka (librdkafka) configuration of a client of this cluster (the table of the module).
@@ -138,7 +158,8 @@ class KafkaConnection:
                 if _store_type(properties, "ssl.truststore.type", "JKS") != "PEM":
                     raise ValidationError(
                         "ssl.truststore.location: librdkafka reads no Java trust store; give a PEM file of the CA "
-                        "certificates with ssl.truststore.type = PEM (Spark's Kafka client reads it too)")
+                        "certificates with ssl.truststore.type = PEM (Spark's Kafka client reads it too)"
+                    )
                 config["ssl.ca.location"] = value
             elif key == "ssl.truststore.certificates":
                 config["ssl.ca.pem"] = value
@@ -149,8 +170,10 @@ class KafkaConnection:
                 elif kind == "PKCS12":
                     config["ssl.keystore.location"] = value
                 else:
-                    raise ValidationError(f"ssl.keystore.location: librdkafka reads no {kind} key store; give a PKCS12 "
-                                          "or PEM one (ssl.keystore.type)")
+                    raise ValidationError(
+                        f"ssl.keystore.location: librdkafka reads no {kind} key store; give a PKCS12 "
+                        "or PEM one (ssl.keystore.type)"
+                    )
             elif key == "ssl.keystore.password":
                 if _store_type(properties, "ssl.keystore.type", "JKS") != "PEM":
                     config[key] = value
@@ -161,8 +184,10 @@ class KafkaConnection:
             elif key == "ssl.endpoint.identification.algorithm":
                 config[key] = value.strip().lower() or "none"
             elif key.startswith(_SECURITY_PREFIXES) and key not in _CONSUMED:
-                raise ValidationError(f"Kafka client property {key!r} has no librdkafka counterpart for the project's own "
-                                      "clients (see streamjoin.connectors.kafka_client)")
+                raise ValidationError(
+                    f"Kafka client property {key!r} has no librdkafka counterpart for the project's own "
+                    "clients (see streamjoin.connectors.kafka_client)"
+                )
         return config
 
 

@@ -22,7 +22,7 @@ from streamjoin.connectors.kafka_admin import topic_offsets
 from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import ValidationError
 
-__all__ = ["checkpoint_offsets", "kafka_lag", "end_offsets"]
+__all__ = ["checkpoint_offsets", "end_offsets", "kafka_lag"]
 
 
 def _batches(folder: Path) -> list[int]:
@@ -67,8 +67,12 @@ def end_offsets(cluster: Cluster, topics: Iterable[str]) -> dict[str, dict[int, 
     return {topic: topic_offsets(cluster, topic) for topic in topics}
 
 
-def kafka_lag(cluster: Cluster, topics: Sequence[str], checkpoint: str | Path,
-              ends: dict[str, dict[int, tuple[int, int]]] | None = None) -> dict[str, dict[int, int]]:
+def kafka_lag(
+    cluster: Cluster,
+    topics: Sequence[str],
+    checkpoint: str | Path,
+    ends: dict[str, dict[int, tuple[int, int]]] | None = None,
+) -> dict[str, dict[int, int]]:
     """Records per topic partition that the query of ``checkpoint`` has not processed yet.
 
     A partition the checkpoint does not know yet counts from its earliest retained offset (the
@@ -91,6 +95,8 @@ def kafka_lag(cluster: Cluster, topics: Sequence[str], checkpoint: str | Path,
     ends = ends if ends is not None else end_offsets(cluster, topics)
     processed = checkpoint_offsets(checkpoint)
     return {
-        topic: {p: max(0, high - max(low, processed.get(topic, {}).get(p, low))) for p, (low, high) in ends[topic].items()}
+        topic: {
+            p: max(0, high - max(low, processed.get(topic, {}).get(p, low))) for p, (low, high) in ends[topic].items()
+        }
         for topic in topics
     }

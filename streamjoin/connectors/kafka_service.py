@@ -28,7 +28,7 @@ import signal
 import socket
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from streamjoin.config import local_dir
@@ -36,8 +36,14 @@ from streamjoin.connectors.embedded_kafka import BOOTSTRAP_ENV, EmbeddedKafka
 from streamjoin.errors import EmbeddedKafkaError
 
 __all__ = [
-    "ServiceState", "ServiceStatus", "read_state", "service_status", "start_service", "stop_service",
-    "resolve_bootstrap_servers", "STATE_FILE",
+    "STATE_FILE",
+    "ServiceState",
+    "ServiceStatus",
+    "read_state",
+    "resolve_bootstrap_servers",
+    "service_status",
+    "start_service",
+    "stop_service",
 ]
 
 #: The state file's name inside the broker's data folder.
@@ -132,7 +138,9 @@ def _answers(bootstrap: str, timeout_s: float) -> bool:
         return False
 
 
-def service_status(data_dir: Path | None = None, *, timeout_s: float = 5.0) -> tuple[ServiceStatus, ServiceState | None]:
+def service_status(
+    data_dir: Path | None = None, *, timeout_s: float = 5.0
+) -> tuple[ServiceStatus, ServiceState | None]:
     """The health check: is the broker process alive, and does it answer a metadata request?
 
     Returns:
@@ -157,7 +165,9 @@ def _lock(data_dir: Path):
         yield
 
 
-def start_service(data_dir: Path | None = None, *, port: int | None = None, heap: str = "512m") -> tuple[ServiceState, bool]:
+def start_service(
+    data_dir: Path | None = None, *, port: int | None = None, heap: str = "512m"
+) -> tuple[ServiceState, bool]:
     """Start the local broker detached on ``data_dir`` (default ``.local/kafka``), unless it already runs.
 
     Idempotent: a running, answering broker is returned as it is; a stale state file (its process
@@ -188,8 +198,11 @@ def start_service(data_dir: Path | None = None, *, port: int | None = None, heap
         broker = EmbeddedKafka(folder, port=port, heap=heap, detached=True)
         bootstrap = broker.start()
         state = ServiceState(
-            pid=broker.pid, bootstrap_servers=bootstrap, data_dir=str(folder), log_path=str(broker.log_path),
-            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            pid=broker.pid,
+            bootstrap_servers=bootstrap,
+            data_dir=str(folder),
+            log_path=str(broker.log_path),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         # Written whole, then renamed: a reader never sees half a file.
         temporary = folder / f".{STATE_FILE}.tmp"
@@ -207,7 +220,9 @@ def _wait_gone(state: ServiceState, timeout_s: float) -> bool:
     return True
 
 
-def stop_service(data_dir: Path | None = None, *, timeout_s: float = _STOP_TIMEOUT_S) -> tuple[ServiceState | None, bool]:
+def stop_service(
+    data_dir: Path | None = None, *, timeout_s: float = _STOP_TIMEOUT_S
+) -> tuple[ServiceState | None, bool]:
     """Stop the local broker: SIGTERM (Kafka's controlled shutdown), SIGKILL after ``timeout_s``; then remove the state file.
 
     Returns:
@@ -239,7 +254,9 @@ def _loopback(servers: str) -> bool:
     return hosts <= {"127.0.0.1", "localhost", "::1"}
 
 
-def resolve_bootstrap_servers(explicit: str | None = None, *, declared: str | None = None, data_dir: Path | None = None) -> str:
+def resolve_bootstrap_servers(
+    explicit: str | None = None, *, declared: str | None = None, data_dir: Path | None = None
+) -> str:
     """The Kafka cluster a run uses: ``explicit``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the cluster the
     SQL declares, else the running local service.
 
@@ -272,6 +289,7 @@ def resolve_bootstrap_servers(explicit: str | None = None, *, declared: str | No
         return state.bootstrap_servers
     stale = (
         f" (the state file {_data_dir(data_dir) / STATE_FILE} names pid {state.pid}, which is no longer running)"
-        if state is not None else ""
+        if state is not None
+        else ""
     )
     raise EmbeddedKafkaError(f"no Kafka cluster to use{stale}: {_HOW_TO_START}")

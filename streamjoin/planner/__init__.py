@@ -19,6 +19,13 @@ from streamjoin.planner.script import PlannedStatement, Script, load_script, pla
 from streamjoin.planner.translate import Translator
 
 __all__ = [
-    "plan_script", "load_script", "Script", "PlannedStatement", "sql_pipelines", "SqlPipeline", "bootstrap_servers",
-    "Translator", "Flink",
+    "Flink",
+    "PlannedStatement",
+    "Script",
+    "SqlPipeline",
+    "Translator",
+    "bootstrap_servers",
+    "load_script",
+    "plan_script",
+    "sql_pipelines",
 ]

@@ -38,12 +38,20 @@ from sqlglot import exp
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.diagnostics import error
 from streamjoin.planner.plan import (
-    Calc, DropUpdateBefore, IntervalJoin, LookupJoin, Node, OverAggregate, Sink, SinkUpsertMaterializer,
-    TableScan, TemporalJoin, Union,
+    Calc,
+    DropUpdateBefore,
+    IntervalJoin,
+    LookupJoin,
+    Node,
+    OverAggregate,
+    SinkUpsertMaterializer,
+    TableScan,
+    TemporalJoin,
+    Union,
 )
 from streamjoin.planner.script import PlannedStatement
 
-__all__ = ["SourceWindow", "BackfillPlan", "backfill_plan"]
+__all__ = ["BackfillPlan", "SourceWindow", "backfill_plan"]
 
 _RULE = "backfill-bounded-time"
 
@@ -78,7 +86,9 @@ class SourceWindow:
     def union(self, other: SourceWindow) -> SourceWindow:
         """The smallest window holding both (one table scanned twice is read once, for both)."""
         before = None if self.before_ms is None or other.before_ms is None else max(self.before_ms, other.before_ms)
-        return SourceWindow(self.table, self.rowtime, before, max(self.after_ms, other.after_ms), self.watermark_delay_ms)
+        return SourceWindow(
+            self.table, self.rowtime, before, max(self.after_ms, other.after_ms), self.watermark_delay_ms
+        )
 
 
 @dataclass(frozen=True)
@@ -111,9 +121,14 @@ def backfill_plan(statement: PlannedStatement) -> BackfillPlan:
     source, node = table.source, table.node
     name = table.name
     if len(table.partition_keys) != 1 or table.column(table.partition_keys[0]).type.root != "DATE":
-        raise error(ValidationError, source, node, f"pipeline '{name}' cannot be backfilled per day: its sink must be "
-                    f"PARTITIONED BY one DATE column, it is partitioned by {list(table.partition_keys) or 'nothing'}",
-                    "backfill-day-column")
+        raise error(
+            ValidationError,
+            source,
+            node,
+            f"pipeline '{name}' cannot be backfilled per day: its sink must be "
+            f"PARTITIONED BY one DATE column, it is partitioned by {list(table.partition_keys) or 'nothing'}",
+            "backfill-day-column",
+        )
     day = table.partition_keys[0]
     walker = _Walker(name, statement)
     walker.day(sink.inputs[0], sink.inputs[0].field_names[sink.field_names.index(day)])
@@ -128,9 +143,14 @@ class _Walker:
 
     def refuse(self, node: Node, why: str, rule: str = _RULE) -> UnsupportedPlanError:
         table = self.statement.sink_table
-        return error(UnsupportedPlanError, table.source, self.statement.statement,
-                     f"pipeline '{self.pipeline}' cannot be backfilled per day: operator {_operator(node)} {why}; "
-                     "rebuild it in full instead (a new checkpoint and sink)", rule)
+        return error(
+            UnsupportedPlanError,
+            table.source,
+            self.statement.statement,
+            f"pipeline '{self.pipeline}' cannot be backfilled per day: operator {_operator(node)} {why}; "
+            "rebuild it in full instead (a new checkpoint and sink)",
+            rule,
+        )
 
     def day(self, node: Node, name: str) -> None:
         """Follow the day column ``name`` of ``node`` to the time it is the day of."""
@@ -142,7 +162,9 @@ class _Walker:
                 return self.time(node.inputs[0], expr.this.name, 0, 0)
         elif isinstance(node, (DropUpdateBefore, SinkUpsertMaterializer)):
             return self.day(node.inputs[0], name)
-        raise self.refuse(node, f"computes the day column '{name}': it must be CAST(<rowtime> AS DATE)", "backfill-day-column")
+        raise self.refuse(
+            node, f"computes the day column '{name}': it must be CAST(<rowtime> AS DATE)", "backfill-day-column"
+        )
 
     def time(self, node: Node, name: str, before: int | None, after: int) -> None:
         """Record the windows the inputs of ``node`` need for its rows with ``name`` in ``[S - before, E + after)``."""
@@ -167,7 +189,9 @@ class _Walker:
             return self._interval(node, name, before, after)
         if isinstance(node, TemporalJoin):
             if self._left_field(node, name) != node.left_time:
-                raise self.refuse(node, f"is partitioned by '{name}', not by its probe side's rowtime '{node.left_time}'")
+                raise self.refuse(
+                    node, f"is partitioned by '{name}', not by its probe side's rowtime '{node.left_time}'"
+                )
             self.time(node.left, node.left_time, before, after)
             # The version valid at a probe row's time may be of any age: the versioned table from its first record.
             return self.time(node.right, node.right_time, None, after)
@@ -188,30 +212,43 @@ class _Walker:
     def _interval(self, node: IntervalJoin, name: str, before: int | None, after: int) -> None:
         index = node.field_names.index(name)
         left_side = index < len(node.left.fields)
-        side, field = (node.left, node.left.field_names[index]) if left_side else (node.right, node.right.field_names[index - len(node.left.fields)])
+        side, field = (
+            (node.left, node.left.field_names[index])
+            if left_side
+            else (node.right, node.right.field_names[index - len(node.left.fields)])
+        )
         own_time = node.left_time if left_side else node.right_time
         if field != own_time:
-            raise self.refuse(node, f"is partitioned by '{name}', not by a rowtime of the join ('{node.left_time}', '{node.right_time}')")
+            raise self.refuse(
+                node,
+                f"is partitioned by '{name}', not by a rowtime of the join ('{node.left_time}', '{node.right_time}')",
+            )
         padded = node.kind in (("right", "full") if left_side else ("left", "full"))
         if padded:
             raise self.refuse(node, f"null-pads '{name}' (an outer join's padded side): padded rows have no day")
         self.time(side, field, before, after)
         # right.time - left.time in [lower, upper]
         if left_side:
-            self.time(node.right, node.right_time, None if before is None else before - node.lower_ms, after + node.upper_ms)
+            self.time(
+                node.right, node.right_time, None if before is None else before - node.lower_ms, after + node.upper_ms
+            )
         else:
-            self.time(node.left, node.left_time, None if before is None else before + node.upper_ms, after - node.lower_ms)
-        return None
+            self.time(
+                node.left, node.left_time, None if before is None else before + node.upper_ms, after - node.lower_ms
+            )
 
     def _scan(self, node: TableScan, name: str, before: int | None, after: int) -> None:
         table = node.table
         if name != table.rowtime:
-            raise self.refuse(node, f"reads '{name}', which is not the rowtime of table '{table.name}' "
-                              f"({table.rowtime or 'none'}): only a rowtime bounds a Kafka read", "backfill-day-column")
+            raise self.refuse(
+                node,
+                f"reads '{name}', which is not the rowtime of table '{table.name}' "
+                f"({table.rowtime or 'none'}): only a rowtime bounds a Kafka read",
+                "backfill-day-column",
+            )
         window = SourceWindow(table.name, name, before, after, table.watermark.delay_ms)
         known = self.windows.get(table.name)
         self.windows[table.name] = known.union(window) if known else window
-        return None
 
 
 def _operator(node: Node) -> str:

@@ -64,7 +64,9 @@ class QueryPlanner:
         mini_batch: group aggregates emit once per group and micro-batch (``SET 'table.exec.mini-batch.enabled'``).
     """
 
-    def __init__(self, catalog: Catalog, source: SqlSource, *, state_ttl_ms: int | None = None, mini_batch: bool = False):
+    def __init__(
+        self, catalog: Catalog, source: SqlSource, *, state_ttl_ms: int | None = None, mini_batch: bool = False
+    ):
         self.catalog = catalog
         self.source = source
         self.state_ttl_ms = state_ttl_ms
@@ -129,9 +131,19 @@ class QueryPlanner:
         projection)."""
         for key, (clause, why) in _UNSUPPORTED_CLAUSES.items():
             if select.args.get(key):
-                raise self.error(UnsupportedPlanError, select.args[key], f"{clause} is not supported in a streaming query: {why}", "supported-clauses")
+                raise self.error(
+                    UnsupportedPlanError,
+                    select.args[key],
+                    f"{clause} is not supported in a streaming query: {why}",
+                    "supported-clauses",
+                )
         if select.args.get("with_"):
-            raise self.error(UnsupportedPlanError, select.args["with_"], "WITH (common table expressions) is not supported; declare a view", "supported-clauses")
+            raise self.error(
+                UnsupportedPlanError,
+                select.args["with_"],
+                "WITH (common table expressions) is not supported; declare a view",
+                "supported-clauses",
+            )
         where = conjuncts(select.args["where"].this) if select.args.get("where") else []
         relation = self.plan_from(select, where, outer)
         scope = relation.scope(self.source, outer)
@@ -152,17 +164,30 @@ class QueryPlanner:
         items = expand_select(self, select, relation)
         windows = named_windows(select)
         distinct = select.args.get("distinct")
-        has_agg = bool(select.args.get("group")) or bool(select.args.get("having")) or any(
-            aggregates_outside_windows(e) for _, e in items)
+        has_agg = (
+            bool(select.args.get("group"))
+            or bool(select.args.get("having"))
+            or any(aggregates_outside_windows(e) for _, e in items)
+        )
         over = [w for _, e in items for w in e.find_all(exp.Window)]
         if distinct is not None:
             if distinct.args.get("on") is not None or has_agg or over:
-                raise self.error(UnsupportedPlanError, distinct, "SELECT DISTINCT is supported without ON, GROUP BY, aggregates or OVER", "supported-queries")
+                raise self.error(
+                    UnsupportedPlanError,
+                    distinct,
+                    "SELECT DISTINCT is supported without ON, GROUP BY, aggregates or OVER",
+                    "supported-queries",
+                )
             # SELECT DISTINCT x, y is GROUP BY x, y (Flink plans it as a GroupAggregate).
             return plan_aggregate(self, select, relation, items, [e for _, e in items])
         if has_agg:
             if over:
-                raise self.error(UnsupportedPlanError, over[0], "OVER windows and GROUP BY in one query block are not supported; use a subquery", "supported-queries")
+                raise self.error(
+                    UnsupportedPlanError,
+                    over[0],
+                    "OVER windows and GROUP BY in one query block are not supported; use a subquery",
+                    "supported-queries",
+                )
             return plan_aggregate(self, select, relation, items)
         if any(isinstance(w.this, _RANK_FUNCTIONS) for w in over):
             return plan_rank(self, relation, items, windows)

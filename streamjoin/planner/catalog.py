@@ -32,7 +32,7 @@ from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink, interval_ms
 from streamjoin.planner.types import SqlType, sql_type
 
-__all__ = ["Column", "Watermark", "TableDef", "ViewDef", "Catalog", "table_from_ddl"]
+__all__ = ["Catalog", "Column", "TableDef", "ViewDef", "Watermark", "table_from_ddl"]
 
 _RESERVED = (ROWKIND_COLUMN, SEQ_COLUMN)
 _LIKE_FEATURES = ("ALL", "CONSTRAINTS", "DISTRIBUTION", "GENERATED", "METADATA", "OPTIONS", "PARTITIONS", "WATERMARKS")
@@ -163,22 +163,32 @@ class Catalog:
 def _option_value(value: exp.Expr, source: SqlSource) -> str:
     if isinstance(value, exp.Literal) and value.is_string:
         return value.name
-    raise error(ValidationError, source, value, f"option value {value.sql(Flink)} must be a string literal", "table-options")
+    raise error(
+        ValidationError, source, value, f"option value {value.sql(Flink)} must be a string literal", "table-options"
+    )
 
 
-def _watermark(constraint: exp.WatermarkColumnConstraint, columns: dict[str, Column], table: str, source: SqlSource) -> Watermark:
+def _watermark(
+    constraint: exp.WatermarkColumnConstraint, columns: dict[str, Column], table: str, source: SqlSource
+) -> Watermark:
     column = constraint.this.name
     if column not in columns:
         raise error(
-            ValidationError, source, constraint.this,
+            ValidationError,
+            source,
+            constraint.this,
             f"WATERMARK FOR '{column}': table '{table}' has no such column; columns: {', '.join(columns)}",
             "watermark-column",
         )
     column_type = columns[column].type
     # A computed rowtime is typed by the planner, which checks it there.
-    if column_type is not None and (column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or column_type.precision > 3):
+    if column_type is not None and (
+        column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or column_type.precision > 3
+    ):
         raise error(
-            ValidationError, source, constraint.this,
+            ValidationError,
+            source,
+            constraint.this,
             f"WATERMARK FOR '{column}' of table '{table}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p) "
             f"with p <= 3, but it is {column_type}",
             "watermark-type",
@@ -194,7 +204,9 @@ def _watermark(constraint: exp.WatermarkColumnConstraint, columns: dict[str, Col
             raise error(ValidationError, source, strategy.expression, str(e), "watermark-strategy") from None
     if delay is None or delay < 0:
         raise error(
-            UnsupportedPlanError, source, strategy,
+            UnsupportedPlanError,
+            source,
+            strategy,
             f"watermark strategy {strategy.sql(Flink)} of table '{table}' is not supported: "
             f"use '{column}' or '{column} - INTERVAL ...' (a bounded out-of-orderness delay >= 0)",
             "watermark-strategy",
@@ -224,19 +236,49 @@ def _like(create: exp.Create, name: str, tables: Mapping[str, TableDef], source:
         return None
     target = clause.this
     if target.args.get("db") or target.args.get("catalog"):
-        raise error(UnsupportedPlanError, source, target, f"catalog/database qualified names are not supported: {target.sql(Flink)}", "table-exists")
+        raise error(
+            UnsupportedPlanError,
+            source,
+            target,
+            f"catalog/database qualified names are not supported: {target.sql(Flink)}",
+            "table-exists",
+        )
     if target.name not in tables:
         known = ", ".join(tables) or "none"
-        raise error(ValidationError, source, target, f"table '{name}' is LIKE '{target.name}', which is not a declared table; tables: {known}", "like-table")
+        raise error(
+            ValidationError,
+            source,
+            target,
+            f"table '{name}' is LIKE '{target.name}', which is not a declared table; tables: {known}",
+            "like-table",
+        )
     strategies = dict(_LIKE_DEFAULTS)
     given = [(o.name, o.text("value")) for o in clause.expressions]
     for strategy, feature in given:
         if feature not in _LIKE_FEATURES:
-            raise error(ValidationError, source, clause, f"LIKE option {strategy} {feature}: the feature is one of {', '.join(_LIKE_FEATURES)}", "like-options")
+            raise error(
+                ValidationError,
+                source,
+                clause,
+                f"LIKE option {strategy} {feature}: the feature is one of {', '.join(_LIKE_FEATURES)}",
+                "like-options",
+            )
         if strategy == "OVERWRITING" and feature in _LIKE_NOT_OVERWRITING:
-            raise error(ValidationError, source, clause, f"LIKE option OVERWRITING {feature} is not allowed: use INCLUDING or EXCLUDING", "like-options")
+            raise error(
+                ValidationError,
+                source,
+                clause,
+                f"LIKE option OVERWRITING {feature} is not allowed: use INCLUDING or EXCLUDING",
+                "like-options",
+            )
         if [f for _, f in given].count(feature) > 1:
-            raise error(ValidationError, source, clause, f"LIKE option feature {feature} is given more than once", "like-options")
+            raise error(
+                ValidationError,
+                source,
+                clause,
+                f"LIKE option feature {feature} is given more than once",
+                "like-options",
+            )
     # ALL sets every feature; a feature named beside it overrides it (Flink's computeMergingStrategies).
     for strategy, feature in sorted(given, key=lambda g: g[1] != "ALL"):
         strategies.update(dict.fromkeys(_LIKE_DEFAULTS, strategy) if feature == "ALL" else {feature: strategy})
@@ -250,9 +292,17 @@ def _inherited_columns(like: _Like | None) -> dict[str, Column]:
         return {}
     base = like.table
     return {
-        c.name: replace(c, type=c.type and replace(c.type, time_attribute=None if c.name == base.rowtime else c.type.time_attribute,
-                                                   nullable=c.type.nullable or c.name in base.primary_key))
-        for c in base.columns if c.computed is None or like.takes("GENERATED")
+        c.name: replace(
+            c,
+            type=c.type
+            and replace(
+                c.type,
+                time_attribute=None if c.name == base.rowtime else c.type.time_attribute,
+                nullable=c.type.nullable or c.name in base.primary_key,
+            ),
+        )
+        for c in base.columns
+        if c.computed is None or like.takes("GENERATED")
     }
 
 
@@ -295,13 +345,27 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
         if isinstance(item, exp.ColumnDef):
             column_name = item.this.name
             if column_name in declared:
-                raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}' is declared twice", "unique-columns")
+                raise error(
+                    ValidationError,
+                    source,
+                    item,
+                    f"column '{column_name}' of table '{name}' is declared twice",
+                    "unique-columns",
+                )
             declared.add(column_name)
             if column_name in columns:
                 _check_overwrite(item, columns[column_name], like, name, source)
             if column_name in _RESERVED:
-                raise error(ValidationError, source, item, f"column name '{column_name}' of table '{name}' is reserved for the changelog", "reserved-columns")
-            computed = next((c.kind for c in item.constraints if isinstance(c.kind, exp.ComputedColumnConstraint)), None)
+                raise error(
+                    ValidationError,
+                    source,
+                    item,
+                    f"column name '{column_name}' of table '{name}' is reserved for the changelog",
+                    "reserved-columns",
+                )
+            computed = next(
+                (c.kind for c in item.constraints if isinstance(c.kind, exp.ComputedColumnConstraint)), None
+            )
             if computed is not None:
                 expr = computed.this
                 if isinstance(expr, exp.Anonymous) and expr.name.upper() == "PROCTIME" and not expr.expressions:
@@ -311,16 +375,26 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
                 columns[column_name] = Column(column_name, ctype, expr, item)
                 continue
             if item.kind is None:
-                raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}' has no type", "column-type")
+                raise error(
+                    ValidationError,
+                    source,
+                    item,
+                    f"column '{column_name}' of table '{name}' has no type",
+                    "column-type",
+                )
             try:
                 ctype = sql_type(item.kind)
             except ValidationError as e:
-                raise error(ValidationError, source, item, f"column '{column_name}' of table '{name}': {e}", "column-type") from None
+                raise error(
+                    ValidationError, source, item, f"column '{column_name}' of table '{name}': {e}", "column-type"
+                ) from None
             not_null = any(isinstance(c.kind, exp.NotNullColumnConstraint) for c in item.constraints)
             columns[column_name] = Column(column_name, ctype.with_nullable(not not_null), None, item)
         elif isinstance(item, exp.WatermarkColumnConstraint):
             if watermark_node is not None:
-                raise error(ValidationError, source, item, f"table '{name}' declares more than one WATERMARK", "one-watermark")
+                raise error(
+                    ValidationError, source, item, f"table '{name}' declares more than one WATERMARK", "one-watermark"
+                )
             base = like.table.watermark if like and like.takes("WATERMARKS") else None
             if base and not (like.strategies["WATERMARKS"] == "OVERWRITING" and base.column == item.this.name):
                 message = f"table '{name}' declares a WATERMARK and its LIKE table '{like.table.name}' has one (on '{base.column}')"
@@ -332,12 +406,20 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
                 raise error(ValidationError, source, item, like.message(message, "CONSTRAINTS"), "primary-key-columns")
             pk_node = item
         else:
-            raise error(UnsupportedPlanError, source, item, f"table '{name}': {item.sql(Flink)} is not supported", "table-constraints")
+            raise error(
+                UnsupportedPlanError,
+                source,
+                item,
+                f"table '{name}': {item.sql(Flink)} is not supported",
+                "table-constraints",
+            )
     primary_key: tuple[str, ...] = ()
     if pk_node is not None:
         if not any("NOT ENFORCED" in str(o).upper() for o in pk_node.args.get("options") or []):
             raise error(
-                ValidationError, source, pk_node,
+                ValidationError,
+                source,
+                pk_node,
                 f"PRIMARY KEY of table '{name}' must be declared NOT ENFORCED: Flink does not own the data, "
                 "so the key is a promise about it, not a check",
                 "primary-key-not-enforced",
@@ -346,7 +428,9 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
         for key_node in pk_node.expressions:
             if key_node.name not in columns or columns[key_node.name].computed is not None:
                 raise error(
-                    ValidationError, source, key_node,
+                    ValidationError,
+                    source,
+                    key_node,
                     f"PRIMARY KEY column '{key_node.name}' is not a physical column of table '{name}'",
                     "primary-key-columns",
                 )
@@ -358,13 +442,25 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
     if watermark is None and like and like.takes("WATERMARKS") and like.table.watermark:
         watermark = like.table.watermark
         if watermark.column not in columns:
-            raise error(ValidationError, source, create.this, f"table '{name}': the WATERMARK of its LIKE table is on "
-                        f"'{watermark.column}', which EXCLUDING GENERATED leaves out; specify EXCLUDING WATERMARKS", "watermark-column")
+            raise error(
+                ValidationError,
+                source,
+                create.this,
+                f"table '{name}': the WATERMARK of its LIKE table is on "
+                f"'{watermark.column}', which EXCLUDING GENERATED leaves out; specify EXCLUDING WATERMARKS",
+                "watermark-column",
+            )
     if watermark:
         column = columns[watermark.column]
         columns[watermark.column] = Column(
-            column.name, column.type and SqlType(column.type.root, column.type.precision, nullable=column.type.nullable,
-                                                 time_attribute="ROWTIME"), column.computed, column.node)
+            column.name,
+            column.type
+            and SqlType(
+                column.type.root, column.type.precision, nullable=column.type.nullable, time_attribute="ROWTIME"
+            ),
+            column.computed,
+            column.node,
+        )
     options = _options(create, name, source, like)
     connectors.check_options(options, primary_key, name, source, create.this.this)
     partition_keys = _partition_keys(create, columns, name, source)
@@ -374,14 +470,24 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
 def _partition_keys(create: exp.Create, columns: dict[str, Column], table: str, source: SqlSource) -> tuple[str, ...]:
     """The ``PARTITIONED BY (…)`` columns: physical columns of the table (Flink's ``SqlCreateTable`` rule)."""
     properties = create.args.get("properties")
-    clause = next((p for p in properties.expressions if isinstance(p, exp.PartitionedByProperty)), None) if properties else None
+    clause = (
+        next((p for p in properties.expressions if isinstance(p, exp.PartitionedByProperty)), None)
+        if properties
+        else None
+    )
     if clause is None:
         return ()
     keys = tuple(k.name for k in clause.this.expressions)
     for key, node in zip(keys, clause.this.expressions):
         if key not in columns or columns[key].computed is not None:
-            raise error(ValidationError, source, node, f"PARTITIONED BY column '{key}' is not a physical column of table "
-                        f"'{table}'; columns: {', '.join(columns)}", "partition-columns")
+            raise error(
+                ValidationError,
+                source,
+                node,
+                f"PARTITIONED BY column '{key}' is not a physical column of table "
+                f"'{table}'; columns: {', '.join(columns)}",
+                "partition-columns",
+            )
     return keys
 
 
@@ -392,7 +498,13 @@ def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | No
         if isinstance(prop, (exp.LikeProperty, exp.PartitionedByProperty)):
             continue
         if not (type(prop) is exp.Property and isinstance(prop.this, exp.Literal)):
-            raise error(ValidationError, source, prop, f"table '{table}': {prop.sql(Flink)} is not a 'key' = 'value' option", "table-options")
+            raise error(
+                ValidationError,
+                source,
+                prop,
+                f"table '{table}': {prop.sql(Flink)} is not a 'key' = 'value' option",
+                "table-options",
+            )
         key = prop.this.name
         if like and key in like.table.options and like.strategies["OPTIONS"] == "INCLUDING":
             message = f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' ('{connectors.redact(like.table.options)[key]}')"

@@ -31,11 +31,21 @@ from streamjoin.errors import SinkError, UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.normalize_projection import project_before_normalize
 from streamjoin.planner.plan import (
-    Calc, ChangelogNormalize, Deduplicate, DropUpdateBefore, GroupAggregate, LookupJoin, Node, Sink, SinkUpsertMaterializer, TableScan,
-    TemporalJoin, Union,
+    Calc,
+    ChangelogNormalize,
+    Deduplicate,
+    DropUpdateBefore,
+    GroupAggregate,
+    LookupJoin,
+    Node,
+    Sink,
+    SinkUpsertMaterializer,
+    TableScan,
+    TemporalJoin,
+    Union,
 )
 
-__all__ = ["sink_kind", "finish_plan", "assign_update_kinds", "producer", "drops_update_before"]
+__all__ = ["assign_update_kinds", "drops_update_before", "finish_plan", "producer", "sink_kind"]
 
 
 def sink_kind(sink: Sink) -> str:
@@ -85,7 +95,9 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
         changes = "update and delete" if {"U", "D"} <= query.modify_kinds or "D" in query.modify_kinds else "update"
         culprit = producer(query, "U" if "U" in query.modify_kinds else "D")
         raise error(
-            SinkError, source, at,
+            SinkError,
+            source,
+            at,
             f"table sink '{sink.table_name}' doesn't support consuming {changes} changes which are produced by node "
             f"{culprit.describe()}; declare a PRIMARY KEY on the sink (an upsert sink)",
             "sink-changelog-mode",
@@ -99,7 +111,8 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
             sink.inputs[0] = query = SinkUpsertMaterializer(query, tuple(sink.table.primary_key), state_ttl_ms)
     try:
         sink.inputs[0] = assign_update_kinds(
-            query, required, keyed_deletes=required == "ONLY_UPDATE_AFTER", state_ttl_ms=state_ttl_ms)
+            query, required, keyed_deletes=required == "ONLY_UPDATE_AFTER", state_ttl_ms=state_ttl_ms
+        )
     except UnsupportedPlanError as e:
         raise error(UnsupportedPlanError, source, at, str(e), "changelog-normalize") from None
     sink.update_kind = "NONE"
@@ -142,7 +155,9 @@ def _normalized(scan: TableScan, own: str, keyed_deletes: bool, state_ttl_ms: in
     return normalize
 
 
-def assign_update_kinds(node: Node, required: str, *, keyed_deletes: bool = False, state_ttl_ms: int | None = None) -> Node:
+def assign_update_kinds(
+    node: Node, required: str, *, keyed_deletes: bool = False, state_ttl_ms: int | None = None
+) -> Node:
     """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; returns the (maybe wrapped) node.
 
     Args:
@@ -153,6 +168,7 @@ def assign_update_kinds(node: Node, required: str, *, keyed_deletes: bool = Fals
     Raises:
         UnsupportedPlanError: an upsert source without a primary key whose consumer needs full rows.
     """
+
     def visit(child: Node, child_required: str, child_keyed: bool = False) -> Node:
         return assign_update_kinds(child, child_required, keyed_deletes=child_keyed, state_ttl_ms=state_ttl_ms)
 
@@ -163,8 +179,11 @@ def assign_update_kinds(node: Node, required: str, *, keyed_deletes: bool = Fals
         return node
     if isinstance(node, _FORWARDING):
         by_value = _filters_by_value(node)
-        node.inputs[0] = visit(node.inputs[0], "BEFORE_AND_AFTER" if by_value else required,
-                               keyed_deletes and isinstance(node, Calc) and not by_value)
+        node.inputs[0] = visit(
+            node.inputs[0],
+            "BEFORE_AND_AFTER" if by_value else required,
+            keyed_deletes and isinstance(node, Calc) and not by_value,
+        )
         for i in range(1, len(node.inputs)):
             node.inputs[i] = visit(node.inputs[i], _requirement(node, i))
         node.update_kind = node.inputs[0].update_kind if "U" in node.modify_kinds else "NONE"

@@ -41,15 +41,43 @@ from streamjoin.planner.diagnostics import SqlSource, error
 if TYPE_CHECKING:
     from streamjoin.planner.catalog import TableDef
 
-__all__ = ["CONNECTORS", "KAFKA_CONNECTORS", "SENSITIVE_KEYS", "HIDDEN_CONTENT", "check_options", "source_kinds", "kafka_source",
-           "option_value", "is_sensitive", "redact", "parse_memory_size"]
+__all__ = [
+    "CONNECTORS",
+    "HIDDEN_CONTENT",
+    "KAFKA_CONNECTORS",
+    "SENSITIVE_KEYS",
+    "check_options",
+    "is_sensitive",
+    "kafka_source",
+    "option_value",
+    "parse_memory_size",
+    "redact",
+    "source_kinds",
+]
 
 #: Options each connector accepts (a ``properties.`` prefix passes Kafka client settings through).
 CONNECTORS = {
-    "kafka": ("connector", "topic", "format", "properties.bootstrap.servers", "scan.startup.mode", "json.rowkind-field",
-              "canal-json.database.include", "canal-json.table.include", "scan.record.max-size"),
-    "upsert-kafka": ("connector", "topic", "key.format", "value.format", "properties.bootstrap.servers", "key.fields-prefix",
-                     "value.fields-include", "scan.record.max-size"),
+    "kafka": (
+        "connector",
+        "topic",
+        "format",
+        "properties.bootstrap.servers",
+        "scan.startup.mode",
+        "json.rowkind-field",
+        "canal-json.database.include",
+        "canal-json.table.include",
+        "scan.record.max-size",
+    ),
+    "upsert-kafka": (
+        "connector",
+        "topic",
+        "key.format",
+        "value.format",
+        "properties.bootstrap.servers",
+        "key.fields-prefix",
+        "value.fields-include",
+        "scan.record.max-size",
+    ),
     "delta": ("connector", "path", "backfill.start-date"),
     "values": ("connector", "changelog-mode"),
 }
@@ -60,15 +88,30 @@ _MODE_KINDS = {"I": RowKind.INSERT, "UB": RowKind.UPDATE_BEFORE, "UA": RowKind.U
 _UPSERT_FORMATS = ("json",)
 _VALUE_FIELDS = ("ALL", "EXCEPT_KEY")
 #: Parts of an option name that make its value a secret: Flink's ``GlobalConfiguration.SENSITIVE_KEYS``.
-SENSITIVE_KEYS = ("password", "secret", "fs.azure.account.key", "apikey", "api-key", "auth-params", "service-key", "token",
-                  "basic-auth", "jaas.config", "http-headers")
+SENSITIVE_KEYS = (
+    "password",
+    "secret",
+    "fs.azure.account.key",
+    "apikey",
+    "api-key",
+    "auth-params",
+    "service-key",
+    "token",
+    "basic-auth",
+    "jaas.config",
+    "http-headers",
+)
 #: What a sensitive value is shown as (Flink's ``GlobalConfiguration.HIDDEN_CONTENT``).
 HIDDEN_CONTENT = "******"
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Units of Flink's ``MemorySize`` (``MemorySize.MemoryUnit``: powers of 1024).
-_MEMORY_UNITS = {**dict.fromkeys(("", "b", "bytes"), 1), **dict.fromkeys(("k", "kb", "kibibytes"), 1 << 10),
-                 **dict.fromkeys(("m", "mb", "mebibytes"), 1 << 20), **dict.fromkeys(("g", "gb", "gibibytes"), 1 << 30),
-                 **dict.fromkeys(("t", "tb", "tebibytes"), 1 << 40)}
+_MEMORY_UNITS = {
+    **dict.fromkeys(("", "b", "bytes"), 1),
+    **dict.fromkeys(("k", "kb", "kibibytes"), 1 << 10),
+    **dict.fromkeys(("m", "mb", "mebibytes"), 1 << 20),
+    **dict.fromkeys(("g", "gb", "gibibytes"), 1 << 30),
+    **dict.fromkeys(("t", "tb", "tebibytes"), 1 << 40),
+}
 
 
 def parse_memory_size(text: str) -> int:
@@ -111,9 +154,13 @@ def option_value(table: TableDef, key: str) -> str | None:
 
     def substitute(match: re.Match) -> str:
         if match[1] not in os.environ:
-            raise error(ValidationError, table.source, _option_node(table, key),
-                        f"table '{table.name}': option '{key}' names environment variable '{match[1]}', which is not set",
-                        "option-environment")
+            raise error(
+                ValidationError,
+                table.source,
+                _option_node(table, key),
+                f"table '{table.name}': option '{key}' names environment variable '{match[1]}', which is not set",
+                "option-environment",
+            )
         return os.environ[match[1]]
 
     return _ENV_REFERENCE.sub(substitute, value)
@@ -128,7 +175,9 @@ def _option_node(table: TableDef, key: str) -> exp.Expr | None:
     return table.node
 
 
-def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: str, source: SqlSource, at: exp.Expr) -> None:
+def check_options(
+    options: dict[str, str], primary_key: tuple[str, ...], table: str, source: SqlSource, at: exp.Expr
+) -> None:
     """Check a table's ``WITH`` options against its connector (and, for ``upsert-kafka``, its primary key).
 
     Args:
@@ -143,6 +192,7 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
             outside ``properties.*``, a ``scan.record.max-size`` that is not a memory size of at least 1 byte.
         UnsupportedPlanError: a ``scan.startup.mode`` other than ``earliest-offset`` / ``latest-offset``.
     """
+
     def fail(message: str, rule: str = "table-options", kind: type[Exception] = ValidationError) -> NoReturn:
         raise error(kind, source, at, f"table '{table}': {message}", rule)
 
@@ -154,7 +204,10 @@ def check_options(options: dict[str, str], primary_key: tuple[str, ...], table: 
         if key not in allowed and not (connector in KAFKA_CONNECTORS and key.startswith("properties.")):
             fail(f"unsupported option '{key}' for connector '{connector}'; supported: {', '.join(allowed)}")
         if _ENV_REFERENCE.search(options[key]) and not key.startswith("properties."):
-            fail(f"option '{key}' names an environment variable; only 'properties.*' options are substituted", "option-environment")
+            fail(
+                f"option '{key}' names an environment variable; only 'properties.*' options are substituted",
+                "option-environment",
+            )
     if "scan.record.max-size" in options:
         try:
             size = parse_memory_size(options["scan.record.max-size"])
@@ -180,7 +233,10 @@ def _check_kafka(options: dict[str, str], fail) -> None:
         fail(f"format {options['format']!r} is not supported; supported: {', '.join(FORMATS)}", "table-format")
     mode = options.get("scan.startup.mode", "earliest-offset")
     if mode not in _STARTUP_MODES:
-        fail(f"scan.startup.mode {mode!r} is not supported; supported: {', '.join(_STARTUP_MODES)}", kind=UnsupportedPlanError)
+        fail(
+            f"scan.startup.mode {mode!r} is not supported; supported: {', '.join(_STARTUP_MODES)}",
+            kind=UnsupportedPlanError,
+        )
     for key in options:
         prefix = key.split(".")[0]
         if prefix in ("json", "canal-json") and options["format"] != prefix:
@@ -196,24 +252,34 @@ def _check_upsert_kafka(options: dict[str, str], primary_key: tuple[str, ...], f
     for which in ("key", "value"):
         fmt = options[f"{which}.format"]
         if fmt in CDC_FORMATS:
-            fail(f"'upsert-kafka' connector doesn't support '{fmt}' as {which} format, because '{fmt}' is not in insert-only mode",
-                 "table-format")
+            fail(
+                f"'upsert-kafka' connector doesn't support '{fmt}' as {which} format, because '{fmt}' is not in insert-only mode",
+                "table-format",
+            )
         if fmt not in _UPSERT_FORMATS:
             fail(f"{which}.format {fmt!r} is not supported; supported: {', '.join(_UPSERT_FORMATS)}", "table-format")
     include = options.get("value.fields-include", "ALL")
     if include not in _VALUE_FIELDS:
         fail(f"value.fields-include {include!r} must be one of {', '.join(_VALUE_FIELDS)}")
     if not primary_key:
-        fail("'upsert-kafka' tables require to define a PRIMARY KEY constraint: it names the columns read from the "
-             "Kafka record key, and the key each record updates or deletes", "primary-key-columns")
+        fail(
+            "'upsert-kafka' tables require to define a PRIMARY KEY constraint: it names the columns read from the "
+            "Kafka record key, and the key each record updates or deletes",
+            "primary-key-columns",
+        )
     prefix = options.get("key.fields-prefix", "")
     if prefix and include == "ALL":
-        fail("a key prefix is not allowed when option 'value.fields-include' is set to 'ALL'; "
-             "set it to 'EXCEPT_KEY' instead to avoid field overlaps")
+        fail(
+            "a key prefix is not allowed when option 'value.fields-include' is set to 'ALL'; "
+            "set it to 'EXCEPT_KEY' instead to avoid field overlaps"
+        )
     for column in primary_key:
         if not column.startswith(prefix):
-            fail(f"all PRIMARY KEY columns must be prefixed with '{prefix}' when option 'key.fields-prefix' is set, "
-                 f"but column '{column}' is not prefixed", "primary-key-columns")
+            fail(
+                f"all PRIMARY KEY columns must be prefixed with '{prefix}' when option 'key.fields-prefix' is set, "
+                f"but column '{column}' is not prefixed",
+                "primary-key-columns",
+            )
 
 
 def source_kinds(options: dict[str, str]) -> frozenset[RowKind]:
@@ -246,20 +312,29 @@ def kafka_source(table: TableDef) -> KafkaSource:
         ValidationError: a ``${VAR}`` that is not set (:func:`option_value`).
     """
     options = table.options
-    spark_options = {f"kafka.{k[len('properties.'):]}": option_value(table, k) for k in options
-                     if k.startswith("properties.") and k != "properties.bootstrap.servers"}
+    spark_options = {
+        f"kafka.{k[len('properties.') :]}": option_value(table, k)
+        for k in options
+        if k.startswith("properties.") and k != "properties.bootstrap.servers"
+    }
     mode = options.get("scan.startup.mode", "earliest-offset")
     if mode != "earliest-offset":
         spark_options["startingOffsets"] = _STARTUP_MODES[mode]
     physical_rowtime = table.rowtime if table.rowtime and table.column(table.rowtime).computed is None else None
     if table.connector == "upsert-kafka":
-        format_options = {"format": "json", "rowkind_field": None, "upsert": True,
-                          "key_fields_prefix": options.get("key.fields-prefix", ""),
-                          "value_fields_include": options.get("value.fields-include", "ALL")}
+        format_options = {
+            "format": "json",
+            "rowkind_field": None,
+            "upsert": True,
+            "key_fields_prefix": options.get("key.fields-prefix", ""),
+            "value_fields_include": options.get("value.fields-include", "ALL"),
+        }
     else:
-        format_options = {"format": options["format"],
-                          "database_include": options.get("canal-json.database.include"),
-                          "table_include": options.get("canal-json.table.include")}
+        format_options = {
+            "format": options["format"],
+            "database_include": options.get("canal-json.database.include"),
+            "table_include": options.get("canal-json.table.include"),
+        }
         if options["format"] == "json":
             format_options["rowkind_field"] = options.get("json.rowkind-field")
     if "scan.record.max-size" in options:

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from streamjoin.errors import StreamJoinError
 
-__all__ = ["SqlSource", "locate", "error"]
+__all__ = ["SqlSource", "error", "locate"]
 
 
 @dataclass(frozen=True)

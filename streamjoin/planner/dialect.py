@@ -37,7 +37,7 @@ from sqlglot.tokens import TokenType
 
 from streamjoin.errors import ValidationError
 
-__all__ = ["Flink", "Explain", "EXPLAIN_DETAILS", "interval_ms", "timestampdiff_unit"]
+__all__ = ["EXPLAIN_DETAILS", "Explain", "Flink", "interval_ms", "timestampdiff_unit"]
 
 #: The ``EXPLAIN`` details Flink accepts (``ExplainDetail``).
 EXPLAIN_DETAILS = ("CHANGELOG_MODE", "ESTIMATED_COST", "JSON_EXECUTION_PLAN", "PLAN_ADVICE")
@@ -63,7 +63,7 @@ def timestampdiff_unit(node: exp.TimestampDiff) -> str | None:
     if not isinstance(unit, exp.Var):
         return None
     name = unit.name.upper()
-    return name[len("SQL_TSI_"):] if name.startswith("SQL_TSI_") else name
+    return name.removeprefix("SQL_TSI_")
 
 
 class Explain(exp.Expression):
@@ -105,7 +105,9 @@ class FlinkParser(BaseParser):
                 strategy = self._prev.text.upper()
                 feature = self._parse_var(any_token=True)
                 if feature is None:
-                    self.raise_error(f"expected a feature after {strategy} (ALL, CONSTRAINTS, GENERATED, OPTIONS, WATERMARKS, …)")
+                    self.raise_error(
+                        f"expected a feature after {strategy} (ALL, CONSTRAINTS, GENERATED, OPTIONS, WATERMARKS, …)"
+                    )
                 options.append(exp.Property(this=exp.var(strategy), value=exp.var(feature.name.upper())))
             self._match_r_paren()
         return self.expression(exp.LikeProperty(this=table, expressions=options))
@@ -133,8 +135,11 @@ class FlinkGenerator(Generator):
     }
 
     # Flink writes PARTITIONED BY before WITH (…), LIKE after it.
-    PROPERTIES_LOCATION = {**Generator.PROPERTIES_LOCATION, exp.LikeProperty: exp.Properties.Location.POST_EXPRESSION,
-                           exp.PartitionedByProperty: exp.Properties.Location.POST_SCHEMA}
+    PROPERTIES_LOCATION = {
+        **Generator.PROPERTIES_LOCATION,
+        exp.LikeProperty: exp.Properties.Location.POST_EXPRESSION,
+        exp.PartitionedByProperty: exp.Properties.Location.POST_SCHEMA,
+    }
 
     TRANSFORMS = {
         **Generator.TRANSFORMS,
@@ -225,7 +230,7 @@ def interval_ms(interval: exp.Expr) -> int:
     sign = -1 if text.startswith("-") else 1
     text = text.lstrip("+-")
     order = list(_UNIT_MS)
-    span = order[order.index(units[0]): order.index(units[-1]) + 1]
+    span = order[order.index(units[0]) : order.index(units[-1]) + 1]
     fields = text.replace(" ", ":").split(":")
     if len(fields) != len(span):
         raise ValidationError(f"interval {interval.sql(Flink)}: '{text}' does not fit {' TO '.join(units)}")

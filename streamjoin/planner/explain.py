@@ -22,7 +22,14 @@ Example::
 from __future__ import annotations
 
 from streamjoin.planner.plan import (
-    ChangelogNormalize, Deduplicate, GroupAggregate, Node, OverAggregate, Sink, SinkUpsertMaterializer, _Join,
+    ChangelogNormalize,
+    Deduplicate,
+    GroupAggregate,
+    Node,
+    OverAggregate,
+    Sink,
+    SinkUpsertMaterializer,
+    _Join,
 )
 
 __all__ = ["explain_plan"]
@@ -71,7 +78,9 @@ def _render(node: Node, lines: list[str], prefix: str, child_prefix: str) -> Non
         tail = child_prefix + ("   " if last else ":  ")
         distribution = _distribution(node, i)
         if distribution is not None:
-            lines.append(f"{head}Exchange(distribution=[{distribution}], changelogMode=[{str(child.changelog_mode)[1:-1]}])")
+            lines.append(
+                f"{head}Exchange(distribution=[{distribution}], changelogMode=[{str(child.changelog_mode)[1:-1]}])"
+            )
             _render(child, lines, tail + "+- ", tail + "   ")
         else:
             _render(child, lines, head, tail)

@@ -20,7 +20,7 @@ writes the Flink meaning: ``INT / INT`` is an integer division in Flink
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sqlglot
 from sqlglot import exp
@@ -30,12 +30,30 @@ from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink, timestampdiff_unit
 from streamjoin.planner.types import SqlType, common_type, sql_type
 
-__all__ = ["ScopeColumn", "Scope", "resolve", "Typer", "spark_sql", "flink_functions", "timestampdiff_spark", "conjuncts",
-           "and_all", "columns_of", "TIMESTAMPDIFF_UNITS"]
+__all__ = [
+    "TIMESTAMPDIFF_UNITS",
+    "Scope",
+    "ScopeColumn",
+    "Typer",
+    "and_all",
+    "columns_of",
+    "conjuncts",
+    "flink_functions",
+    "resolve",
+    "spark_sql",
+    "timestampdiff_spark",
+]
 
 #: Aggregate functions (their sqlglot classes), as Flink names them.
-AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
-              exp.FirstValue: "FIRST_VALUE", exp.LastValue: "LAST_VALUE"}
+AGGREGATES = {
+    exp.Count: "COUNT",
+    exp.Sum: "SUM",
+    exp.Avg: "AVG",
+    exp.Min: "MIN",
+    exp.Max: "MAX",
+    exp.FirstValue: "FIRST_VALUE",
+    exp.LastValue: "LAST_VALUE",
+}
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
@@ -68,7 +86,7 @@ class Scope:
         outer: the enclosing query's scope, searched after this one.
     """
 
-    def __init__(self, columns: list[ScopeColumn], source: SqlSource, outer: "Scope | None" = None):
+    def __init__(self, columns: list[ScopeColumn], source: SqlSource, outer: Scope | None = None):
         self.columns = columns
         self.source = source
         self.outer = outer
@@ -87,7 +105,13 @@ class Scope:
         matches = [c for c in self.columns if c.name == name and (qualifier is None or c.qualifier == qualifier)]
         if len(matches) > 1:
             tables = ", ".join(sorted({m.qualifier or "?" for m in matches}))
-            raise error(ValidationError, self.source, column, f"column '{name}' is ambiguous: it is in {tables}", "column-unambiguous")
+            raise error(
+                ValidationError,
+                self.source,
+                column,
+                f"column '{name}' is ambiguous: it is in {tables}",
+                "column-unambiguous",
+            )
         if matches:
             return matches[0], False
         if self.outer is not None:
@@ -111,11 +135,23 @@ class Scope:
             scopes.append(scopes[-1].outer)
         if qualifier is not None and not any(qualifier in s.qualifiers() for s in scopes):
             known = ", ".join(q for s in scopes for q in s.qualifiers()) or "none"
-            raise error(ValidationError, self.source, column, f"unknown table or alias '{qualifier}' in '{column.sql(Flink)}'; tables in scope: {known}", "table-exists")
+            raise error(
+                ValidationError,
+                self.source,
+                column,
+                f"unknown table or alias '{qualifier}' in '{column.sql(Flink)}'; tables in scope: {known}",
+                "table-exists",
+            )
         visible = [c for s in scopes for c in s.columns if qualifier is None or c.qualifier == qualifier]
         where = f"table '{qualifier}'" if qualifier else "the FROM clause"
         names = ", ".join(dict.fromkeys(c.name for c in visible)) or "none"
-        raise error(ValidationError, self.source, column, f"unknown column '{column.name}' in {where}; columns: {names}", "column-exists")
+        raise error(
+            ValidationError,
+            self.source,
+            column,
+            f"unknown column '{column.name}' in {where}; columns: {names}",
+            "column-exists",
+        )
 
 
 def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
@@ -151,7 +187,9 @@ def field_column(name: str, like: exp.Expr | None = None) -> exp.Column:
     if like is not None:
         metas = [n._meta for n in like.walk() if n._meta and "line" in n._meta]
         if metas:
-            column.this.meta.update(min(metas, key=lambda m: (m["line"], m["col"] - (m.get("end", 0) - m.get("start", 0)))))
+            column.this.meta.update(
+                min(metas, key=lambda m: (m["line"], m["col"] - (m.get("end", 0) - m.get("start", 0))))
+            )
     return column
 
 
@@ -167,7 +205,9 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
     def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, (exp.Subquery, exp.Exists, exp.Select)):
             raise error(
-                UnsupportedPlanError, scope.source, node,
+                UnsupportedPlanError,
+                scope.source,
+                node,
                 "subqueries are supported only as IN / EXISTS conditions AND-ed into a WHERE clause, and in FROM",
                 "supported-queries",
             )
@@ -177,7 +217,9 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
             column, outer = scope.resolve(node)
             if outer and not allow_outer:
                 raise error(
-                    ValidationError, scope.source, node,
+                    ValidationError,
+                    scope.source,
+                    node,
                     f"column '{node.sql(Flink)}' of the outer query is used where only IN/EXISTS subquery conditions may use it",
                     "correlation",
                 )
@@ -193,17 +235,26 @@ def _check_timestampdiff(node: exp.Expr, source: SqlSource) -> None:
     if isinstance(node, exp.Anonymous):
         if node.name.upper() == "TIMESTAMPDIFF":
             raise error(
-                ValidationError, source, node,
+                ValidationError,
+                source,
+                node,
                 f"'{node.sql(Flink)}': the call is {_TIMESTAMPDIFF_SHAPE}, its first argument a time unit "
-                f"({', '.join(TIMESTAMPDIFF_UNITS)})", "function-arguments",
+                f"({', '.join(TIMESTAMPDIFF_UNITS)})",
+                "function-arguments",
             )
         return
     unit = timestampdiff_unit(node)
     if unit in TIMESTAMPDIFF_UNITS:
         return
-    kind, what = (UnsupportedPlanError, "is not supported") if unit in _TIMESTAMPDIFF_OTHER_UNITS else (ValidationError, "is not a time unit")
+    kind, what = (
+        (UnsupportedPlanError, "is not supported")
+        if unit in _TIMESTAMPDIFF_OTHER_UNITS
+        else (ValidationError, "is not a time unit")
+    )
     raise error(
-        kind, source, node,
+        kind,
+        source,
+        node,
         f"'{node.sql(Flink)}': {unit} {what} in {_TIMESTAMPDIFF_SHAPE}; units: {', '.join(TIMESTAMPDIFF_UNITS)}",
         "supported-functions" if kind is UnsupportedPlanError else "function-arguments",
     )
@@ -223,8 +274,11 @@ class Typer:
 
     def _mismatch(self, node: exp.Expr, left: SqlType | None, right: SqlType | None) -> ValidationError:
         return error(
-            ValidationError, self.source, node,
-            f"type mismatch in '{node.sql(Flink)}': cannot compare {left} with {right}", "type-mismatch",
+            ValidationError,
+            self.source,
+            node,
+            f"type mismatch in '{node.sql(Flink)}': cannot compare {left} with {right}",
+            "type-mismatch",
         )
 
     def check_boolean(self, node: exp.Expr, what: str) -> None:
@@ -235,7 +289,13 @@ class Typer:
         """
         t = self.type_of(node)
         if t is not None and t.family not in ("boolean", "null"):
-            raise error(ValidationError, self.source, node, f"{what} condition '{node.sql(Flink)}' is {t}, not BOOLEAN", "type-mismatch")
+            raise error(
+                ValidationError,
+                self.source,
+                node,
+                f"{what} condition '{node.sql(Flink)}' is {t}, not BOOLEAN",
+                "type-mismatch",
+            )
 
     def type_of(self, node: exp.Expr) -> SqlType | None:
         """The Flink type of ``node`` (time attributes kept on plain column references), ``None`` if unknown.
@@ -257,7 +317,7 @@ class Typer:
                 digits = text.replace("-", "").replace(".", "").lstrip("0") or "0"
                 scale = len(text.split(".")[1])
                 return SqlType("DECIMAL", max(len(digits), scale, 1), scale, nullable=False)
-            return SqlType("INT" if -2**31 <= int(text) < 2**31 else "BIGINT", nullable=False)
+            return SqlType("INT" if -(2**31) <= int(text) < 2**31 else "BIGINT", nullable=False)
         if isinstance(node, exp.Boolean):
             return _BOOLEAN.with_nullable(False)
         if isinstance(node, exp.Null):
@@ -292,7 +352,13 @@ class Typer:
             for operand in (node.this, node.expression):
                 t = self.type_of(operand)
                 if t is not None and t.family not in ("string", "null"):
-                    raise error(ValidationError, self.source, node, f"LIKE needs strings; '{operand.sql(Flink)}' is {t}", "type-mismatch")
+                    raise error(
+                        ValidationError,
+                        self.source,
+                        node,
+                        f"LIKE needs strings; '{operand.sql(Flink)}' is {t}",
+                        "type-mismatch",
+                    )
             return _BOOLEAN
         if isinstance(node, exp.Neg):
             return self._plain(self.type_of(node.this))
@@ -329,8 +395,11 @@ class Typer:
             t = self.type_of(operand)
             if t is not None and t.family not in ("date", "timestamp", "null"):
                 raise error(
-                    ValidationError, self.source, node,
-                    f"TIMESTAMPDIFF needs a DATE or TIMESTAMP; '{operand.sql(Flink)}' is {t}", "type-mismatch",
+                    ValidationError,
+                    self.source,
+                    node,
+                    f"TIMESTAMPDIFF needs a DATE or TIMESTAMP; '{operand.sql(Flink)}' is {t}",
+                    "type-mismatch",
                 )
             nullable = nullable or t is None or t.nullable
         return SqlType("INT", nullable=nullable)
@@ -355,8 +424,11 @@ class Typer:
         for t in (lt, rt):
             if t.family not in ("numeric", "null"):
                 raise error(
-                    ValidationError, self.source, node,
-                    f"type mismatch in '{node.sql(Flink)}': arithmetic needs numbers, got {lt} and {rt}", "type-mismatch",
+                    ValidationError,
+                    self.source,
+                    node,
+                    f"type mismatch in '{node.sql(Flink)}': arithmetic needs numbers, got {lt} and {rt}",
+                    "type-mismatch",
                 )
         common = common_type(lt, rt)
         if common is None or common.root != "DECIMAL" or lt.root != rt.root:
@@ -370,7 +442,9 @@ class Typer:
 
     def _branches(self, node: exp.Expr) -> SqlType | None:
         if isinstance(node, exp.Case):
-            values = [i.args["true"] for i in node.args.get("ifs") or []] + ([node.args["default"]] if node.args.get("default") else [])
+            values = [i.args["true"] for i in node.args.get("ifs") or []] + (
+                [node.args["default"]] if node.args.get("default") else []
+            )
             for i in node.args.get("ifs") or []:
                 self.check_boolean(i.this, "CASE WHEN")
         elif isinstance(node, exp.If):
@@ -409,7 +483,9 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
 
     tree = expression.copy()
     # The operands' Flink types, taken before the operands are rewritten into Spark's spelling.
-    division_types = {id(n): (typer.type_of(n.this), typer.type_of(n.expression)) for n in tree.walk() if isinstance(n, exp.Div)}
+    division_types = {
+        id(n): (typer.type_of(n.this), typer.type_of(n.expression)) for n in tree.walk() if isinstance(n, exp.Div)
+    }
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Div):
@@ -448,8 +524,9 @@ def flink_functions(node: exp.Expr) -> exp.Expr:
         if unit:
             return exp.Anonymous(this=unit, expressions=[node.expressions[0]])
     if isinstance(node, exp.TimestampDiff):
-        return timestampdiff_spark(timestampdiff_unit(node), node.expression.transform(flink_functions),
-                                   node.this.transform(flink_functions))
+        return timestampdiff_spark(
+            timestampdiff_unit(node), node.expression.transform(flink_functions), node.this.transform(flink_functions)
+        )
     return node
 
 
@@ -471,8 +548,10 @@ def _months() -> str:
     00:00:00`` is -1 month in Flink)."""
     d2, d1 = "CAST(:t2 AS DATE)", "CAST(:t1 AS DATE)"
     k = f"((YEAR({d2}) * 12 + MONTH({d2})) - (YEAR({d1}) * 12 + MONTH({d1})))"
-    m = (f"(CASE WHEN {d2} >= {d1} THEN {k} - IF(LEAST(DAY({d1}), DAY(LAST_DAY({d2}))) > DAY({d2}), 1, 0) "
-         f"ELSE {k} + IF(LEAST(DAY({d2}), DAY(LAST_DAY({d1}))) > DAY({d1}), 1, 0) END)")
+    m = (
+        f"(CASE WHEN {d2} >= {d1} THEN {k} - IF(LEAST(DAY({d1}), DAY(LAST_DAY({d2}))) > DAY({d2}), 1, 0) "
+        f"ELSE {k} + IF(LEAST(DAY({d2}), DAY(LAST_DAY({d1}))) > DAY({d1}), 1, 0) END)"
+    )
     day_ms = "PMOD({ms}, 86400000)"
     earlier = f"{day_ms.format(ms=_MS.format(t=':t2'))} < {day_ms.format(ms=_MS.format(t=':t1'))}"
     return f"({m} - IF(ADD_MONTHS({d1}, {m}) = {d2} AND {earlier}, 1, 0))"
@@ -505,13 +584,19 @@ def timestampdiff_spark(unit: str, t1: exp.Expr, t2: exp.Expr) -> exp.Expr:
         text = _INT.format(x=f"CAST({_SECONDS} AS BIGINT) * 1000")
     elif unit in _MONTH_DIVISOR:
         months = _months()
-        text = f"CAST({months} DIV {_MONTH_DIVISOR[unit]} AS INT)" if _MONTH_DIVISOR[unit] > 1 else f"CAST({months} AS INT)"
+        text = (
+            f"CAST({months} DIV {_MONTH_DIVISOR[unit]} AS INT)"
+            if _MONTH_DIVISOR[unit] > 1
+            else f"CAST({months} AS INT)"
+        )
     else:
-        raise UnsupportedPlanError(f"TIMESTAMPDIFF unit {unit} is not supported; units: {', '.join(TIMESTAMPDIFF_UNITS)}")
+        raise UnsupportedPlanError(
+            f"TIMESTAMPDIFF unit {unit} is not supported; units: {', '.join(TIMESTAMPDIFF_UNITS)}"
+        )
     points = {"t1": t1, "t2": t2}
     return _spark_template(text).transform(lambda n: points[n.name].copy() if isinstance(n, exp.Placeholder) else n)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _spark_template(text: str) -> exp.Expr:
     return sqlglot.parse_one(text, read="spark")

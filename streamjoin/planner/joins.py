@@ -20,12 +20,14 @@ from sqlglot import exp
 
 from streamjoin.planner.dialect import interval_ms
 
-__all__ = ["split_equi", "IntervalBounds", "extract_interval", "time_term"]
+__all__ = ["IntervalBounds", "extract_interval", "split_equi", "time_term"]
 
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 
 
-def split_equi(conditions: list[exp.Expr], left: set[str], right: set[str]) -> tuple[list[tuple[str, str]], list[exp.Expr]]:
+def split_equi(
+    conditions: list[exp.Expr], left: set[str], right: set[str]
+) -> tuple[list[tuple[str, str]], list[exp.Expr]]:
     """``(left field, right field)`` pairs of the ``=`` conjuncts between the two sides, and the other conjuncts."""
     pairs, rest = [], []
     for c in conditions:
@@ -116,5 +118,7 @@ def extract_interval(conditions: list[exp.Expr], left_times: set[str], right_tim
                 entry["conditions"].append(condition)
     for (left_field, right_field), entry in found.items():
         if entry["lower"] and entry["upper"]:
-            return IntervalBounds(left_field, right_field, max(entry["lower"]), min(entry["upper"]), tuple(entry["conditions"]))
+            return IntervalBounds(
+                left_field, right_field, max(entry["lower"]), min(entry["upper"]), tuple(entry["conditions"])
+            )
     return None

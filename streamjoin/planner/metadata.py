@@ -34,8 +34,16 @@ if TYPE_CHECKING:
     from streamjoin.planner.plan import Field, Node, RegularJoin
 
 __all__ = [
-    "Keys", "NodeKeys", "JoinInputSideSpec", "NO_KEYS", "scan_keys", "calc_keys", "forwarded_keys",
-    "grouping_keys", "join_input_spec", "regular_join_keys",
+    "NO_KEYS",
+    "JoinInputSideSpec",
+    "Keys",
+    "NodeKeys",
+    "calc_keys",
+    "forwarded_keys",
+    "grouping_keys",
+    "join_input_spec",
+    "regular_join_keys",
+    "scan_keys",
 ]
 
 Keys = tuple[tuple[str, ...], ...]
@@ -127,7 +135,13 @@ def join_input_spec(join_keys: Sequence[str], upsert_keys: Keys) -> JoinInputSid
 def regular_join_keys(join: RegularJoin) -> NodeKeys:
     """A regular join's output keys, in its output field names, from its kind, equi-join pairs and the
     sides' unique keys (set from :func:`join_input_spec` before this is called)."""
-    return NodeKeys(*derive_output_keys(
-        JoinType.parse(join.kind), join.left.field_names, join.right_names, join.equi_pairs,
-        join.left_unique_key, join.right_output_unique_key,
-    ))
+    return NodeKeys(
+        *derive_output_keys(
+            JoinType.parse(join.kind),
+            join.left.field_names,
+            join.right_names,
+            join.equi_pairs,
+            join.left_unique_key,
+            join.right_output_unique_key,
+        )
+    )

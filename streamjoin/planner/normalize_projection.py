@@ -20,7 +20,7 @@ from sqlglot import exp
 from streamjoin.planner.expressions import field_column
 from streamjoin.planner.plan import Calc, ChangelogNormalize, GroupAggregate, Node, RegularJoin, Sink
 
-__all__ = ["read_columns", "project_before_normalize"]
+__all__ = ["project_before_normalize", "read_columns"]
 
 
 def _columns(e: exp.Expr | None) -> set[str]:

@@ -33,7 +33,7 @@ from streamjoin.planner.script import PlannedStatement, Script
 from streamjoin.planner.translate import Translator
 from streamjoin.sink.delta import DeltaSink
 
-__all__ = ["SqlPipeline", "sql_pipelines", "bootstrap_servers"]
+__all__ = ["SqlPipeline", "bootstrap_servers", "sql_pipelines"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ class SqlPipeline(Pipeline):
         """The Delta sink: the table's ``path`` option, else ``<lakehouse>/<name>``; partitioned as the table declares."""
         path = self.sink_table.options.get("path") if self.sink_table else None
         partition_by = self.sink_table.partition_keys if self.sink_table else ()
-        return DeltaSink(self.name, path or lakehouse.table_path(self.name), self.primary_key, partition_by=partition_by)
+        return DeltaSink(
+            self.name, path or lakehouse.table_path(self.name), self.primary_key, partition_by=partition_by
+        )
 
     @property
     def lookup_tables(self) -> list[str]:
@@ -86,8 +88,9 @@ def _delta_path(lakehouse: Lakehouse | None):
     return path
 
 
-def _translate(statement: PlannedStatement, source: SqlSource, lakehouse: Lakehouse | None,
-               tables: Mapping[str, DataFrame]) -> DataFrame:
+def _translate(
+    statement: PlannedStatement, source: SqlSource, lakehouse: Lakehouse | None, tables: Mapping[str, DataFrame]
+) -> DataFrame:
     return Translator(tables, source, delta_path=_delta_path(lakehouse)).translate(statement.sink)
 
 
@@ -125,17 +128,19 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
                     f"pipelines read Kafka tables ({', '.join(KAFKA_CONNECTORS)})"
                 )
             sources[scan.table.name] = scan.table.kafka_source()
-        pipelines.append(SqlPipeline(
-            name=table.name,
-            sources=list(sources.values()),
-            query=partial(_translate, statement, script.source, None),
-            primary_key=tuple(table.primary_key),
-            parallelism=script.parallelism,
-            statement=statement,
-            sink_table=table,
-            source=script.source,
-            catalog=script.catalog,
-        ))
+        pipelines.append(
+            SqlPipeline(
+                name=table.name,
+                sources=list(sources.values()),
+                query=partial(_translate, statement, script.source, None),
+                primary_key=tuple(table.primary_key),
+                parallelism=script.parallelism,
+                statement=statement,
+                sink_table=table,
+                source=script.source,
+                catalog=script.catalog,
+            )
+        )
     return pipelines
 
 
@@ -157,6 +162,10 @@ def bootstrap_servers(pipelines: list[SqlPipeline], override: str | None = None)
     if len(declared) != 1:
         raise UnsupportedPlanError(
             "set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap-servers): the Kafka tables declare "
-            + (f"different 'properties.bootstrap.servers': {sorted(declared)}" if declared else "no 'properties.bootstrap.servers'")
+            + (
+                f"different 'properties.bootstrap.servers': {sorted(declared)}"
+                if declared
+                else "no 'properties.bootstrap.servers'"
+            )
         )
     return declared.pop()

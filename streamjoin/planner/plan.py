@@ -33,9 +33,27 @@ from streamjoin.planner.metadata import Keys
 from streamjoin.planner.types import SqlType
 
 __all__ = [
-    "Field", "Aggregate", "Node", "TableScan", "Calc", "RegularJoin", "IntervalJoin", "TemporalJoin",
-    "LookupJoin", "OverAggregate", "Deduplicate", "GroupAggregate", "DropUpdateBefore",
-    "ChangelogNormalize", "SinkUpsertMaterializer", "Sink", "Union", "JoinKind", "UpdateKind", "uniquify", "walk",
+    "Aggregate",
+    "Calc",
+    "ChangelogNormalize",
+    "Deduplicate",
+    "DropUpdateBefore",
+    "Field",
+    "GroupAggregate",
+    "IntervalJoin",
+    "JoinKind",
+    "LookupJoin",
+    "Node",
+    "OverAggregate",
+    "RegularJoin",
+    "Sink",
+    "SinkUpsertMaterializer",
+    "TableScan",
+    "TemporalJoin",
+    "Union",
+    "UpdateKind",
+    "uniquify",
+    "walk",
     "watermarked_tables",
 ]
 
@@ -43,8 +61,12 @@ JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
 UpdateKind = Literal["NONE", "ONLY_UPDATE_AFTER", "BEFORE_AND_AFTER"]
 
 _JOIN_TYPE_NAMES = {
-    "inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin", "full": "FullOuterJoin",
-    "semi": "LeftSemiJoin", "anti": "LeftAntiJoin",
+    "inner": "InnerJoin",
+    "left": "LeftOuterJoin",
+    "right": "RightOuterJoin",
+    "full": "FullOuterJoin",
+    "semi": "LeftSemiJoin",
+    "anti": "LeftAntiJoin",
 }
 ALL_KINDS = frozenset("IUD")
 
@@ -108,7 +130,7 @@ class Node:
     #: Whether the node is an event-time operator: it follows the watermark of the tables it reads (timers).
     reads_watermark = False
 
-    inputs: list["Node"]
+    inputs: list[Node]
     fields: list[Field]
     modify_kinds: frozenset[str]
     unique_keys: Keys
@@ -216,7 +238,10 @@ class TableScan(Node):
         return {self.table.name}
 
     def attributes(self):
-        return [("table", f"[default_catalog, default_database, {self.table.name}]"), ("fields", _names(self.field_names))]
+        return [
+            ("table", f"[default_catalog, default_database, {self.table.name}]"),
+            ("fields", _names(self.field_names)),
+        ]
 
 
 class Calc(Node):
@@ -306,7 +331,9 @@ class RegularJoin(_Join):
 
     name = "Join"
 
-    def __init__(self, kind, left, right, left_keys, right_keys, residual: exp.Expr | None, state_ttl_ms: int | None = None):
+    def __init__(
+        self, kind, left, right, left_keys, right_keys, residual: exp.Expr | None, state_ttl_ms: int | None = None
+    ):
         super().__init__(kind, left, right, left_keys, right_keys)
         self.residual = residual
         self.state_ttl_ms = state_ttl_ms
@@ -328,9 +355,15 @@ class RegularJoin(_Join):
         where = self._where()
         if self.residual is not None:
             where = f"{where} AND {_expr(self.residual)}" if where else _expr(self.residual)
-        attrs = [("joinType", _JOIN_TYPE_NAMES[self.kind]), ("where", where or "true"), ("select", _names(self.field_names))]
-        for side, layout, key in (("left", self.left_layout, self.left_unique_key),
-                                  ("right", self.right_layout, self.right_unique_key)):
+        attrs = [
+            ("joinType", _JOIN_TYPE_NAMES[self.kind]),
+            ("where", where or "true"),
+            ("select", _names(self.field_names)),
+        ]
+        for side, layout, key in (
+            ("left", self.left_layout, self.left_unique_key),
+            ("right", self.right_layout, self.right_unique_key),
+        ):
             attrs.append((f"{side}InputSpec", f"{layout.value}{'(' + _names(key) + ')' if key else ''}"))
         return attrs + _state_ttl(self.state_ttl_ms)
 
@@ -344,8 +377,20 @@ class IntervalJoin(_Join):
 
     name = "IntervalJoin"
 
-    def __init__(self, kind, left, right, left_keys, right_keys, lower_ms: int, upper_ms: int,
-                 left_time: str, right_time: str, rowtime: bool, post_filter: exp.Expr | None = None):
+    def __init__(
+        self,
+        kind,
+        left,
+        right,
+        left_keys,
+        right_keys,
+        lower_ms: int,
+        upper_ms: int,
+        left_time: str,
+        right_time: str,
+        rowtime: bool,
+        post_filter: exp.Expr | None = None,
+    ):
         super().__init__(kind, left, right, left_keys, right_keys)
         self.lower_ms, self.upper_ms = lower_ms, upper_ms
         self.left_time, self.right_time = left_time, right_time
@@ -356,14 +401,20 @@ class IntervalJoin(_Join):
         self.unique_keys, self.upsert_keys = metadata.NO_KEYS
 
     def attributes(self):
-        bounds = (f"isRowTime={'true' if self.rowtime else 'false'}, leftLowerBound={-self.upper_ms}, "
-                  f"leftUpperBound={-self.lower_ms}, leftTimeIndex={self.left.field_names.index(self.left_time)}, "
-                  f"rightTimeIndex={self.right.field_names.index(self.right_time)}")
+        bounds = (
+            f"isRowTime={'true' if self.rowtime else 'false'}, leftLowerBound={-self.upper_ms}, "
+            f"leftUpperBound={-self.lower_ms}, leftTimeIndex={self.left.field_names.index(self.left_time)}, "
+            f"rightTimeIndex={self.right.field_names.index(self.right_time)}"
+        )
         where = self._where() or "true"
         if self.post_filter is not None:
             where += f" AND {_expr(self.post_filter)}"
-        return [("joinType", _JOIN_TYPE_NAMES[self.kind]), ("windowBounds", bounds), ("where", where),
-                ("select", _names(self.field_names))]
+        return [
+            ("joinType", _JOIN_TYPE_NAMES[self.kind]),
+            ("windowBounds", bounds),
+            ("where", where),
+            ("select", _names(self.field_names)),
+        ]
 
 
 class TemporalJoin(_Join):
@@ -376,8 +427,18 @@ class TemporalJoin(_Join):
     name = "TemporalJoin"
     reads_watermark = True
 
-    def __init__(self, kind, left, right, left_keys, right_keys, left_time: str, right_time: str,
-                 primary_key: tuple[str, ...], append_only_versions: bool):
+    def __init__(
+        self,
+        kind,
+        left,
+        right,
+        left_keys,
+        right_keys,
+        left_time: str,
+        right_time: str,
+        primary_key: tuple[str, ...],
+        append_only_versions: bool,
+    ):
         super().__init__(kind, left, right, left_keys, right_keys)
         self.left_time, self.right_time = left_time, right_time
         self.primary_key = primary_key
@@ -387,8 +448,10 @@ class TemporalJoin(_Join):
 
     def attributes(self):
         pk = _names(self.right_name(k) for k in self.primary_key)
-        cond = (f"{self._where()} AND __TEMPORAL_JOIN_CONDITION({self.left_time}, {self.right_name(self.right_time)}, "
-                f"__TEMPORAL_JOIN_CONDITION_PRIMARY_KEY({pk}))")
+        cond = (
+            f"{self._where()} AND __TEMPORAL_JOIN_CONDITION({self.left_time}, {self.right_name(self.right_time)}, "
+            f"__TEMPORAL_JOIN_CONDITION_PRIMARY_KEY({pk}))"
+        )
         attrs = [("joinType", _JOIN_TYPE_NAMES[self.kind]), ("where", cond), ("select", _names(self.field_names))]
         if self.append_only_versions:
             attrs.append(("versions", "append-only log, latest row per key by time"))
@@ -403,7 +466,7 @@ class LookupJoin(_Join):
     def __init__(self, kind, left, right: TableScan, left_keys, right_keys):
         super().__init__(kind, left, right, left_keys, right_keys)
         # A stream-static join keeps the probe rows' columns and Spark's watermark: time attributes pass through.
-        self.fields[:len(left.fields)] = left.fields
+        self.fields[: len(left.fields)] = left.fields
         self.modify_kinds = left.modify_kinds
         self.unique_keys, self.upsert_keys = metadata.forwarded_keys(left)
 
@@ -412,8 +475,12 @@ class LookupJoin(_Join):
 
     def attributes(self):
         lookup = ", ".join(f"{self.right_name(r)}={l}" for l, r in zip(self.left_keys, self.right_keys))
-        return [("table", f"[default_catalog, default_database, {self.right.table.name}]"),
-                ("joinType", _JOIN_TYPE_NAMES[self.kind]), ("lookup", lookup), ("select", _names(self.field_names))]
+        return [
+            ("table", f"[default_catalog, default_database, {self.right.table.name}]"),
+            ("joinType", _JOIN_TYPE_NAMES[self.kind]),
+            ("lookup", lookup),
+            ("select", _names(self.field_names)),
+        ]
 
 
 class OverAggregate(Node):
@@ -425,8 +492,16 @@ class OverAggregate(Node):
 
     name = "OverAggregate"
 
-    def __init__(self, input: Node, partition_by: list[str], order_by: str, rowtime: bool, frame: str,
-                 preceding: int | None, aggregates: list[Aggregate]):
+    def __init__(
+        self,
+        input: Node,
+        partition_by: list[str],
+        order_by: str,
+        rowtime: bool,
+        frame: str,
+        preceding: int | None,
+        aggregates: list[Aggregate],
+    ):
         self.inputs = [input]
         self.partition_by = partition_by
         self.order_by = order_by
@@ -435,7 +510,9 @@ class OverAggregate(Node):
         self.frame = frame
         self.preceding = preceding
         self.aggregates = aggregates
-        self.fields = [Field(f.name, f.type.plain() if f.type else None) if f.name == order_by else f for f in input.fields]
+        self.fields = [
+            Field(f.name, f.type.plain() if f.type else None) if f.name == order_by else f for f in input.fields
+        ]
         self.fields += [Field(a.output, a.type) for a in aggregates]
         self.modify_kinds = frozenset("I")
         self.unique_keys, self.upsert_keys = metadata.forwarded_keys(input)
@@ -446,8 +523,12 @@ class OverAggregate(Node):
         else:
             start = str(self.preceding)
         window = f"{'ROWS' if self.frame == 'rows' else 'RANG'} BETWEEN {start} PRECEDING AND CURRENT ROW"
-        return [("partitionBy", _names(self.partition_by)), ("orderBy", f"{self.order_by} ASC"),
-                ("window", window), ("select", _names(self.inputs[0].field_names + [str(a) for a in self.aggregates]))]
+        return [
+            ("partitionBy", _names(self.partition_by)),
+            ("orderBy", f"{self.order_by} ASC"),
+            ("window", window),
+            ("select", _names(self.inputs[0].field_names + [str(a) for a in self.aggregates])),
+        ]
 
 
 class Deduplicate(Node):
@@ -461,8 +542,16 @@ class Deduplicate(Node):
 
     supports_only_update_after = True
 
-    def __init__(self, input: Node, keys: list[str], order_by: str, time: str | None, keep: str, rank_field: str,
-                 state_ttl_ms: int | None = None):
+    def __init__(
+        self,
+        input: Node,
+        keys: list[str],
+        order_by: str,
+        time: str | None,
+        keep: str,
+        rank_field: str,
+        state_ttl_ms: int | None = None,
+    ):
         self.inputs = [input]
         self.state_ttl_ms = state_ttl_ms
         self.keys = keys
@@ -483,11 +572,20 @@ class Deduplicate(Node):
     def attributes(self):
         if self.name == "Deduplicate":
             order = "ROWTIME" if self.time == "ROWTIME" else "PROCTIME"
-            attrs = [("keep", "FirstRow" if self.keep == "first" else "LastRow"), ("key", _names(self.keys)), ("order", order)]
+            attrs = [
+                ("keep", "FirstRow" if self.keep == "first" else "LastRow"),
+                ("key", _names(self.keys)),
+                ("order", order),
+            ]
         else:
-            attrs = [("strategy", "AppendFastStrategy"), ("rankType", "ROW_NUMBER"), ("rankRange", "rankStart=1, rankEnd=1"),
-                     ("partitionBy", _names(self.keys)), ("orderBy", f"{self.order_by} {'ASC' if self.keep == 'first' else 'DESC'}"),
-                     ("select", _names(self.inputs[0].field_names))]
+            attrs = [
+                ("strategy", "AppendFastStrategy"),
+                ("rankType", "ROW_NUMBER"),
+                ("rankRange", "rankStart=1, rankEnd=1"),
+                ("partitionBy", _names(self.keys)),
+                ("orderBy", f"{self.order_by} {'ASC' if self.keep == 'first' else 'DESC'}"),
+                ("select", _names(self.inputs[0].field_names)),
+            ]
         return attrs + _state_ttl(self.state_ttl_ms)
 
 
@@ -501,8 +599,15 @@ class GroupAggregate(Node):
     name = "GroupAggregate"
     supports_only_update_after = True
 
-    def __init__(self, input: Node, group_by: list[str], aggregates: list[Aggregate], state_ttl_ms: int | None = None,
-                 *, mini_batch: bool = False):
+    def __init__(
+        self,
+        input: Node,
+        group_by: list[str],
+        aggregates: list[Aggregate],
+        state_ttl_ms: int | None = None,
+        *,
+        mini_batch: bool = False,
+    ):
         self.inputs = [input]
         self.state_ttl_ms = state_ttl_ms
         self.mini_batch = mini_batch

@@ -22,6 +22,6 @@ class Relation:
         """A scope over the columns (for resolving expressions)."""
         return Scope(self.columns, source, outer)
 
-    def qualified(self, qualifier: str | None) -> "Relation":
+    def qualified(self, qualifier: str | None) -> Relation:
         """The same relation with its columns named ``qualifier.column`` (a FROM alias)."""
         return Relation(self.node, [ScopeColumn(qualifier, c.name, c.field, c.type) for c in self.columns])

@@ -50,18 +50,41 @@ from streamjoin.planner.expressions import field_column
 from streamjoin.planner.plan import Field, Sink
 from streamjoin.planner.types import common_type
 
-__all__ = ["PlannedStatement", "Script", "parse_sql", "plan_script", "load_script", "catalog_scripts", "parse_duration_ms"]
+__all__ = [
+    "PlannedStatement",
+    "Script",
+    "catalog_scripts",
+    "load_script",
+    "parse_duration_ms",
+    "parse_sql",
+    "plan_script",
+]
 
 #: Flink's parallelism settings; the first one set wins (``table.exec.resource.default-parallelism`` overrides the
 #: environment's ``parallelism.default`` in Flink; its -1, "not set", falls back to it).
 _PARALLELISM_SETTINGS = ("table.exec.resource.default-parallelism", "parallelism.default")
 _SETTINGS = ("table.exec.state.ttl", "table.exec.mini-batch.enabled", *_PARALLELISM_SETTINGS)
 _DURATION_UNITS = {
-    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+    "ms": 1,
+    "milli": 1,
+    "millis": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "min": 60_000,
+    "m": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
 }
 
 
@@ -141,7 +164,9 @@ def _parse_parallelism(key: str, text: str) -> int:
     ``table.exec.resource.default-parallelism``, whose default it is in Flink."""
     value = int(text.strip()) if re.fullmatch(r"\s*-?\d+\s*", text) else 0
     if value < 1 and not (value == -1 and key == _PARALLELISM_SETTINGS[0]):
-        raise ValidationError(f"setting '{key}' takes a positive integer (the number of parallel instances), not {text!r}")
+        raise ValidationError(
+            f"setting '{key}' takes a positive integer (the number of parallel instances), not {text!r}"
+        )
     return value
 
 
@@ -186,14 +211,28 @@ def _set(statement: exp.Set, source: SqlSource) -> tuple[str, str]:
         raise error(ValidationError, source, statement, "SET takes 'key' = 'value'", "set-syntax")
     key, value = eq.this.name, eq.expression.name
     if key not in _SETTINGS:
-        raise error(UnsupportedPlanError, source, eq.this, f"setting '{key}' is not supported; supported: {', '.join(_SETTINGS)}", "settings")
+        raise error(
+            UnsupportedPlanError,
+            source,
+            eq.this,
+            f"setting '{key}' is not supported; supported: {', '.join(_SETTINGS)}",
+            "settings",
+        )
     return key, value
 
 
-def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog, source: SqlSource) -> tuple[Sink, exp.Expr]:
+def _sink_statement(
+    planner: QueryPlanner, insert: exp.Insert, catalog: Catalog, source: SqlSource
+) -> tuple[Sink, exp.Expr]:
     target = insert.this
     if isinstance(target, exp.Schema):
-        raise error(UnsupportedPlanError, source, target, "INSERT INTO t (columns) is not supported; select every sink column in order", "sink-columns")
+        raise error(
+            UnsupportedPlanError,
+            source,
+            target,
+            "INSERT INTO t (columns) is not supported; select every sink column in order",
+            "sink-columns",
+        )
     name = target.name
     if name not in catalog.tables:
         what = "a view" if name in catalog.views else "not declared"
@@ -206,7 +245,9 @@ def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog,
     sink_columns = table.physical_columns
     if len(relation.columns) != len(sink_columns):
         raise error(
-            ValidationError, source, target,
+            ValidationError,
+            source,
+            target,
             f"INSERT INTO '{name}': the query has {len(relation.columns)} columns ({', '.join(c.name for c in relation.columns)}), "
             f"the sink has {len(sink_columns)} ({', '.join(c.name for c in sink_columns)})",
             "sink-columns",
@@ -217,7 +258,9 @@ def _sink_statement(planner: QueryPlanner, insert: exp.Insert, catalog: Catalog,
         value = field_column(column.field)
         if query_type is not None and common_type(query_type, sink_column.type) is None:
             raise error(
-                ValidationError, source, target,
+                ValidationError,
+                source,
+                target,
                 f"INSERT INTO '{name}': column '{column.name}' of the query is {query_type}, but sink column "
                 f"'{sink_column.name}' is {sink_column.type}",
                 "sink-types",
@@ -259,7 +302,13 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
             sink = Sink(node, None, node.fields)
             at = statement
         else:
-            raise error(UnsupportedPlanError, source, statement, f"statement {statement.sql(Flink)[:40]}… is not supported", "supported-statements")
+            raise error(
+                UnsupportedPlanError,
+                source,
+                statement,
+                f"statement {statement.sql(Flink)[:40]}… is not supported",
+                "supported-statements",
+            )
         check_ranks(sink, source)
         finish_plan(sink, source, at, state_ttl_ms=script.state_ttl_ms)
         return PlannedStatement(statement, sink, explain_plan(sink))
@@ -272,10 +321,22 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
                     catalog.add_table(table_from_ddl(statement, source, catalog.tables))
                 elif kind == "VIEW":
                     if isinstance(statement.this, exp.Schema):
-                        raise error(UnsupportedPlanError, source, statement.this, "a view column list is not supported; alias in the query", "supported-statements")
+                        raise error(
+                            UnsupportedPlanError,
+                            source,
+                            statement.this,
+                            "a view column list is not supported; alias in the query",
+                            "supported-statements",
+                        )
                     catalog.add_view(ViewDef(statement.this.name, statement.expression, source))
                 else:
-                    raise error(UnsupportedPlanError, source, statement, f"CREATE {kind} is not supported", "supported-statements")
+                    raise error(
+                        UnsupportedPlanError,
+                        source,
+                        statement,
+                        f"CREATE {kind} is not supported",
+                        "supported-statements",
+                    )
             elif isinstance(statement, exp.Set):
                 key, value = _set(statement, source)
                 try:
@@ -289,8 +350,11 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
                     raise error(ValidationError, source, statement, str(e), "settings") from None
             elif is_init:
                 raise error(
-                    UnsupportedPlanError, source, statement,
-                    "an initialization script may only hold CREATE and SET statements", "init-script",
+                    UnsupportedPlanError,
+                    source,
+                    statement,
+                    "an initialization script may only hold CREATE and SET statements",
+                    "init-script",
                 )
             elif isinstance(statement, Explain):
                 script.explains.append(plan_statement(statement.this, source).explain)

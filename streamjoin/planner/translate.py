@@ -40,13 +40,26 @@ from pyspark.sql import functions as F
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import UnsupportedPlanError, ValidationError
-from streamjoin.planner.changelog_modes import drops_update_before
-from streamjoin.planner.expressions import Typer, spark_sql
 from streamjoin.planner.catalog import TableDef
+from streamjoin.planner.changelog_modes import drops_update_before
 from streamjoin.planner.diagnostics import SqlSource
+from streamjoin.planner.expressions import Typer, spark_sql
 from streamjoin.planner.plan import (
-    Calc, ChangelogNormalize, Deduplicate, DropUpdateBefore, GroupAggregate, IntervalJoin, LookupJoin, Node,
-    OverAggregate, RegularJoin, Sink, SinkUpsertMaterializer, TableScan, TemporalJoin, Union,
+    Calc,
+    ChangelogNormalize,
+    Deduplicate,
+    DropUpdateBefore,
+    GroupAggregate,
+    IntervalJoin,
+    LookupJoin,
+    Node,
+    OverAggregate,
+    RegularJoin,
+    Sink,
+    SinkUpsertMaterializer,
+    TableScan,
+    TemporalJoin,
+    Union,
 )
 from streamjoin.runtime.changelog_normalize import changelog_normalize
 from streamjoin.runtime.deduplicate import deduplicate
@@ -57,7 +70,7 @@ from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
 
-__all__ = ["Translator", "ROW_WATERMARK_COLUMN"]
+__all__ = ["ROW_WATERMARK_COLUMN", "Translator"]
 
 #: The combined row watermark handed to an event-time operator (LONG epoch ms).
 ROW_WATERMARK_COLUMN = "_row_watermark"
@@ -120,7 +133,9 @@ class Translator:
         any_null = F.lit(False)
         for c in columns:
             any_null = any_null | _col(c).isNull()
-        return df.withColumn(ROW_WATERMARK_COLUMN, F.when(any_null, F.lit(None).cast("long")).otherwise(combined)), ROW_WATERMARK_COLUMN
+        return df.withColumn(
+            ROW_WATERMARK_COLUMN, F.when(any_null, F.lit(None).cast("long")).otherwise(combined)
+        ), ROW_WATERMARK_COLUMN
 
     @staticmethod
     def _drop_update_before(df: DataFrame) -> DataFrame:
@@ -183,19 +198,31 @@ class Translator:
             right, _ = self._with_row_watermark(right, node)
         extra = [row_wm] if row_wm else []
         left = left.select(*[_col(f) for f in node.left.field_names], *_CHANGELOG, *extra)
-        right = right.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)], *_CHANGELOG, *extra)
+        right = right.select(
+            *[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)], *_CHANGELOG, *extra
+        )
         on = node.equi_pairs
         return left, right, on, row_wm
 
     def _RegularJoin(self, node: RegularJoin) -> DataFrame:
         left, right, on, _ = self._join_inputs(node)
-        typer = Typer({f.name: f.type for f in node.left.fields} | {n: f.type for n, f in zip(node.right_names, node.right.fields)}, self.source)
+        typer = Typer(
+            {f.name: f.type for f in node.left.fields}
+            | {n: f.type for n, f in zip(node.right_names, node.right.fields)},
+            self.source,
+        )
         # The planner's unique keys, upsert keys and state layouts: the operator derives none itself.
         return regular_join(
-            left, right, on=on, how=node.kind,
+            left,
+            right,
+            on=on,
+            how=node.kind,
             condition=spark_sql(node.residual, typer) if node.residual is not None else None,
-            left_unique_key=node.left_unique_key, right_unique_key=node.right_output_unique_key,
-            state_ttl_ms=node.state_ttl_ms, upsert_keys=node.upsert_keys, layouts=(node.left_layout, node.right_layout),
+            left_unique_key=node.left_unique_key,
+            right_unique_key=node.right_output_unique_key,
+            state_ttl_ms=node.state_ttl_ms,
+            upsert_keys=node.upsert_keys,
+            layouts=(node.left_layout, node.right_layout),
         )
 
     def _IntervalJoin(self, node: IntervalJoin) -> DataFrame:
@@ -205,27 +232,39 @@ class Translator:
             left, right = left.withColumn("$const_l", F.lit(0)), right.withColumn("$const_r", F.lit(0))
             on = [("$const_l", "$const_r")]
         joined = interval_join(
-            left, right, on=on,
+            left,
+            right,
+            on=on,
             left_time=node.left_time if node.rowtime else None,
             right_time=node.right_name(node.right_time) if node.rowtime else None,
-            lower_bound_ms=node.lower_ms, upper_bound_ms=node.upper_ms, how=node.kind,
+            lower_bound_ms=node.lower_ms,
+            upper_bound_ms=node.upper_ms,
+            how=node.kind,
             row_watermark_column=row_wm,
-            condition=None if node.post_filter is None else spark_sql(
-                node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source)
-            ),
+            condition=None
+            if node.post_filter is None
+            else spark_sql(node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source)),
         )
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 
     def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:
         left, right, on, row_wm = self._join_inputs(node, watermark=True)
         return temporal_join(
-            left, right, on=on, probe_time=node.left_time, version_time=node.right_name(node.right_time),
-            how=node.kind, append_only_versions=node.append_only_versions, row_watermark_column=row_wm,
+            left,
+            right,
+            on=on,
+            probe_time=node.left_time,
+            version_time=node.right_name(node.right_time),
+            how=node.kind,
+            append_only_versions=node.append_only_versions,
+            row_watermark_column=row_wm,
         )
 
     def _LookupJoin(self, node: LookupJoin) -> DataFrame:
         if self.delta_path is None:
-            raise UnsupportedPlanError(f"lookup join against '{node.right.table.name}' needs the Delta table's location")
+            raise UnsupportedPlanError(
+                f"lookup join against '{node.right.table.name}' needs the Delta table's location"
+            )
         probe = self.translate(node.left).select(*[_col(f) for f in node.left.field_names], *_CHANGELOG)
         name, path = node.right.table.name, self.delta_path(node.right.table)
         try:
@@ -254,8 +293,13 @@ class Translator:
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         bound = {"preceding": node.preceding} if node.frame == "rows" else {"preceding_ms": node.preceding}
         return over_aggregate(
-            df, partition_by=node.partition_by, order_by=node.order_by if node.rowtime else None, frame=node.frame,
-            aggregates=[(a.output, a.function, a.arg) for a in node.aggregates], watermark_column=row_wm, **bound,
+            df,
+            partition_by=node.partition_by,
+            order_by=node.order_by if node.rowtime else None,
+            frame=node.frame,
+            aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
+            watermark_column=row_wm,
+            **bound,
         )
 
     def _Deduplicate(self, node: Deduplicate) -> DataFrame:
@@ -266,35 +310,52 @@ class Translator:
             df, row_wm = self._with_row_watermark(df, node)
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         deduplicated = deduplicate(
-            df, key=node.keys, order_by=None if node.time == "PROCTIME" else node.order_by, keep=node.keep,
-            watermark_column=row_wm, state_ttl_ms=node.state_ttl_ms,
+            df,
+            key=node.keys,
+            order_by=None if node.time == "PROCTIME" else node.order_by,
+            keep=node.keep,
+            watermark_column=row_wm,
+            state_ttl_ms=node.state_ttl_ms,
             proctime_columns=[f.name for f in input.fields if f.is_proctime],
         )
-        return deduplicated.select(*[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG)
+        return deduplicated.select(
+            *[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG
+        )
 
     def _GroupAggregate(self, node: GroupAggregate) -> DataFrame:
         input = node.inputs[0]
         df = self._data(self.translate(input), input)
         return group_aggregate(
-            df, group_by=node.group_by, aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
-            insert_only_input=input.is_insert_only, state_ttl_ms=node.state_ttl_ms, mini_batch=node.mini_batch,
+            df,
+            group_by=node.group_by,
+            aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
+            insert_only_input=input.is_insert_only,
+            state_ttl_ms=node.state_ttl_ms,
+            mini_batch=node.mini_batch,
         )
 
     def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:
         input = node.inputs[0]
         df = self._data(self.translate(input), input)
         upsert_key = list(input.upsert_keys[0]) if input.upsert_keys else None
-        return sink_upsert_materialize(df, sink_key=list(node.primary_key), upsert_key=upsert_key, state_ttl_ms=node.state_ttl_ms)
+        return sink_upsert_materialize(
+            df, sink_key=list(node.primary_key), upsert_key=upsert_key, state_ttl_ms=node.state_ttl_ms
+        )
 
     def _ChangelogNormalize(self, node: ChangelogNormalize) -> DataFrame:
         input = node.inputs[0]
-        normalized = changelog_normalize(self._data(self.translate(input), input), key=list(node.key),
-                                         update_before=node.update_kind == "BEFORE_AND_AFTER", state_ttl_ms=node.state_ttl_ms)
+        normalized = changelog_normalize(
+            self._data(self.translate(input), input),
+            key=list(node.key),
+            update_before=node.update_kind == "BEFORE_AND_AFTER",
+            state_ttl_ms=node.state_ttl_ms,
+        )
         # Columns no consumer reads were projected out before it (normalize_projection): they leave it NULL.
         kept = set(input.field_names)
-        return normalized.select(*[
-            _col(f.name) if f.name in kept else F.lit(None).cast(f.type.spark).alias(f.name) for f in node.fields
-        ], *_CHANGELOG)
+        return normalized.select(
+            *[_col(f.name) if f.name in kept else F.lit(None).cast(f.type.spark).alias(f.name) for f in node.fields],
+            *_CHANGELOG,
+        )
 
     def _Sink(self, node: Sink) -> DataFrame:
         input = node.inputs[0]

@@ -29,7 +29,7 @@ from sqlglot import exp
 from streamjoin.errors import ValidationError
 from streamjoin.planner.dialect import Flink
 
-__all__ = ["SqlType", "TimeAttribute", "sql_type", "from_spark", "common_type"]
+__all__ = ["SqlType", "TimeAttribute", "common_type", "from_spark", "sql_type"]
 
 TimeAttribute = Literal["ROWTIME", "PROCTIME"]
 
@@ -117,11 +117,11 @@ class SqlType:
             "NULL": T.NullType(),
         }.get(self.root) or T.DecimalType(self.precision, self.scale)
 
-    def plain(self) -> "SqlType":
+    def plain(self) -> SqlType:
         """The same type without time attribute (what a regular join or an aggregate makes of a rowtime)."""
         return replace(self, time_attribute=None)
 
-    def with_nullable(self, nullable: bool) -> "SqlType":
+    def with_nullable(self, nullable: bool) -> SqlType:
         """The same type, nullable or ``NOT NULL``."""
         return replace(self, nullable=nullable)
 
@@ -168,7 +168,7 @@ def sql_type(data_type: exp.DataType) -> SqlType:
         )
     params = [int(p.this.name) for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
     if root == "DECIMAL":
-        precision, scale = (params + [10, 0][len(params):])[:2]
+        precision, scale = (params + [10, 0][len(params) :])[:2]
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
             raise ValidationError(f"DECIMAL({precision}, {scale}): precision must be 1..38 and scale 0..precision")
         return SqlType("DECIMAL", precision, scale)

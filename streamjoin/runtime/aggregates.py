@@ -404,9 +404,7 @@ class _Positional(AggregateFunction):
     def accumulate(self, acc, value, view) -> None:
         if value is None:
             return
-        if self.retractable:
-            acc.append(value)
-        elif not acc:
+        if self.retractable or not acc:
             acc.append(value)
         elif not self.first:
             acc[0] = value

@@ -37,7 +37,7 @@ from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import changelog_columns, check_state_ttl, output_schema, require_columns, rows_in_order
 
-__all__ = ["normalize_change", "ChangelogNormalize", "changelog_normalize"]
+__all__ = ["ChangelogNormalize", "changelog_normalize", "normalize_change"]
 
 
 def normalize_change(
@@ -111,7 +111,6 @@ class _KeyRow:
 
 class _NormalizeLogic(KeyedLogic):
     """:func:`normalize_change` as the shell's per-key logic; the row in a ``ValueState`` (with TTL)."""
-
 
     def __init__(self, schema: StructType, update_before: bool, state_ttl: bool) -> None:
         self._schema = schema

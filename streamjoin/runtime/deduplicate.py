@@ -60,10 +60,10 @@ __all__ = [
     "DeduplicateFunction",
     "ProcTimeDeduplicateKeepFirstRowFunction",
     "ProcTimeDeduplicateKeepLastRowFunction",
-    "RowTimeDeduplicateKeepLastRowFunction",
     "RowTimeDeduplicateKeepFirstRowFunction",
-    "deduplicate_function",
+    "RowTimeDeduplicateKeepLastRowFunction",
     "deduplicate",
+    "deduplicate_function",
 ]
 
 Change = tuple[RowKind, tuple]
@@ -214,8 +214,16 @@ class _DeduplicateLogic(KeyedLogic):
     state_name = DEDUP_STATE
     counts_late_rows = True
 
-    def __init__(self, keep: str, ordered: bool, event_time: bool, columns: list[str], watermark_column: str | None,
-                 proctime_columns: Sequence[str] = (), state_ttl: bool = False):
+    def __init__(
+        self,
+        keep: str,
+        ordered: bool,
+        event_time: bool,
+        columns: list[str],
+        watermark_column: str | None,
+        proctime_columns: Sequence[str] = (),
+        state_ttl: bool = False,
+    ):
         self.keep = keep
         compared = [i for i, c in enumerate(columns) if c not in proctime_columns]
         self.fn = deduplicate_function(keep, rowtime=ordered, compared=compared, state_ttl=state_ttl)
@@ -350,7 +358,9 @@ def deduplicate(
             raise ValidationError("deduplicate watermark_column applies only to keep='first' on event time")
         require_columns(df, [watermark_column], "deduplicate watermark_column")
         if not isinstance(types[watermark_column], LongType):
-            raise ValidationError(f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}")
+            raise ValidationError(
+                f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}"
+            )
         columns.remove(watermark_column)
 
     require_columns(df, list(proctime_columns), "deduplicate proctime_columns")
@@ -362,7 +372,14 @@ def deduplicate(
         order = F.unix_millis(F.col(order_by).cast("timestamp")) if is_timestamp else F.col(order_by)
         prepared = prepared.withColumn(_ORDER, order)
     schema = output_schema([StructField(c, types[c]) for c in columns])
-    logic = _DeduplicateLogic(keep, order_by is not None, event_time, columns, watermark_column,
-                              proctime_columns=proctime_columns, state_ttl=state_ttl_ms is not None)
+    logic = _DeduplicateLogic(
+        keep,
+        order_by is not None,
+        event_time,
+        columns,
+        watermark_column,
+        proctime_columns=proctime_columns,
+        state_ttl=state_ttl_ms is not None,
+    )
     processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none", state_ttl_ms=state_ttl_ms)
     return processor.apply(prepared, key, schema)

@@ -90,7 +90,9 @@ def residual_in_join(spark: SparkSession, condition: str | None, left: StructTyp
     if condition is None or engine(spark) != "jvm":
         return False
     try:
-        unevaluable = jvm_class(spark, "streamjoin.operators.JoinCondition").unevaluable(condition, left.json(), right.json())
+        unevaluable = jvm_class(spark, "streamjoin.operators.JoinCondition").unevaluable(
+            condition, left.json(), right.json()
+        )
     except Py4JJavaError:
         # Not a valid predicate over those columns: the Spark filter's own analysis reports it, as a
         # pyspark AnalysisException naming the column, where the caller has not checked it already.

@@ -34,7 +34,6 @@ retractions to keep only the extremes (Flink's planner does the same).
 from __future__ import annotations
 
 import datetime
-
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
@@ -49,7 +48,7 @@ from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import changelog_columns, check_state_ttl, output_schema, require_columns, rows_in_order
 
-__all__ = ["GroupState", "GroupAggFunction", "group_aggregate"]
+__all__ = ["GroupAggFunction", "GroupState", "group_aggregate"]
 
 Change = tuple[RowKind, tuple]
 
@@ -177,8 +176,15 @@ class _GroupAggLogic(KeyedLogic):
 
     state_name = GROUP_STATE
 
-    def __init__(self, calls, group_by: list[str], columns: list[str], types: dict[str, DataType], retractable: bool,
-                 mini_batch: bool = False):
+    def __init__(
+        self,
+        calls,
+        group_by: list[str],
+        columns: list[str],
+        types: dict[str, DataType],
+        retractable: bool,
+        mini_batch: bool = False,
+    ):
         self.calls = calls
         self.mini_batch = mini_batch
         self._bundle: list[tuple[RowKind, tuple]] = []  # mini-batch: the visited group's changes so far
@@ -198,7 +204,9 @@ class _GroupAggLogic(KeyedLogic):
             call = self.calls[i]
             key_schema = StructType([StructField("value", self.types[call.column])])
             value_schema = StructType([StructField("count", LongType(), False)])
-            self.views[i] = _MapStateView(handle.getMapState(f"{call.function.lower()}_{i}", key_schema, value_schema, state_ttl_ms))
+            self.views[i] = _MapStateView(
+                handle.getMapState(f"{call.function.lower()}_{i}", key_schema, value_schema, state_ttl_ms)
+            )
 
     def load(self, key: tuple) -> GroupState:
         # The count and accumulators are one value; the views are MapStates of their own.

@@ -48,13 +48,13 @@ from streamjoin.runtime.timers import MAX_TIME, TimerService
 from streamjoin.runtime.two_input import data_schema
 
 __all__ = [
-    "JoinHow",
     "IntervalBounds",
-    "IntervalJoinState",
-    "TimeIntervalJoin",
-    "RowTimeIntervalJoin",
-    "ProcTimeIntervalJoin",
     "IntervalJoinOperator",
+    "IntervalJoinState",
+    "JoinHow",
+    "ProcTimeIntervalJoin",
+    "RowTimeIntervalJoin",
+    "TimeIntervalJoin",
     "interval_join",
 ]
 
@@ -92,7 +92,7 @@ class IntervalBounds:
     @classmethod
     def between(
         cls, lower_ms: int, upper_ms: int, *, lower_inclusive: bool = True, upper_inclusive: bool = True
-    ) -> "IntervalBounds":
+    ) -> IntervalBounds:
         """Bounds ``A.t + lower (<=|<) B.t (<=|<) A.t + upper``; a strict bound shifts by 1 ms."""
         bounds = cls(lower_ms, upper_ms)  # validates the types
         return cls(bounds.lower_ms + (0 if lower_inclusive else 1), bounds.upper_ms - (0 if upper_inclusive else 1))
@@ -141,8 +141,11 @@ class IntervalJoinState:
 
     @property
     def is_empty(self) -> bool:
-        return not self.left_rows and not self.right_rows and self.left_cleanup_timer is None and (
-            self.right_cleanup_timer is None
+        return (
+            not self.left_rows
+            and not self.right_rows
+            and self.left_cleanup_timer is None
+            and (self.right_cleanup_timer is None)
         )
 
 
@@ -215,7 +218,9 @@ class TimeIntervalJoin:
         """A right row arrives (Flink ``processElement2``); mirror of :meth:`process_left`."""
         return self._process(state, row, row_time, operator_time, timers, from_left=False)
 
-    def on_timer(self, state: IntervalJoinState, timestamp: int, operator_time: int, timers: TimerService) -> list[tuple]:
+    def on_timer(
+        self, state: IntervalJoinState, timestamp: int, operator_time: int, timers: TimerService
+    ) -> list[tuple]:
         """A clean-up timer fires (Flink ``onTimer``): expire rows of the cache(s) it belongs to.
 
         A timer whose time is no longer the one recorded in the state is ignored,
@@ -371,14 +376,22 @@ class IntervalJoinOperator:
         return [(RowKind.INSERT, r) for r in process(state, row, rowtime, self.join.operator_time(time), timers)]
 
     def on_timer(self, state, timestamp, time, timers):
-        return [(RowKind.INSERT, r) for r in self.join.on_timer(state, timestamp, self.join.operator_time(time), timers)]
+        return [
+            (RowKind.INSERT, r) for r in self.join.on_timer(state, timestamp, self.join.operator_time(time), timers)
+        ]
 
     def jvm_logic(self) -> JvmLogic:
         """Scala twin."""
         j, b = self.join, self.join.bounds
         return JvmLogic(
             "IntervalJoinLogic",
-            {"how": j.how, "lowerMs": b.lower_ms, "upperMs": b.upper_ms, "candidates": j.candidates, "condition": self.condition},
+            {
+                "how": j.how,
+                "lowerMs": b.lower_ms,
+                "upperMs": b.upper_ms,
+                "candidates": j.candidates,
+                "condition": self.condition,
+            },
         )
 
 

@@ -38,7 +38,7 @@ from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import output_schema, rows_in_order
 
-__all__ = ["LEFT_ID_COLUMN", "RIGHT_ID_COLUMN", "ID_FIELDS", "ResidualPadding", "pad_after_residual"]
+__all__ = ["ID_FIELDS", "LEFT_ID_COLUMN", "RIGHT_ID_COLUMN", "ResidualPadding", "pad_after_residual"]
 
 #: Columns step 1 appends: the ids (per join key, LONG) of a pair's rows; an expiry has one of them.
 LEFT_ID_COLUMN = "_left_id"

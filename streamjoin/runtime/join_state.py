@@ -43,17 +43,17 @@ from streamjoin.errors import ValidationError
 __all__ = [
     "ASSOCIATIONS_FIELD",
     "COUNT_FIELD",
-    "StateLayout",
-    "RecordStore",
     "DictRecordStore",
-    "TwsRecordStore",
-    "JoinRecordStateView",
-    "JoinKeyContainsUniqueKey",
-    "InputSideHasUniqueKey",
     "InputSideHasNoUniqueKey",
+    "InputSideHasUniqueKey",
+    "JoinKeyContainsUniqueKey",
+    "JoinRecordStateView",
+    "RecordStore",
+    "StateLayout",
+    "TwsRecordStore",
     "choose_layout",
-    "view_class",
     "create_state_view",
+    "view_class",
 ]
 
 #: State field holding the association count (INT).

@@ -32,10 +32,10 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, TimerService
-from streamjoin.runtime.tws import output_schema, require_columns, unshared_exchange, without_watermark_columns
 from streamjoin.runtime.two_input import ordered_changes, union_inputs
+from streamjoin.runtime.tws import output_schema, require_columns, unshared_exchange, without_watermark_columns
 
-__all__ = ["KeyedTwoInputLogic", "LocalKeyedDriver", "KeyState", "keyed_two_input", "join_pairs", "STATE_NAME", "SIDES"]
+__all__ = ["SIDES", "STATE_NAME", "KeyState", "KeyedTwoInputLogic", "LocalKeyedDriver", "join_pairs", "keyed_two_input"]
 
 
 class KeyedTwoInputLogic(Protocol):
@@ -177,7 +177,7 @@ class LocalKeyedDriver:
 STATE_NAME = "keyedTwoInputState"
 #: Metadata key Spark puts on the column given to ``withWatermark``.
 _WATERMARK_METADATA = "spark.watermarkDelayMs"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass
@@ -192,7 +192,7 @@ class KeyState:
 def _millis(value: dt.datetime) -> int:
     """A TIMESTAMP value as epoch milliseconds (floored, as Spark's ``unix_millis``)."""
     if value.tzinfo is None:  # the session time zone is UTC
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     return (value - _EPOCH) // dt.timedelta(milliseconds=1)
 
 

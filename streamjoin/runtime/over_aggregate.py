@@ -62,8 +62,16 @@ from streamjoin.runtime.aggregates import AggregateCall, call_specs, parse_calls
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.over_functions import Frame, OverState, OverWindow
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
-from streamjoin.runtime.tws import changelog_columns, check_insert, output_schema, require_columns
-from streamjoin.runtime.tws import require_order_value, rows_in_order, unshared_exchange, without_watermark_columns
+from streamjoin.runtime.tws import (
+    changelog_columns,
+    check_insert,
+    output_schema,
+    require_columns,
+    require_order_value,
+    rows_in_order,
+    unshared_exchange,
+    without_watermark_columns,
+)
 
 __all__ = ["over_aggregate"]
 
@@ -223,13 +231,17 @@ def over_aggregate(
     if order_by is not None:
         require_columns(df, [order_by], "over_aggregate order_by")
         if not isinstance(types[order_by], (TimestampType, TimestampNTZType)):
-            raise ValidationError(f"over_aggregate order_by {order_by!r} must be a TIMESTAMP rowtime; it is {types[order_by]}")
+            raise ValidationError(
+                f"over_aggregate order_by {order_by!r} must be a TIMESTAMP rowtime; it is {types[order_by]}"
+            )
     if watermark_column is not None:
         if order_by is None:
             raise ValidationError("over_aggregate watermark_column needs event time (an order_by rowtime column)")
         require_columns(df, [watermark_column], "over_aggregate watermark_column")
         if not isinstance(types[watermark_column], LongType):
-            raise ValidationError(f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}")
+            raise ValidationError(
+                f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}"
+            )
         columns.remove(watermark_column)
     clash = sorted({c.output for c in window.aggregates} & set(columns))
     if clash:

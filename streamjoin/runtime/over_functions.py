@@ -22,16 +22,16 @@ from streamjoin.runtime.timers import TimerService
 
 __all__ = [
     "Frame",
-    "OverWindow",
-    "OverState",
     "OverFunction",
-    "RowTimeRowsBoundedPrecedingFunction",
-    "RowTimeRangeBoundedPrecedingFunction",
-    "RowTimeRowsUnboundedPrecedingFunction",
-    "RowTimeRangeUnboundedPrecedingFunction",
-    "ProcTimeRowsBoundedPrecedingFunction",
+    "OverState",
+    "OverWindow",
     "ProcTimeRangeBoundedPrecedingFunction",
+    "ProcTimeRowsBoundedPrecedingFunction",
     "ProcTimeUnboundedPrecedingFunction",
+    "RowTimeRangeBoundedPrecedingFunction",
+    "RowTimeRangeUnboundedPrecedingFunction",
+    "RowTimeRowsBoundedPrecedingFunction",
+    "RowTimeRowsUnboundedPrecedingFunction",
 ]
 
 Frame = Literal["rows", "range"]
@@ -63,14 +63,18 @@ class OverWindow:
         if self.preceding is not None and (not isinstance(self.preceding, int) or self.preceding < 0):
             raise ValidationError(f"preceding must be a non-negative int or None (UNBOUNDED); got {self.preceding!r}")
 
-    def function(self, input_types: dict[str, DataType], input_columns: Sequence[str]) -> "OverFunction":
+    def function(self, input_types: dict[str, DataType], input_columns: Sequence[str]) -> OverFunction:
         """The Flink process function for this window (as ``StreamExecOverAggregate`` picks it)."""
         bounded = self.preceding is not None
         aggs = Aggregates(self.aggregates, input_types, input_columns, retractable=bounded)
         rows = self.frame == "rows"
         if self.order_by is not None:
             if not bounded:
-                return RowTimeRowsUnboundedPrecedingFunction(aggs) if rows else RowTimeRangeUnboundedPrecedingFunction(aggs)
+                return (
+                    RowTimeRowsUnboundedPrecedingFunction(aggs)
+                    if rows
+                    else RowTimeRangeUnboundedPrecedingFunction(aggs)
+                )
             if rows:
                 # Flink's precedingOffset for ROWS counts the current row.
                 return RowTimeRowsBoundedPrecedingFunction(aggs, self.preceding + 1)

@@ -33,21 +33,21 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from streamjoin.changelog import RowKind, with_seq_path
-from streamjoin.runtime.engine import JvmLogic, apply_jvm
 from streamjoin.jvm import engine
+from streamjoin.runtime.engine import JvmLogic, apply_jvm
 
 __all__ = [
+    "LATE_STATE",
+    "TIMER_SEQ",
+    "BlobState",
     "Change",
     "Clock",
     "Element",
     "KeyedLogic",
     "KeyedProcessor",
-    "BlobState",
-    "LATE_STATE",
-    "TIMER_SEQ",
     "child_seq",
-    "timer_seq",
     "sync_timer",
+    "timer_seq",
 ]
 
 #: One output change: its RowKind and the output row's values in column order.

@@ -40,7 +40,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.errors import EngineError, ValidationError
@@ -64,7 +64,7 @@ from streamjoin.runtime.two_input import (
 )
 from streamjoin.runtime.tws import check_state_ttl
 
-__all__ = ["regular_join", "derive_output_keys", "PAIR_COLUMN"]
+__all__ = ["PAIR_COLUMN", "derive_output_keys", "regular_join"]
 
 _log = logging.getLogger(__name__)
 
@@ -156,7 +156,11 @@ class _JoinLogic(KeyedLogic):
         if self._condition is not None:
             raise EngineError(RESIDUAL_IN_JOIN_ONLY)
         logic, side, kind, row = state.logic, element.side, element.kind, element.row
-        produced = logic.process_null_key(side, kind, row) if state.null_key else logic.process(side, kind, row, element.matches)
+        produced = (
+            logic.process_null_key(side, kind, row)
+            if state.null_key
+            else logic.process(side, kind, row, element.matches)
+        )
         return [self._spec.output_row(joined) for joined in produced]
 
     def jvm_logic(self) -> JvmLogic:

@@ -27,13 +27,13 @@ from streamjoin.runtime.join_state import (
 from streamjoin.runtime.two_input import LEFT, RIGHT, has_null
 
 __all__ = [
+    "JoinSpec",
     "JoinType",
     "JoinedChange",
+    "LocalRegularJoin",
     "StreamingJoin",
     "StreamingSemiAntiJoin",
     "join_logic",
-    "JoinSpec",
-    "LocalRegularJoin",
 ]
 
 #: One output change: RowKind, left row or None (null-padded), right row or None.
@@ -55,7 +55,7 @@ class JoinType(enum.Enum):
     ANTI = "anti"
 
     @classmethod
-    def parse(cls, how: str) -> "JoinType":
+    def parse(cls, how: str) -> JoinType:
         """Parse a ``how`` string.
 
         Raises:
@@ -185,7 +185,7 @@ class StreamingJoin(_JoinLogic):
         condition: Condition | None = None,
     ) -> None:
         if not join_type.projects_right:
-                raise ValidationError(f"StreamingJoin runs inner/left/right/full joins, not {join_type.value}")
+            raise ValidationError(f"StreamingJoin runs inner/left/right/full joins, not {join_type.value}")
         super().__init__(left_view, right_view, join_type.outer, condition)
 
     def process(

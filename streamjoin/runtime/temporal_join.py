@@ -47,17 +47,17 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.keyed_two_input import join_pairs, keyed_two_input
 from streamjoin.runtime.timers import TimerService
-from streamjoin.runtime.tws import require_columns
 from streamjoin.runtime.two_input import data_schema
+from streamjoin.runtime.tws import require_columns
 
 __all__ = [
     "TemporalHow",
-    "TemporalJoinState",
-    "TemporalRowTimeJoin",
     "TemporalJoinOperator",
+    "TemporalJoinState",
     "TemporalProcessTimeJoin",
-    "temporal_join",
+    "TemporalRowTimeJoin",
     "lookup_join",
+    "temporal_join",
 ]
 
 TemporalHow = Literal["inner", "left"]
@@ -124,7 +124,9 @@ class TemporalRowTimeJoin:
     def new_state(self, key: tuple = ()) -> TemporalJoinState:
         return TemporalJoinState()
 
-    def process_probe(self, state: TemporalJoinState, kind: RowKind, row: tuple, row_time: int, timers: TimerService) -> None:
+    def process_probe(
+        self, state: TemporalJoinState, kind: RowKind, row: tuple, row_time: int, timers: TimerService
+    ) -> None:
         """Buffer a probe row until the watermark reaches ``row_time``.
 
         A row at or behind the watermark is buffered too (Flink 2.3.0 has no late
@@ -251,7 +253,9 @@ class TemporalJoinOperator:
     def jvm_logic(self) -> JvmLogic:
         """Its Scala twin, ``TemporalJoinLogic.scala`` (Flink's state layout: probe rows and versions
         in a MapState each)."""
-        return JvmLogic("TemporalJoinLogic", {"how": self.join.how, "appendOnlyVersions": self.join.append_only_versions})
+        return JvmLogic(
+            "TemporalJoinLogic", {"how": self.join.how, "appendOnlyVersions": self.join.append_only_versions}
+        )
 
 
 def temporal_join(

@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["MIN_TIME", "MAX_TIME", "TimerService"]
+__all__ = ["MAX_TIME", "MIN_TIME", "TimerService"]
 
 #: Time before any watermark (Flink's ``Long.MIN_VALUE``).
 MIN_TIME = -(2**63)

@@ -49,18 +49,18 @@ from streamjoin.errors import ValidationError
 from streamjoin.runtime.processor import Element
 
 __all__ = [
-    "LEFT",
-    "RIGHT",
-    "SIDE_COLUMN",
-    "LEFT_ROW_COLUMN",
-    "RIGHT_ROW_COLUMN",
     "KEY_COLUMN_PREFIX",
+    "LEFT",
+    "LEFT_ROW_COLUMN",
+    "RIGHT",
+    "RIGHT_ROW_COLUMN",
+    "SIDE_COLUMN",
     "TwoInput",
     "data_schema",
-    "union_inputs",
+    "has_null",
     "ordered_changes",
     "row_of",
-    "has_null",
+    "union_inputs",
 ]
 
 #: Side tag of the left input.

@@ -21,9 +21,9 @@ from streamjoin.errors import ValidationError
 __all__ = [
     "changelog_columns",
     "check_insert",
-    "require_order_value",
     "output_schema",
     "require_columns",
+    "require_order_value",
     "rows_in_order",
     "unshared_exchange",
     "without_watermark_columns",
@@ -43,7 +43,9 @@ def require_columns(df: DataFrame, columns: Iterable[str], what: str) -> None:
 def check_state_ttl(state_ttl_ms, what: str) -> None:
     """Raise ValidationError naming ``what`` unless ``state_ttl_ms`` is ``None`` or a positive int (ms)."""
     if state_ttl_ms is not None and (not isinstance(state_ttl_ms, int) or state_ttl_ms <= 0):
-        raise ValidationError(f"{what}: state_ttl_ms must be a positive number of milliseconds or None, got {state_ttl_ms!r}")
+        raise ValidationError(
+            f"{what}: state_ttl_ms must be a positive number of milliseconds or None, got {state_ttl_ms!r}"
+        )
 
 
 def changelog_columns(df: DataFrame, what: str) -> list[str]:

@@ -3,4 +3,4 @@
 from streamjoin.sink.collect import collect_changelog
 from streamjoin.sink.delta import CHANGELOG_METADATA, DeltaSink, DeltaUpsertWriter, create_sink_tables
 
-__all__ = ["DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "collect_changelog"]
+__all__ = ["CHANGELOG_METADATA", "DeltaSink", "DeltaUpsertWriter", "collect_changelog", "create_sink_tables"]

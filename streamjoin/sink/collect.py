@@ -21,7 +21,12 @@ __all__ = ["collect_changelog"]
 
 
 def collect_changelog(
-    stream: DataFrame, checkpoint: Path, *, timeout_s: float = 600, batches: int | None = None, interval: str = "2 seconds"
+    stream: DataFrame,
+    checkpoint: Path,
+    *,
+    timeout_s: float = 600,
+    batches: int | None = None,
+    interval: str = "2 seconds",
 ) -> list[tuple[int, RowKind, tuple]]:
     """Run ``stream`` to the end of its input and return its changelog.
 
@@ -53,7 +58,12 @@ def collect_changelog(
 
     done: set[int] = set()
     trigger = {"availableNow": True} if batches is None else {"processingTime": interval}
-    query = stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
+    query = (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while not query.awaitTermination(1):

@@ -41,8 +41,17 @@ from streamjoin.connectors.formats import sql_string
 from streamjoin.errors import SinkError
 
 __all__ = [
-    "DeltaSink", "DeltaUpsertWriter", "create_sink_tables", "CHANGELOG_METADATA", "last_writer", "checkpoint_reset",
-    "checkpoint_shuffle_partitions", "table_version", "commit_metrics", "DeltaAppendWriter", "merge_warning",
+    "CHANGELOG_METADATA",
+    "DeltaAppendWriter",
+    "DeltaSink",
+    "DeltaUpsertWriter",
+    "checkpoint_reset",
+    "checkpoint_shuffle_partitions",
+    "commit_metrics",
+    "create_sink_tables",
+    "last_writer",
+    "merge_warning",
+    "table_version",
 ]
 
 BATCH_ID_COLUMN = "_batch_id"
@@ -50,13 +59,15 @@ SOURCE_OFFSETS_COLUMN = "_source_offsets"
 PROCESSING_TIME_COLUMN = "_processing_time"
 
 #: Columns the changelog table adds to the sink's columns.
-CHANGELOG_METADATA = StructType([
-    StructField(ROWKIND_COLUMN, StringType(), False),
-    StructField(SEQ_COLUMN, BinaryType(), False),
-    StructField(BATCH_ID_COLUMN, LongType(), False),
-    StructField(SOURCE_OFFSETS_COLUMN, StringType(), True),
-    StructField(PROCESSING_TIME_COLUMN, TimestampType(), False),
-])
+CHANGELOG_METADATA = StructType(
+    [
+        StructField(ROWKIND_COLUMN, StringType(), False),
+        StructField(SEQ_COLUMN, BinaryType(), False),
+        StructField(BATCH_ID_COLUMN, LongType(), False),
+        StructField(SOURCE_OFFSETS_COLUMN, StringType(), True),
+        StructField(PROCESSING_TIME_COLUMN, TimestampType(), False),
+    ]
+)
 
 
 class _Write(InheritableThread):
@@ -122,10 +133,12 @@ def merge_warning(sink: str, primary_key: Sequence[str], partition_by: Sequence[
     missing = ", ".join(c for c in partition_by if c not in primary_key)
     if not missing:
         return None
-    return (f"sink {sink}: PARTITIONED BY ({', '.join(partition_by)}) but its PRIMARY KEY "
-            f"({', '.join(primary_key)}) does not hold {missing}: every micro-batch's MERGE reads every "
-            f"partition of the table; when {missing} is a function of the key, add it to the key "
-            f"(docs/semantics.md §7.3)")
+    return (
+        f"sink {sink}: PARTITIONED BY ({', '.join(partition_by)}) but its PRIMARY KEY "
+        f"({', '.join(primary_key)}) does not hold {missing}: every micro-batch's MERGE reads every "
+        f"partition of the table; when {missing} is a function of the key, add it to the key "
+        f"(docs/semantics.md §7.3)"
+    )
 
 
 def create_sink_tables(spark: SparkSession, sink: DeltaSink, schema: StructType) -> None:
@@ -271,7 +284,9 @@ def last_writer(spark: SparkSession, sink: DeltaSink) -> str | None:
     fs = log.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     if not fs.exists(log):
         return None
-    commits = sorted((s.getPath().getName() for s in fs.listStatus(log) if s.getPath().getName().endswith(".json")), reverse=True)
+    commits = sorted(
+        (s.getPath().getName() for s in fs.listStatus(log) if s.getPath().getName().endswith(".json")), reverse=True
+    )
     for name in commits[:_WRITER_COMMITS]:
         for line in (_read_checkpoint_file(spark, f"{sink.path}/_delta_log", name) or "").splitlines():
             app_id = json.loads(line).get("txn", {}).get("appId", "")
@@ -294,8 +309,10 @@ def checkpoint_reset(spark: SparkSession, sink: DeltaSink, checkpoint: str) -> s
     if writer == f"{_app_id_prefix(sink)}-{query_id}":
         return None
     now = f"a new checkpoint at {checkpoint}" if query_id is None else f"checkpoint {checkpoint} (query {query_id})"
-    return (f"sink {sink.name}: the checkpoint was reset: the table was last written by {writer}, this run starts on "
-            f"{now}; the sources are read again from their starting offsets and the changelog table gets those changes again")
+    return (
+        f"sink {sink.name}: the checkpoint was reset: the table was last written by {writer}, this run starts on "
+        f"{now}; the sources are read again from their starting offsets and the changelog table gets those changes again"
+    )
 
 
 class DeltaUpsertWriter:
@@ -396,8 +413,9 @@ class DeltaUpsertWriter:
         values = batch.select(*(F.col(f"`{c}`").cast("string") for c in self.sink.partition_by)).distinct().collect()
         return [tuple(row) for row in values]
 
-    def _merge(self, spark: SparkSession, batch: DataFrame, columns: list[str],
-               partitions: list[tuple[str | None, ...]] | None) -> None:
+    def _merge(
+        self, spark: SparkSession, batch: DataFrame, columns: list[str], partitions: list[tuple[str | None, ...]] | None
+    ) -> None:
         key = list(self.sink.primary_key)
         last = (
             batch.withColumn("_n", F.row_number().over(Window.partitionBy(*key).orderBy(F.col(SEQ_COLUMN).desc())))
@@ -466,7 +484,8 @@ class DeltaAppendWriter:
             if batch.count() == 0:
                 return
             (
-                batch.write.format("delta").mode("append")
+                batch.write.format("delta")
+                .mode("append")
                 .option("txnAppId", self._app_id)
                 .option("txnVersion", batch_id)
                 .save(self.path)

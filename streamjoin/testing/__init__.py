@@ -8,4 +8,4 @@
 
 from streamjoin.testing.replay import Case, case_script, load_case_file, replay_case, replay_cases
 
-__all__ = ["Case", "load_case_file", "case_script", "replay_case", "replay_cases"]
+__all__ = ["Case", "case_script", "load_case_file", "replay_case", "replay_cases"]

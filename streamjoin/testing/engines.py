@@ -58,7 +58,16 @@ from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.runtime.processor import KeyedProcessor
 
 __all__ = [
-    "Captured", "Visit", "Watermark", "ProcessingTime", "Step", "capture", "visits", "run_engines", "run_two_steps", "EngineRun",
+    "Captured",
+    "EngineRun",
+    "ProcessingTime",
+    "Step",
+    "Visit",
+    "Watermark",
+    "capture",
+    "run_engines",
+    "run_two_steps",
+    "visits",
 ]
 
 #: One output change as compared: ``(RowKind short string, output values in internal form, _seq)``.
@@ -288,7 +297,10 @@ def run_two_steps(
     if ordered:
         head.assert_equal()
     else:  # its rows may number what they carry in state order (the regular join's candidate pairs)
-        assert (head.python_error, len(head.python)) == (head.jvm_error, len(head.jvm)), (head.python_error, head.jvm_error)
+        assert (head.python_error, len(head.python)) == (head.jvm_error, len(head.jvm)), (
+            head.python_error,
+            head.jvm_error,
+        )
     time_mode = shells[1].processor.time_mode
     spark = first.prepared.sparkSession
 
@@ -306,8 +318,10 @@ def run_two_steps(
             per_step[step][tuple(r[c] for c in second.key)].append(Row(**{**r.asDict(), SEQ_COLUMN: number}))
         fed: list[Step] = []
         for i, step in enumerate(steps[: len(outputs)]):
-            if isinstance(step, Watermark) and time_mode == "EventTime" or (
-                isinstance(step, ProcessingTime) and time_mode == "ProcessingTime"
+            if (
+                isinstance(step, Watermark)
+                and time_mode == "EventTime"
+                or (isinstance(step, ProcessingTime) and time_mode == "ProcessingTime")
             ):
                 fed.append(step)
             fed += [Visit(tuple(rows)) for _, rows in sorted(per_step[i].items(), key=lambda item: repr(item[0]))]

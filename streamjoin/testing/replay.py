@@ -41,8 +41,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -55,15 +55,15 @@ from streamjoin.changelog import ChangelogError, materialize
 from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import StreamJoinError, ValidationError
+from streamjoin.jvm import engine
 from streamjoin.planner.catalog import TableDef
 from streamjoin.planner.plan import watermarked_tables
 from streamjoin.planner.script import PlannedStatement, Script, plan_script
 from streamjoin.planner.translate import Translator
 from streamjoin.planner.types import SqlType, from_spark
-from streamjoin.jvm import engine
 from streamjoin.sink.collect import collect_changelog
 
-__all__ = ["Case", "load_case_file", "case_script", "replay_case", "replay_cases"]
+__all__ = ["Case", "case_script", "load_case_file", "replay_case", "replay_cases"]
 
 _ARRIVAL = "_arrival"
 _SENTINEL = "_sentinel"
@@ -136,7 +136,9 @@ def case_script(case: Case) -> str:
             lines.append(f"  PRIMARY KEY ({', '.join(_quote(k) for k in t['primary_key'])}) NOT ENFORCED")
         mode = t.get("changelog_mode") or ("insert_only" if all(r[0] == "+I" for r in t["rows"]) else "all")
         statements.append(
-            f"CREATE TABLE {_quote(t['name'])} (\n" + ",\n".join(lines) + f"\n) WITH ('connector' = 'values', 'changelog-mode' = '{_MODES[mode]}')"
+            f"CREATE TABLE {_quote(t['name'])} (\n"
+            + ",\n".join(lines)
+            + f"\n) WITH ('connector' = 'values', 'changelog-mode' = '{_MODES[mode]}')"
         )
     statements += list(case.setup)
     statements.append(case.query)
@@ -162,7 +164,7 @@ def _to_python(value, t: SqlType):
 
 
 def _epoch_ms(value: dt.datetime) -> int:
-    return int(value.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(value.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 class _Feed:
@@ -176,8 +178,9 @@ class _Feed:
             by default all.
     """
 
-    def __init__(self, case: Case, tables: dict[str, TableDef], micro_batch_rows: int,
-                 watermarked: Iterable[str] | None = None):
+    def __init__(
+        self, case: Case, tables: dict[str, TableDef], micro_batch_rows: int, watermarked: Iterable[str] | None = None
+    ):
         self.case = case
         self.tables = tables
         self.rowtime_tables = [t["name"] for t in case.tables if t.get("rowtime")]
@@ -195,9 +198,7 @@ class _Feed:
             values = [_to_python(v, c.type) for v, c in zip(row[1:], table.physical_columns)]
             if raw.get("seq_column"):
                 values.append(index)
-            watermarks = [
-                (max_seen[w] - self._delay(w)) if w in max_seen else None for w in self.rowtime_tables
-            ]
+            watermarks = [(max_seen[w] - self._delay(w)) if w in max_seen else None for w in self.rowtime_tables]
             self.batches[name][index // micro_batch_rows].append((row[0], (*values, index, *watermarks, False)))
             if table.rowtime:
                 rowtime = values[[c.name for c in table.physical_columns].index(table.rowtime)]
@@ -281,7 +282,8 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
         used = statement.sink.source_tables()
         sources = {
             name: feed.stream(spark, table, work_dir / "input" / name)
-            for name, table in script.catalog.tables.items() if name in used
+            for name, table in script.catalog.tables.items()
+            if name in used
         }
         translator = Translator(sources, script.source, watermark_columns=feed.watermark_columns)
         output = translator.translate(statement.sink)
@@ -290,10 +292,14 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
     fields = statement.sink.fields
     spark_types = {f.name: f.dataType for f in output.schema.fields}
     # Timestamps leave Spark as text in the session time zone (UTC), not as local-time datetimes.
-    output = output.select(*[
-        F.date_format(F.col(f"`{c}`"), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(c) if isinstance(t, TimestampType) else F.col(f"`{c}`")
-        for c, t in spark_types.items()
-    ])
+    output = output.select(
+        *[
+            F.date_format(F.col(f"`{c}`"), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(c)
+            if isinstance(t, TimestampType)
+            else F.col(f"`{c}`")
+            for c, t in spark_types.items()
+        ]
+    )
     changes = collect_changelog(output, work_dir / "checkpoint")
     types = [f.type for f in fields]
     changelog = [(kind, tuple(_format(v, t) for v, t in zip(values, types))) for _, kind, values in changes]
@@ -312,7 +318,11 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
 
 
 def replay_cases(
-    spark: SparkSession, paths: Iterable[str | Path], out_dir: str | Path, *, micro_batch_rows: int = 1,
+    spark: SparkSession,
+    paths: Iterable[str | Path],
+    out_dir: str | Path,
+    *,
+    micro_batch_rows: int = 1,
     parallelism: int | None = None,
 ) -> dict[str, dict]:
     """Replay every case file in ``paths`` and write ``out_dir/NAME.json`` for each; one failing case does not stop the rest.

@@ -35,9 +35,14 @@ class Topic:
 
     def row(self, key: int) -> dict:
         r = self.rng
-        return {"id": key, "name": f"n{key}-{r.randrange(10**6)}", "amount": f"{r.randrange(10**7) / 100:.2f}",
-                "qty": r.randrange(-1000, 1000), "ts": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 1{r.randint(0, 9)}:0{r.randint(0, 9)}:00.{r.randrange(1000):03d}",
-                "flag": r.random() < 0.5}
+        return {
+            "id": key,
+            "name": f"n{key}-{r.randrange(10**6)}",
+            "amount": f"{r.randrange(10**7) / 100:.2f}",
+            "qty": r.randrange(-1000, 1000),
+            "ts": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 1{r.randint(0, 9)}:0{r.randint(0, 9)}:00.{r.randrange(1000):03d}",
+            "flag": r.random() < 0.5,
+        }
 
     def fresh(self) -> int:
         self.next_id += 1
@@ -81,8 +86,16 @@ def _bad_values(t: Topic) -> list[tuple[str, object, str]]:
         ("int-overflow", r | {"qty": 2147483648}, "column qty: value 2147483648 is not INT"),
         ("int-overflow", r | {"qty": -2147483649}, "column qty: value -2147483649 is not INT"),
         ("decimal-precision", r | {"amount": 123456789.5}, "column amount: value 123456789.5 is not DECIMAL(10,2)"),
-        ("timestamp-range", r | {"ts": "10000-01-01 00:00:00"}, 'column ts: value "10000-01-01 00:00:00" is not TIMESTAMP'),
-        ("timestamp-range", r | {"ts": "2024-13-01 00:00:00"}, 'column ts: value "2024-13-01 00:00:00" is not TIMESTAMP'),
+        (
+            "timestamp-range",
+            r | {"ts": "10000-01-01 00:00:00"},
+            'column ts: value "10000-01-01 00:00:00" is not TIMESTAMP',
+        ),
+        (
+            "timestamp-range",
+            r | {"ts": "2024-13-01 00:00:00"},
+            'column ts: value "2024-13-01 00:00:00" is not TIMESTAMP',
+        ),
         ("null-primary-key", r | {"id": None}, "primary key column id is null"),
         ("missing-primary-key", {c: v for c, v in r.items() if c != "id"}, "primary key column id is null"),
     ]
@@ -92,15 +105,17 @@ def _bad_values(t: Topic) -> list[tuple[str, object, str]]:
 def _lenient(t: Topic, key: int) -> tuple[dict, dict]:
     """A record value Flink's converters accept although it is not of the column's JSON kind, and the row it gives."""
     row = t.row(key)
-    record, value = t.rng.choice([
-        ({"qty": "12"}, {"qty": 12}),  # Integer.parseInt of the text
-        ({"qty": 3.7}, {"qty": 3}),  # Jackson's asInt truncates
-        ({"flag": "yes"}, {"flag": False}),  # Boolean.parseBoolean
-        ({"flag": 1}, {"flag": False}),
-        ({"flag": "TRUE"}, {"flag": True}),
-        ({"name": 12}, {"name": "12"}),  # a non-text node's JSON text
-        ({"amount": 1.005}, {"amount": "1.01"}),  # rounded HALF_UP to the scale
-    ])
+    record, value = t.rng.choice(
+        [
+            ({"qty": "12"}, {"qty": 12}),  # Integer.parseInt of the text
+            ({"qty": 3.7}, {"qty": 3}),  # Jackson's asInt truncates
+            ({"flag": "yes"}, {"flag": False}),  # Boolean.parseBoolean
+            ({"flag": 1}, {"flag": False}),
+            ({"flag": "TRUE"}, {"flag": True}),
+            ({"name": 12}, {"name": "12"}),  # a non-text node's JSON text
+            ({"amount": 1.005}, {"amount": "1.01"}),  # rounded HALF_UP to the scale
+        ]
+    )
     return row | record, row | value
 
 
@@ -121,7 +136,12 @@ def _common_bad(t: Topic, wrap) -> None:
         bad = t.rng.choice([text[: len(text) // 2], text.replace('"', "'"), "{" + text, text.replace(":", "=", 1)])
         t.emit("malformed-json", bad, {"dead": "malformed JSON"}, key=_key(t, t.fresh()))
     elif kind == "not-object":
-        t.emit("not-a-json-object", t.rng.choice(["null", "42", '"text"', "[1, 2]", "true"]), {"dead": "not a JSON object"}, key=_key(t, t.fresh()))
+        t.emit(
+            "not-a-json-object",
+            t.rng.choice(["null", "42", '"text"', "[1, 2]", "true"]),
+            {"dead": "not a JSON object"},
+            key=_key(t, t.fresh()),
+        )
     else:
         t.emit("invalid-utf8", _invalid_utf8(wrap(t.row(t.fresh()))), {"dead": "invalid UTF-8"}, key=_key(t, t.fresh()))
 
@@ -170,7 +190,13 @@ def _json_bad(t: Topic) -> None:
 
 
 def _dbz(before, after, op) -> dict:
-    return {"before": before, "after": after, "op": op, "source": {"db": "shop", "table": "orders"}, "ts_ms": 1700000000000}
+    return {
+        "before": before,
+        "after": after,
+        "op": op,
+        "source": {"db": "shop", "table": "orders"},
+        "ts_ms": 1700000000000,
+    }
 
 
 def _debezium_good(t: Topic) -> None:
@@ -194,7 +220,12 @@ def _debezium_good(t: Topic) -> None:
     elif r < 0.985:
         before = t.row(t.fresh())
         after = t.row(before["id"])
-        t.emit("update-unseen-key", _dbz(before, after, "u"), t.apply([("-U", before), ("+U", after)]), key=str(after["id"]))
+        t.emit(
+            "update-unseen-key",
+            _dbz(before, after, "u"),
+            t.apply([("-U", before), ("+U", after)]),
+            key=str(after["id"]),
+        )
     else:
         row = t.row(t.fresh()) | {"name": PAD}
         t.emit("large-record", _dbz(None, row, "c"), t.apply([("+I", row)]), key=str(row["id"]), pad=LARGE)
@@ -229,7 +260,9 @@ def _upsert_good(t: Topic) -> None:
         t.emit("lenient-value", row, t.apply([("+I", value)]), key=_key(t, row["id"]))
     elif r < 0.985:
         key = t.fresh()
-        t.emit("tombstone-unseen-key", None, t.apply([("-D", {c: None for c in COLUMNS} | {"id": key})]), key=_key(t, key))
+        t.emit(
+            "tombstone-unseen-key", None, t.apply([("-D", {c: None for c in COLUMNS} | {"id": key})]), key=_key(t, key)
+        )
     else:
         row = t.row(t.fresh()) | {"name": PAD}
         t.emit("large-record", row, t.apply([("+I", row)]), key=_key(t, row["id"]), pad=LARGE)
@@ -256,8 +289,11 @@ def _upsert_bad(t: Topic) -> None:
         t.lines[-1]["key"] = key  # the key holds the id; the value's null id wins (value.fields-include ALL)
 
 
-GENERATORS = {"bad_json": (_json_good, _json_bad), "bad_debezium": (_debezium_good, _debezium_bad),
-              "bad_upsert": (_upsert_good, _upsert_bad)}
+GENERATORS = {
+    "bad_json": (_json_good, _json_bad),
+    "bad_debezium": (_debezium_good, _debezium_bad),
+    "bad_upsert": (_upsert_good, _upsert_bad),
+}
 
 
 def generate(seed: int = SEED) -> list[dict]:

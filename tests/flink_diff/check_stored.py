@@ -53,8 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, (_, expected_path) in selected.items():
         within_runs = name.startswith("join_") or family_of(name) in ORDER_WITHIN_RUNS_FAMILIES
         upsert_key = json.loads(selected[name][0].read_text()).get("upsert_key")  # a chain case's: per key at 7
-        kind, detail = outcome(json.loads(expected_path.read_text()), ours[1][name], ours[7][name], within_runs=within_runs,
-                               upsert_key=upsert_key, per_key_at_one=family_of(name) in PER_KEY_FAMILIES)
+        kind, detail = outcome(
+            json.loads(expected_path.read_text()),
+            ours[1][name],
+            ours[7][name],
+            within_runs=within_runs,
+            upsert_key=upsert_key,
+            per_key_at_one=family_of(name) in PER_KEY_FAMILIES,
+        )
         failed += kind not in ("equal", "flink-refused")
         print(f"{name:40} {kind:14} {detail or ''}")
     print(f"{len(selected) - failed}/{len(selected)} equal to Flink on the {args.engine} engine")

@@ -60,8 +60,10 @@ def difference(expected: dict, actual: dict, *, changelog: bool = True, within_r
         want, got = in_runs(want), in_runs(got)
     if changelog and want != got:
         first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
-        return (f"changelog: first difference at change {first}: "
-                f"{want[first:first + 3]} != {got[first:first + 3]} ({len(want)} vs {len(got)} changes)")
+        return (
+            f"changelog: first difference at change {first}: "
+            f"{want[first : first + 3]} != {got[first : first + 3]} ({len(want)} vs {len(got)} changes)"
+        )
     return None
 
 
@@ -100,6 +102,8 @@ def per_key_difference(expected: dict, actual: dict, key: list[str], *, within_r
             w, g = in_runs(w), in_runs(g)
         if w != g:
             first = next((i for i, (a, b) in enumerate(zip(w, g)) if a != b), min(len(w), len(g)))
-            return (f"changelog: key {key}={value}: first difference at change {first} of the key's: "
-                    f"{w[first:first + 3]} != {g[first:first + 3]} ({len(w)} vs {len(g)} changes)")
+            return (
+                f"changelog: key {key}={value}: first difference at change {first} of the key's: "
+                f"{w[first : first + 3]} != {g[first : first + 3]} ({len(w)} vs {len(g)} changes)"
+            )
     return None

@@ -21,6 +21,8 @@ def replay_on_engine(spark, engine: str, rows: int, paths: list[Path], work_dir:
         results = replay_cases(spark, paths, work_dir, micro_batch_rows=rows)
     finally:
         spark.conf.set(ENGINE_CONF, before)
-    print(f"\nreplayed {len(paths)} {what} on the {engine} engine at {rows} row(s) per micro-batch in "
-          f"{time.monotonic() - start:.0f} s")
+    print(
+        f"\nreplayed {len(paths)} {what} on the {engine} engine at {rows} row(s) per micro-batch in "
+        f"{time.monotonic() - start:.0f} s"
+    )
     return results

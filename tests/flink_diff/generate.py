@@ -27,22 +27,48 @@ import random
 from pathlib import Path
 
 FAMILIES = [
-    "join_inner", "join_left", "join_right", "join_full",
-    "semi_in", "semi_exists", "anti_not_exists", "anti_not_in",
-    "interval_inner", "interval_left", "interval_right", "interval_full",
-    "temporal_inner", "temporal_left",
-    "over_rows", "over_range",
-    "dedup_first", "dedup_last",
+    "join_inner",
+    "join_left",
+    "join_right",
+    "join_full",
+    "semi_in",
+    "semi_exists",
+    "anti_not_exists",
+    "anti_not_in",
+    "interval_inner",
+    "interval_left",
+    "interval_right",
+    "interval_full",
+    "temporal_inner",
+    "temporal_left",
+    "over_rows",
+    "over_range",
+    "dedup_first",
+    "dedup_last",
     "group_agg",
 ]
 #: Families whose changelogs are compared up to the order within runs of one RowKind (``compare.in_runs``):
 #: a regular join emits one input row's matches in its state's order (Flink: a Java HashMap's), and an
 #: event-time operator emits the rows of different keys that one watermark fires in its timers' order
 #: (Flink's timer heap gives them in an order that is not even stable from run to run).
-ORDER_WITHIN_RUNS_FAMILIES = {"join_inner", "join_left", "join_right", "join_full",
-                              "semi_in", "semi_exists", "anti_not_exists", "anti_not_in",
-                              "interval_inner", "interval_left", "interval_right", "interval_full",
-                              "temporal_inner", "temporal_left", "over_rows", "over_range"}
+ORDER_WITHIN_RUNS_FAMILIES = {
+    "join_inner",
+    "join_left",
+    "join_right",
+    "join_full",
+    "semi_in",
+    "semi_exists",
+    "anti_not_exists",
+    "anti_not_in",
+    "interval_inner",
+    "interval_left",
+    "interval_right",
+    "interval_full",
+    "temporal_inner",
+    "temporal_left",
+    "over_rows",
+    "over_range",
+}
 
 _BASE = dt.datetime(2024, 1, 1, 10, 0, 0)
 
@@ -119,6 +145,7 @@ def _event_times(rng: random.Random, n: int, step_ms: int, disorder_ms: int, lat
 
 # -- regular joins, semi and anti joins ------------------------------------------------------------------------
 
+
 def _ab_tables(rng: random.Random, with_pk: bool) -> list[dict]:
     tables = []
     for prefix in "ab":
@@ -146,7 +173,9 @@ def _ab_tables(rng: random.Random, with_pk: bool) -> list[dict]:
 def _regular_join(rng: random.Random, family: str) -> dict:
     tables = _ab_tables(rng, with_pk=rng.random() < 0.4)
     residual = rng.choice(["", "", " AND a2 > b2", " AND a3 <> b3"])
-    kind = {"join_inner": "JOIN", "join_left": "LEFT JOIN", "join_right": "RIGHT JOIN", "join_full": "FULL JOIN"}[family]
+    kind = {"join_inner": "JOIN", "join_left": "LEFT JOIN", "join_right": "RIGHT JOIN", "join_full": "FULL JOIN"}[
+        family
+    ]
     query = f"SELECT a1, a2, a3, b1, b2, b3 FROM A {kind} B ON a1 = b1{residual}"
     return {"tables": tables, "query": query}
 
@@ -166,6 +195,7 @@ def _semi_anti(rng: random.Random, family: str) -> dict:
 
 # -- event time: interval and temporal joins -------------------------------------------------------------------
 
+
 def _delay(rng: random.Random) -> int:
     return rng.choice([0, 0, 1, 30_000, 120_000])
 
@@ -175,23 +205,33 @@ def _interval_join(rng: random.Random, family: str) -> dict:
     for name, column in (("Orders", "ts"), ("Shipments", "ship_ts")):
         n = 0 if rng.random() < 0.08 else rng.randint(1, 8)
         times = _event_times(rng, n, 60_000, rng.choice([0, 0, 90_000]), 0.15)
-        tables.append({
-            "name": name,
-            "columns": [["order_id", "INT"], [column, "TIMESTAMP(3)"]],
-            "rowtime": {"column": column, "watermark_delay_ms": _delay(rng)},
-            "rows": [["+I", _maybe_null(rng, rng.randint(1, 3)), _ts(t)] for t in times],
-        })
+        tables.append(
+            {
+                "name": name,
+                "columns": [["order_id", "INT"], [column, "TIMESTAMP(3)"]],
+                "rowtime": {"column": column, "watermark_delay_ms": _delay(rng)},
+                "rows": [["+I", _maybe_null(rng, rng.randint(1, 3)), _ts(t)] for t in times],
+            }
+        )
     lower, upper = rng.choice([0, 1, 2, 5]), rng.choice([0, 1, 2, 5])
-    condition = rng.choice([
-        f"b.ship_ts BETWEEN a.ts - INTERVAL '{lower}' MINUTE AND a.ts + INTERVAL '{upper}' MINUTE",
-        f"b.ship_ts >= a.ts - INTERVAL '{lower}' MINUTE AND b.ship_ts < a.ts + INTERVAL '{upper + 1}' MINUTE",
-        f"a.ts > b.ship_ts - INTERVAL '{upper + 1}' MINUTE AND a.ts <= b.ship_ts + INTERVAL '{lower}' MINUTE",
-    ])
+    condition = rng.choice(
+        [
+            f"b.ship_ts BETWEEN a.ts - INTERVAL '{lower}' MINUTE AND a.ts + INTERVAL '{upper}' MINUTE",
+            f"b.ship_ts >= a.ts - INTERVAL '{lower}' MINUTE AND b.ship_ts < a.ts + INTERVAL '{upper + 1}' MINUTE",
+            f"a.ts > b.ship_ts - INTERVAL '{upper + 1}' MINUTE AND a.ts <= b.ship_ts + INTERVAL '{lower}' MINUTE",
+        ]
+    )
     residual = " AND b.order_id <> 2" if rng.random() < 0.15 else ""  # neither equality nor time bound
-    kind = {"interval_inner": "JOIN", "interval_left": "LEFT JOIN", "interval_right": "RIGHT JOIN",
-            "interval_full": "FULL JOIN"}[family]
-    query = (f"SELECT a.order_id, a.ts, b.order_id AS ship_order_id, b.ship_ts FROM Orders a {kind} Shipments b "
-             f"ON a.order_id = b.order_id AND {condition}{residual}")
+    kind = {
+        "interval_inner": "JOIN",
+        "interval_left": "LEFT JOIN",
+        "interval_right": "RIGHT JOIN",
+        "interval_full": "FULL JOIN",
+    }[family]
+    query = (
+        f"SELECT a.order_id, a.ts, b.order_id AS ship_order_id, b.ship_ts FROM Orders a {kind} Shipments b "
+        f"ON a.order_id = b.order_id AND {condition}{residual}"
+    )
     return {"tables": tables, "query": query}
 
 
@@ -203,8 +243,10 @@ def _temporal_join(rng: random.Random, family: str) -> dict:
         "name": "Orders",
         "columns": [["order_id", "INT"], ["currency", "STRING"], ["amount", "INT"], ["order_time", "TIMESTAMP(3)"]],
         "rowtime": {"column": "order_time", "watermark_delay_ms": _delay(rng)},
-        "rows": [["+I", i + 1, _maybe_null(rng, rng.choice(currencies)), rng.randint(1, 100), _ts(t)]
-                 for i, t in enumerate(order_times)],
+        "rows": [
+            ["+I", i + 1, _maybe_null(rng, rng.choice(currencies)), rng.randint(1, 100), _ts(t)]
+            for i, t in enumerate(order_times)
+        ],
     }
     rate_rows, live, t = [], {}, -60_000
     for _ in range(rng.randint(0, 7)):
@@ -227,12 +269,15 @@ def _temporal_join(rng: random.Random, family: str) -> dict:
         "rows": rate_rows,
     }
     kind = "JOIN" if family == "temporal_inner" else "LEFT JOIN"
-    query = ("SELECT o.order_id, o.order_time, o.currency, o.amount, r.rate, r.update_time FROM Orders AS o "
-             f"{kind} RatesHistory FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency")
+    query = (
+        "SELECT o.order_id, o.order_time, o.currency, o.amount, r.rate, r.update_time FROM Orders AS o "
+        f"{kind} RatesHistory FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency"
+    )
     return {"tables": [orders, rates], "query": query}
 
 
 # -- OVER, deduplication, group aggregate ----------------------------------------------------------------------
+
 
 def _items(rng: random.Random, n: int, disorder_ms: int, late_p: float, delay: int) -> dict:
     times = _event_times(rng, n, 60_000, disorder_ms, late_p)
@@ -240,8 +285,16 @@ def _items(rng: random.Random, n: int, disorder_ms: int, late_p: float, delay: i
         "name": "items",
         "columns": [["item_id", "STRING"], ["item_type", "STRING"], ["ts", "TIMESTAMP(3)"], ["price", "INT"]],
         "rowtime": {"column": "ts", "watermark_delay_ms": delay},
-        "rows": [["+I", f"I{i:02d}", _maybe_null(rng, rng.choice(["x", "y"]), 0.05), _ts(t),
-                  _maybe_null(rng, rng.randint(1, 60))] for i, t in enumerate(times)],
+        "rows": [
+            [
+                "+I",
+                f"I{i:02d}",
+                _maybe_null(rng, rng.choice(["x", "y"]), 0.05),
+                _ts(t),
+                _maybe_null(rng, rng.randint(1, 60)),
+            ]
+            for i, t in enumerate(times)
+        ],
     }
 
 
@@ -250,16 +303,35 @@ def _over(rng: random.Random, family: str) -> dict:
     table = _items(rng, n, rng.choice([0, 90_000]), 0.15, _delay(rng))
     partition = rng.choice(["PARTITION BY item_type ", ""])
     if family == "over_rows":
-        frame = rng.choice(["ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
-                            f"ROWS BETWEEN {rng.randint(0, 3)} PRECEDING AND CURRENT ROW"])
+        frame = rng.choice(
+            [
+                "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+                f"ROWS BETWEEN {rng.randint(0, 3)} PRECEDING AND CURRENT ROW",
+            ]
+        )
     else:
-        frame = rng.choice(["RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
-                            f"RANGE BETWEEN INTERVAL '{rng.choice([1, 2, 5])}' MINUTE PRECEDING AND CURRENT ROW"])
-    aggregates = rng.sample(["MAX(price)", "MIN(price)", "SUM(price)", "COUNT(*)", "COUNT(price)", "AVG(price)",
-                             "FIRST_VALUE(price)", "LAST_VALUE(price)", "COUNT(DISTINCT price)"], rng.randint(1, 3))
+        frame = rng.choice(
+            [
+                "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+                f"RANGE BETWEEN INTERVAL '{rng.choice([1, 2, 5])}' MINUTE PRECEDING AND CURRENT ROW",
+            ]
+        )
+    aggregates = rng.sample(
+        [
+            "MAX(price)",
+            "MIN(price)",
+            "SUM(price)",
+            "COUNT(*)",
+            "COUNT(price)",
+            "AVG(price)",
+            "FIRST_VALUE(price)",
+            "LAST_VALUE(price)",
+            "COUNT(DISTINCT price)",
+        ],
+        rng.randint(1, 3),
+    )
     columns = ", ".join(f"{a} OVER w AS agg{i}" for i, a in enumerate(aggregates))
-    query = (f"SELECT item_id, item_type, ts, price, {columns} FROM items "
-             f"WINDOW w AS ({partition}ORDER BY ts {frame})")
+    query = f"SELECT item_id, item_type, ts, price, {columns} FROM items WINDOW w AS ({partition}ORDER BY ts {frame})"
     return {"tables": [table], "query": query}
 
 
@@ -270,8 +342,10 @@ def _dedup(rng: random.Random, family: str) -> dict:
     if order == "pt":
         table["proctime"] = "pt"
     direction = "ASC" if family == "dedup_first" else "DESC"
-    query = (f"SELECT item_id, item_type, ts, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY item_type "
-             f"ORDER BY {order} {direction}) AS rn FROM items) WHERE rn = 1")
+    query = (
+        f"SELECT item_id, item_type, ts, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY item_type "
+        f"ORDER BY {order} {direction}) AS rn FROM items) WHERE rn = 1"
+    )
     return {"tables": [table], "query": query}
 
 
@@ -279,16 +353,23 @@ def _group_agg(rng: random.Random, family: str, max_ops: int = 12) -> dict:
     with_pk = rng.random() < 0.4
 
     def make_row(key):
-        return [key if key is not None else rng.randint(1, 6), _maybe_null(rng, rng.choice(["x", "y", "z"])),
-                _maybe_null(rng, rng.randint(0, 30))]
+        return [
+            key if key is not None else rng.randint(1, 6),
+            _maybe_null(rng, rng.choice(["x", "y", "z"])),
+            _maybe_null(rng, rng.randint(0, 30)),
+        ]
 
     n_ops = 0 if rng.random() < 0.05 else rng.randint(1, max_ops)
-    table = {"name": "src", "columns": [["id", "INT"], ["k", "STRING"], ["v", "INT"]],
-             "rows": _changelog(rng, make_row, n_ops, 0 if with_pk else None)}
+    table = {
+        "name": "src",
+        "columns": [["id", "INT"], ["k", "STRING"], ["v", "INT"]],
+        "rows": _changelog(rng, make_row, n_ops, 0 if with_pk else None),
+    }
     if with_pk:
         table["primary_key"] = ["id"]
-    aggregates = rng.sample(["COUNT(*)", "SUM(v)", "MIN(v)", "MAX(v)", "AVG(v)", "COUNT(v)", "COUNT(DISTINCT v)"],
-                            rng.randint(1, 3))
+    aggregates = rng.sample(
+        ["COUNT(*)", "SUM(v)", "MIN(v)", "MAX(v)", "AVG(v)", "COUNT(v)", "COUNT(DISTINCT v)"], rng.randint(1, 3)
+    )
     having = rng.choice(["", "", " HAVING COUNT(*) > 1"])
     columns = ", ".join(f"{a} AS agg{i}" for i, a in enumerate(aggregates))
     return {"tables": [table], "query": f"SELECT k, {columns} FROM src GROUP BY k{having}"}
@@ -299,8 +380,10 @@ _BUILDERS = {
     **{f: _semi_anti for f in ("semi_in", "semi_exists", "anti_not_exists", "anti_not_in")},
     **{f: _interval_join for f in ("interval_inner", "interval_left", "interval_right", "interval_full")},
     **{f: _temporal_join for f in ("temporal_inner", "temporal_left")},
-    "over_rows": _over, "over_range": _over,
-    "dedup_first": _dedup, "dedup_last": _dedup,
+    "over_rows": _over,
+    "over_range": _over,
+    "dedup_first": _dedup,
+    "dedup_last": _dedup,
     "group_agg": _group_agg,
 }
 
@@ -359,17 +442,17 @@ def generate_mini_batch_case(seed: int, index: int) -> dict:
 # key by key (``compare.per_key_difference``).
 
 CHAIN_FAMILIES = [
-    "chain_join_agg",            # regular join (variant: inner, left, right, full) -> GROUP BY
-    "chain_left_agg_by_right",   # A LEFT JOIN B -> GROUP BY B.t (the padded side's column)
-    "chain_join_agg_large",      # unkeyed A JOIN keyed B, ~100 changes each -> GROUP BY A.s, B.t
-    "chain_orders_region",       # two upsert sources, an order's +U moves it to another customer -> GROUP BY region
-    "chain_agg_join",            # GROUP BY -> joined to a table keyed by the group key or by its own id
-    "chain_join_join_agg",       # A JOIN B [LEFT] JOIN C -> GROUP BY
-    "chain_dedup_join_agg",      # deduplication (variant: keep first/last on rowtime/proctime) -> JOIN -> GROUP BY
-    "chain_union_agg",           # UNION ALL of two changelogs -> GROUP BY
-    "chain_left_null_agg",       # A LEFT JOIN B WHERE <B's column> IS NULL -> global aggregate
-    "chain_temporal_agg",        # event-time temporal join (variant: inner, left) -> GROUP BY
-    "chain_interval_agg",        # interval join (variant: inner, left, right, full) -> GROUP BY
+    "chain_join_agg",  # regular join (variant: inner, left, right, full) -> GROUP BY
+    "chain_left_agg_by_right",  # A LEFT JOIN B -> GROUP BY B.t (the padded side's column)
+    "chain_join_agg_large",  # unkeyed A JOIN keyed B, ~100 changes each -> GROUP BY A.s, B.t
+    "chain_orders_region",  # two upsert sources, an order's +U moves it to another customer -> GROUP BY region
+    "chain_agg_join",  # GROUP BY -> joined to a table keyed by the group key or by its own id
+    "chain_join_join_agg",  # A JOIN B [LEFT] JOIN C -> GROUP BY
+    "chain_dedup_join_agg",  # deduplication (variant: keep first/last on rowtime/proctime) -> JOIN -> GROUP BY
+    "chain_union_agg",  # UNION ALL of two changelogs -> GROUP BY
+    "chain_left_null_agg",  # A LEFT JOIN B WHERE <B's column> IS NULL -> global aggregate
+    "chain_temporal_agg",  # event-time temporal join (variant: inner, left) -> GROUP BY
+    "chain_interval_agg",  # interval join (variant: inner, left, right, full) -> GROUP BY
 ]
 #: Stored chain cases of seed 13 (tests/data/flink-diff/README.md): four variants of each family.
 CHAIN_CASES = len(CHAIN_FAMILIES) * 4
@@ -387,8 +470,15 @@ PER_KEY_FAMILIES = {"chain_temporal_agg", "chain_agg_join"}
 _JOIN_KINDS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]
 
 
-def _chain_table(rng: random.Random, name: str, columns: list[list[str]], make_row, n_ops: int,
-                 key: str | None = None, upsert: bool = False) -> dict:
+def _chain_table(
+    rng: random.Random,
+    name: str,
+    columns: list[list[str]],
+    make_row,
+    n_ops: int,
+    key: str | None = None,
+    upsert: bool = False,
+) -> dict:
     """A changelog table; with ``key`` its primary key (column name), ``upsert``: an upsert changelog (no ``-U``)."""
     names = [c for c, _ in columns]
     rows = _changelog(rng, make_row, n_ops, names.index(key) if key else None)
@@ -407,8 +497,14 @@ def _keyed(rng: random.Random, choices: list) -> tuple[str | None, bool]:
     return key, key is not None and rng.random() < 0.35
 
 
-def _ab_chain_tables(rng: random.Random, n_ops: tuple[int, int], n_keys: int = 3, a_keys=(None, None, "id", "k"),
-                     b_keys=(None, "k", "k", "id"), b_upsert: bool | None = None) -> list[dict]:
+def _ab_chain_tables(
+    rng: random.Random,
+    n_ops: tuple[int, int],
+    n_keys: int = 3,
+    a_keys=(None, None, "id", "k"),
+    b_keys=(None, "k", "k", "id"),
+    b_upsert: bool | None = None,
+) -> list[dict]:
     """``A(id, k, s, v)`` and ``B(id, k, t, w)``, joined on ``k`` (NULL in an unkeyed table now and then); each
     without a primary key or keyed by one of ``a_keys``/``b_keys`` (an upsert changelog at random, or as
     ``b_upsert`` says for B)."""
@@ -420,8 +516,12 @@ def _ab_chain_tables(rng: random.Random, n_ops: tuple[int, int], n_keys: int = 3
         prefix = name.lower()
 
         def make_row(pk, key=key, prefix=prefix):
-            row = [rng.randint(1, 8), _maybe_null(rng, rng.randint(1, n_keys), 0.0 if key == "k" else 0.1),
-                   _maybe_null(rng, f"{prefix}{rng.randint(1, 3)}"), _maybe_null(rng, rng.randrange(0, 50, 5))]
+            row = [
+                rng.randint(1, 8),
+                _maybe_null(rng, rng.randint(1, n_keys), 0.0 if key == "k" else 0.1),
+                _maybe_null(rng, f"{prefix}{rng.randint(1, 3)}"),
+                _maybe_null(rng, rng.randrange(0, 50, 5)),
+            ]
             if pk is not None:
                 row[0 if key == "id" else 1] = pk
             return row
@@ -439,16 +539,38 @@ def _chain_join_agg(rng: random.Random, variant: int) -> dict:
     tables = _ab_chain_tables(rng, (4, 12))
     kind = _JOIN_KINDS[variant % 4]
     group = rng.choice([["A.s"], ["B.t"], ["A.s", "B.t"], ["A.k"], ["B.k"]])
-    aggregates = ["COUNT(*)", *rng.sample(["COUNT(DISTINCT A.s)", "COUNT(DISTINCT B.w)", "SUM(A.v)", "SUM(B.w)",
-                                           "MIN(B.w)", "MAX(A.v)", "MIN(A.v)", "MAX(B.t)", "COUNT(B.w)"], 3)]
+    aggregates = [
+        "COUNT(*)",
+        *rng.sample(
+            [
+                "COUNT(DISTINCT A.s)",
+                "COUNT(DISTINCT B.w)",
+                "SUM(A.v)",
+                "SUM(B.w)",
+                "MIN(B.w)",
+                "MAX(A.v)",
+                "MIN(A.v)",
+                "MAX(B.t)",
+                "COUNT(B.w)",
+            ],
+            3,
+        ),
+    ]
     query = f"SELECT {_select(group, aggregates)} FROM A {kind} B ON A.k = B.k GROUP BY {', '.join(group)}"
-    return {"tables": tables, "query": query, "upsert_key": [g.split(".")[1] for g in group], "links": [("A", 1, "B", 1)]}
+    return {
+        "tables": tables,
+        "query": query,
+        "upsert_key": [g.split(".")[1] for g in group],
+        "links": [("A", 1, "B", 1)],
+    }
 
 
 def _chain_left_agg_by_right(rng: random.Random, variant: int) -> dict:
     tables = _ab_chain_tables(rng, (4, 12))
-    query = ("SELECT B.t, COUNT(*) AS agg0, COUNT(DISTINCT A.s) AS agg1, COUNT(B.w) AS agg2, SUM(A.v) AS agg3 "
-             "FROM A LEFT JOIN B ON A.k = B.k GROUP BY B.t")
+    query = (
+        "SELECT B.t, COUNT(*) AS agg0, COUNT(DISTINCT A.s) AS agg1, COUNT(B.w) AS agg2, SUM(A.v) AS agg3 "
+        "FROM A LEFT JOIN B ON A.k = B.k GROUP BY B.t"
+    )
     return {"tables": tables, "query": query, "upsert_key": ["t"], "links": [("A", 1, "B", 1)]}
 
 
@@ -457,27 +579,46 @@ def _chain_join_agg_large(rng: random.Random, variant: int) -> dict:
     # variants 2 and 3.
     b_key = "k" if variant % 2 == 0 else "id"
     tables = _ab_chain_tables(rng, (85, 100), n_keys=6, a_keys=(None,), b_keys=(b_key,), b_upsert=variant >= 2)
-    query = ("SELECT A.s, B.t, COUNT(*) AS agg0, SUM(A.v) AS agg1, MIN(B.w) AS agg2, MAX(A.v) AS agg3, "
-             "COUNT(DISTINCT A.k) AS agg4 FROM A JOIN B ON A.k = B.k GROUP BY A.s, B.t")
+    query = (
+        "SELECT A.s, B.t, COUNT(*) AS agg0, SUM(A.v) AS agg1, MIN(B.w) AS agg2, MAX(A.v) AS agg3, "
+        "COUNT(DISTINCT A.k) AS agg4 FROM A JOIN B ON A.k = B.k GROUP BY A.s, B.t"
+    )
     return {"tables": tables, "query": query, "upsert_key": ["s", "t"], "links": [("A", 1, "B", 1)]}
 
 
 def _chain_orders_region(rng: random.Random, variant: int) -> dict:
     def order(oid):
-        return [oid if oid is not None else rng.randint(1, 8), _maybe_null(rng, rng.randint(1, 4), 0.1),
-                rng.randrange(5, 100, 5)]
+        return [
+            oid if oid is not None else rng.randint(1, 8),
+            _maybe_null(rng, rng.randint(1, 4), 0.1),
+            rng.randrange(5, 100, 5),
+        ]
 
     def customer(cid):
         return [cid if cid is not None else rng.randint(1, 4), _maybe_null(rng, rng.choice(["EU", "US", "ASIA"]), 0.1)]
 
-    orders = _chain_table(rng, "orders", [["oid", "INT"], ["cid", "INT"], ["amount", "INT"]], order,
-                          rng.randint(6, 16), "oid", upsert=True)
-    customers = _chain_table(rng, "customers", [["cid", "INT"], ["region", "STRING"]], customer,
-                             rng.randint(3, 9), "cid", upsert=True)
-    query = ("SELECT c.region, COUNT(*) AS agg0, SUM(o.amount) AS agg1, MAX(o.amount) AS agg2 "
-             "FROM orders o JOIN customers c ON o.cid = c.cid GROUP BY c.region")
-    return {"tables": [orders, customers], "query": query, "upsert_key": ["region"],
-            "links": [("orders", 1, "customers", 0)]}
+    orders = _chain_table(
+        rng,
+        "orders",
+        [["oid", "INT"], ["cid", "INT"], ["amount", "INT"]],
+        order,
+        rng.randint(6, 16),
+        "oid",
+        upsert=True,
+    )
+    customers = _chain_table(
+        rng, "customers", [["cid", "INT"], ["region", "STRING"]], customer, rng.randint(3, 9), "cid", upsert=True
+    )
+    query = (
+        "SELECT c.region, COUNT(*) AS agg0, SUM(o.amount) AS agg1, MAX(o.amount) AS agg2 "
+        "FROM orders o JOIN customers c ON o.cid = c.cid GROUP BY c.region"
+    )
+    return {
+        "tables": [orders, customers],
+        "query": query,
+        "upsert_key": ["region"],
+        "links": [("orders", 1, "customers", 0)],
+    }
 
 
 def _chain_agg_join(rng: random.Random, variant: int) -> dict:
@@ -508,12 +649,20 @@ def _chain_join_join_agg(rng: random.Random, variant: int) -> dict:
     tables.append(_chain_table(rng, "C", [["t", "STRING"], ["g", "STRING"]], make_c, rng.randint(2, 6), key, upsert))
     first, second = rng.choice(_JOIN_KINDS[:2]), rng.choice(_JOIN_KINDS[:3])
     group = rng.choice([["C.g"], ["A.s", "C.g"]])
-    aggregates = ["COUNT(*)", *rng.sample(["SUM(A.v)", "MAX(B.w)", "MIN(A.v)", "COUNT(DISTINCT B.id)",
-                                           "COUNT(C.t)"], 3)]
-    query = (f"SELECT {_select(group, aggregates)} FROM A {first} B ON A.k = B.k {second} C ON B.t = C.t "
-             f"GROUP BY {', '.join(group)}")
-    return {"tables": tables, "query": query, "upsert_key": [g.split(".")[1] for g in group],
-            "links": [("A", 1, "B", 1), ("B", 2, "C", 0)]}
+    aggregates = [
+        "COUNT(*)",
+        *rng.sample(["SUM(A.v)", "MAX(B.w)", "MIN(A.v)", "COUNT(DISTINCT B.id)", "COUNT(C.t)"], 3),
+    ]
+    query = (
+        f"SELECT {_select(group, aggregates)} FROM A {first} B ON A.k = B.k {second} C ON B.t = C.t "
+        f"GROUP BY {', '.join(group)}"
+    )
+    return {
+        "tables": tables,
+        "query": query,
+        "upsert_key": [g.split(".")[1] for g in group],
+        "links": [("A", 1, "B", 1), ("B", 2, "C", 0)],
+    }
 
 
 def _chain_dedup_join_agg(rng: random.Random, variant: int) -> dict:
@@ -525,30 +674,50 @@ def _chain_dedup_join_agg(rng: random.Random, variant: int) -> dict:
         "name": "events",
         "columns": [["id", "STRING"], ["k", "INT"], ["v", "INT"], ["ts", "TIMESTAMP(3)"]],
         "rowtime": {"column": "ts", "watermark_delay_ms": _delay(rng)},
-        "rows": [["+I", f"e{rng.randint(1, 5)}", _maybe_null(rng, rng.randint(1, 4)), _maybe_null(rng, rng.randint(0, 30)),
-                  _ts(t)] for t in times],
+        "rows": [
+            [
+                "+I",
+                f"e{rng.randint(1, 5)}",
+                _maybe_null(rng, rng.randint(1, 4)),
+                _maybe_null(rng, rng.randint(0, 30)),
+                _ts(t),
+            ]
+            for t in times
+        ],
     }
     if order == "pt":
         events["proctime"] = "pt"
     [b] = _ab_chain_tables(rng, (3, 10), b_keys=(None, "k", "k"))[1:]
     kind = rng.choice(["JOIN", "LEFT JOIN"])
     group = rng.choice([["B.t"], ["d.id"]])
-    aggregates = ["COUNT(*)", *rng.sample(["SUM(d.v)", "MAX(d.v)", "MIN(B.w)", "COUNT(DISTINCT d.id)",
-                                           "COUNT(DISTINCT B.t)"], 2)]
-    dedup = (f"(SELECT id, k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} {direction}) "
-             "AS rn FROM events) WHERE rn = 1) d")
+    aggregates = [
+        "COUNT(*)",
+        *rng.sample(["SUM(d.v)", "MAX(d.v)", "MIN(B.w)", "COUNT(DISTINCT d.id)", "COUNT(DISTINCT B.t)"], 2),
+    ]
+    dedup = (
+        f"(SELECT id, k, v, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} {direction}) "
+        "AS rn FROM events) WHERE rn = 1) d"
+    )
     query = f"SELECT {_select(group, aggregates)} FROM {dedup} {kind} B ON d.k = B.k GROUP BY {', '.join(group)}"
-    return {"tables": [events, b], "query": query, "upsert_key": [g.split(".")[1] for g in group],
-            "links": [("events", 1, "B", 1)]}
+    return {
+        "tables": [events, b],
+        "query": query,
+        "upsert_key": [g.split(".")[1] for g in group],
+        "links": [("events", 1, "B", 1)],
+    }
 
 
 def _chain_union_agg(rng: random.Random, variant: int) -> dict:
     tables = _ab_chain_tables(rng, (5, 14))
     where = rng.choice(["", " WHERE w > 10", " WHERE t <> 'b1'"])
-    aggregates = ["COUNT(*)", *rng.sample(["SUM(v)", "MIN(v)", "MAX(v)", "COUNT(DISTINCT v)", "COUNT(DISTINCT s)",
-                                           "COUNT(v)"], 3)]
-    query = (f"SELECT {_select(['k'], aggregates)} FROM (SELECT k, s, v FROM A UNION ALL SELECT k, t, w FROM B{where}) "
-             "GROUP BY k")
+    aggregates = [
+        "COUNT(*)",
+        *rng.sample(["SUM(v)", "MIN(v)", "MAX(v)", "COUNT(DISTINCT v)", "COUNT(DISTINCT s)", "COUNT(v)"], 3),
+    ]
+    query = (
+        f"SELECT {_select(['k'], aggregates)} FROM (SELECT k, s, v FROM A UNION ALL SELECT k, t, w FROM B{where}) "
+        "GROUP BY k"
+    )
     return {"tables": tables, "query": query, "upsert_key": ["k"]}
 
 
@@ -591,8 +760,10 @@ def _chain_temporal_agg(rng: random.Random, variant: int) -> dict:
         "name": "Orders",
         "columns": [["order_id", "INT"], ["currency", "STRING"], ["amount", "INT"], ["order_time", "TIMESTAMP(3)"]],
         "rowtime": {"column": "order_time", "watermark_delay_ms": _delay(rng)},
-        "rows": [["+I", i + 1, _maybe_null(rng, rng.choice(["EUR", "USD", "JPY"])), rng.randint(1, 100), _ts(t)]
-                 for i, t in enumerate(times)],
+        "rows": [
+            ["+I", i + 1, _maybe_null(rng, rng.choice(["EUR", "USD", "JPY"])), rng.randint(1, 100), _ts(t)]
+            for i, t in enumerate(times)
+        ],
     }
     rates = {
         "name": "RatesHistory",
@@ -603,41 +774,74 @@ def _chain_temporal_agg(rng: random.Random, variant: int) -> dict:
     }
     kind = "JOIN" if variant % 2 == 0 else "LEFT JOIN"
     group = rng.choice([["o.currency"], ["r.rate"]])
-    aggregates = ["COUNT(*)", *rng.sample(["SUM(o.amount)", "SUM(o.amount * r.rate)", "MAX(r.rate)", "MIN(o.amount)",
-                                           "COUNT(DISTINCT r.update_time)", "COUNT(r.rate)"], 2)]
-    query = (f"SELECT {_select(group, aggregates)} FROM Orders AS o {kind} RatesHistory FOR SYSTEM_TIME AS OF "
-             f"o.order_time AS r ON o.currency = r.currency GROUP BY {', '.join(group)}")
-    return {"tables": [orders, rates], "query": query, "upsert_key": [g.split(".")[1] for g in group],
-            "links": [("Orders", 1, "RatesHistory", 0)]}
+    aggregates = [
+        "COUNT(*)",
+        *rng.sample(
+            [
+                "SUM(o.amount)",
+                "SUM(o.amount * r.rate)",
+                "MAX(r.rate)",
+                "MIN(o.amount)",
+                "COUNT(DISTINCT r.update_time)",
+                "COUNT(r.rate)",
+            ],
+            2,
+        ),
+    ]
+    query = (
+        f"SELECT {_select(group, aggregates)} FROM Orders AS o {kind} RatesHistory FOR SYSTEM_TIME AS OF "
+        f"o.order_time AS r ON o.currency = r.currency GROUP BY {', '.join(group)}"
+    )
+    return {
+        "tables": [orders, rates],
+        "query": query,
+        "upsert_key": [g.split(".")[1] for g in group],
+        "links": [("Orders", 1, "RatesHistory", 0)],
+    }
 
 
 def _chain_interval_agg(rng: random.Random, variant: int) -> dict:
     tables = []
     for name, column in (("Orders", "ts"), ("Shipments", "ship_ts")):
         times = _event_times(rng, rng.randint(5, 14), 60_000, rng.choice([0, 0, 90_000]), 0.1)
-        tables.append({
-            "name": name,
-            "columns": [["order_id", "INT"], [column, "TIMESTAMP(3)"], ["qty", "INT"]],
-            "rowtime": {"column": column, "watermark_delay_ms": _delay(rng)},
-            "rows": [["+I", _maybe_null(rng, rng.randint(1, 3)), _ts(t), rng.randint(1, 9)] for t in times],
-        })
+        tables.append(
+            {
+                "name": name,
+                "columns": [["order_id", "INT"], [column, "TIMESTAMP(3)"], ["qty", "INT"]],
+                "rowtime": {"column": column, "watermark_delay_ms": _delay(rng)},
+                "rows": [["+I", _maybe_null(rng, rng.randint(1, 3)), _ts(t), rng.randint(1, 9)] for t in times],
+            }
+        )
     lower, upper = rng.choice([0, 1, 2]), rng.choice([2, 5, 10])
     kind = _JOIN_KINDS[variant % 4]
-    group = {"JOIN": "a.order_id", "LEFT JOIN": "a.order_id", "RIGHT JOIN": "b.order_id",
-             "FULL JOIN": rng.choice(["a.order_id", "b.order_id"])}[kind]
-    aggregates = ["COUNT(*)", *rng.sample(["COUNT(b.ship_ts)", "SUM(b.qty)", "MAX(a.qty)", "MIN(b.qty)",
-                                           "COUNT(DISTINCT a.ts)"], 2)]
-    query = (f"SELECT {_select([group], aggregates)} FROM Orders a {kind} Shipments b ON a.order_id = b.order_id AND "
-             f"b.ship_ts BETWEEN a.ts - INTERVAL '{lower}' MINUTE AND a.ts + INTERVAL '{upper}' MINUTE GROUP BY {group}")
+    group = {
+        "JOIN": "a.order_id",
+        "LEFT JOIN": "a.order_id",
+        "RIGHT JOIN": "b.order_id",
+        "FULL JOIN": rng.choice(["a.order_id", "b.order_id"]),
+    }[kind]
+    aggregates = [
+        "COUNT(*)",
+        *rng.sample(["COUNT(b.ship_ts)", "SUM(b.qty)", "MAX(a.qty)", "MIN(b.qty)", "COUNT(DISTINCT a.ts)"], 2),
+    ]
+    query = (
+        f"SELECT {_select([group], aggregates)} FROM Orders a {kind} Shipments b ON a.order_id = b.order_id AND "
+        f"b.ship_ts BETWEEN a.ts - INTERVAL '{lower}' MINUTE AND a.ts + INTERVAL '{upper}' MINUTE GROUP BY {group}"
+    )
     return {"tables": tables, "query": query, "upsert_key": ["order_id"], "links": [("Orders", 0, "Shipments", 0)]}
 
 
 _CHAIN_BUILDERS = {
-    "chain_join_agg": _chain_join_agg, "chain_left_agg_by_right": _chain_left_agg_by_right,
-    "chain_join_agg_large": _chain_join_agg_large, "chain_orders_region": _chain_orders_region,
-    "chain_agg_join": _chain_agg_join, "chain_join_join_agg": _chain_join_join_agg,
-    "chain_dedup_join_agg": _chain_dedup_join_agg, "chain_union_agg": _chain_union_agg,
-    "chain_left_null_agg": _chain_left_null_agg, "chain_temporal_agg": _chain_temporal_agg,
+    "chain_join_agg": _chain_join_agg,
+    "chain_left_agg_by_right": _chain_left_agg_by_right,
+    "chain_join_agg_large": _chain_join_agg_large,
+    "chain_orders_region": _chain_orders_region,
+    "chain_agg_join": _chain_agg_join,
+    "chain_join_join_agg": _chain_join_join_agg,
+    "chain_dedup_join_agg": _chain_dedup_join_agg,
+    "chain_union_agg": _chain_union_agg,
+    "chain_left_null_agg": _chain_left_null_agg,
+    "chain_temporal_agg": _chain_temporal_agg,
     "chain_interval_agg": _chain_interval_agg,
 }
 
@@ -658,8 +862,11 @@ def _chain_fits(family: str, case: dict, arrival: list[str]) -> bool:
         return False
     if case.get("links") and _matches(tables, arrival, case["links"]) < 3:
         return False
-    return (low <= len(arrival) <= high and all(len(t["rows"]) >= 2 for t in tables)
-            and all(t.get("rowtime") or any(r[0] != "+I" for r in t["rows"]) for t in tables))
+    return (
+        low <= len(arrival) <= high
+        and all(len(t["rows"]) >= 2 for t in tables)
+        and all(t.get("rowtime") or any(r[0] != "+I" for r in t["rows"]) for t in tables)
+    )
 
 
 def _matches(tables: list[dict], arrival: list[str], links: list[tuple[str, int, str, int]]) -> int:

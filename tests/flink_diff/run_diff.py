@@ -33,8 +33,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from .compare import difference, per_key_difference
-from .generate import (CHAIN_FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, PER_KEY_FAMILIES, family_of, generate_cases,
-                       generate_chain_cases)
+from .generate import (
+    CHAIN_FAMILIES,
+    ORDER_WITHIN_RUNS_FAMILIES,
+    PER_KEY_FAMILIES,
+    family_of,
+    generate_cases,
+    generate_chain_cases,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FLINK_PYTHON = ROOT / ".local" / "flink-venv" / "bin" / "python"
@@ -60,10 +66,20 @@ def run_flink(case_paths: list[Path], out_dir: Path, work: Path, *, pace_ms: int
         subprocess.CalledProcessError: when the runner itself fails (a case Flink refuses is an error document).
     """
     for start in range(0, len(case_paths), CASES_PER_FLINK_JVM):
-        chunk = case_paths[start:start + CASES_PER_FLINK_JVM]
-        subprocess.run([str(FLINK_PYTHON), str(ROOT / "tests" / "flink_diff" / "run_flink.py"), *map(str, chunk),
-                        "--out-dir", str(out_dir), "--work", str(work),
-                        *(["--pace-ms", str(pace_ms)] if pace_ms is not None else [])], check=True)
+        chunk = case_paths[start : start + CASES_PER_FLINK_JVM]
+        subprocess.run(
+            [
+                str(FLINK_PYTHON),
+                str(ROOT / "tests" / "flink_diff" / "run_flink.py"),
+                *map(str, chunk),
+                "--out-dir",
+                str(out_dir),
+                "--work",
+                str(work),
+                *(["--pace-ms", str(pace_ms)] if pace_ms is not None else []),
+            ],
+            check=True,
+        )
 
 
 def reusable(case_path: Path, text: str, flink_output: Path) -> bool:
@@ -71,12 +87,24 @@ def reusable(case_path: Path, text: str, flink_output: Path) -> bool:
     ``case_path`` holds ``text`` already and the output was written after it. A generated case is a pure
     function of ``--n``/``--seed`` and the generator, so a rerun of the same seed only needs streamjoin's side;
     a changed case, or one whose output is missing, runs on Flink again."""
-    return (flink_output.exists() and case_path.exists() and case_path.read_text() == text
-            and flink_output.stat().st_mtime >= case_path.stat().st_mtime)
+    return (
+        flink_output.exists()
+        and case_path.exists()
+        and case_path.read_text() == text
+        and flink_output.stat().st_mtime >= case_path.stat().st_mtime
+    )
 
 
-def outcome(flink: dict, ours_1: dict, ours_7: dict, *, within_runs: bool = False, upsert_key: list[str] | None = None,
-            more: dict[int, dict] | None = None, per_key_at_one: bool = False) -> tuple[str, str | None]:
+def outcome(
+    flink: dict,
+    ours_1: dict,
+    ours_7: dict,
+    *,
+    within_runs: bool = False,
+    upsert_key: list[str] | None = None,
+    more: dict[int, dict] | None = None,
+    per_key_at_one: bool = False,
+) -> tuple[str, str | None]:
     """How streamjoin's results (at 1 and 7 rows per micro-batch) compare with Flink's: ``(outcome, detail)``.
 
     ``outcome`` is one of :data:`OUTCOMES`; ``detail`` is the first difference found (``None`` when equal).
@@ -121,8 +149,10 @@ def listed(known: dict[str, dict], generated: dict[str, dict], stored: dict[str,
         query and setup): a listing describes that case, not another one that happens to share its name.
     """
     return {
-        name: entry for name, entry in known.items()
-        if name in generated and name in stored
+        name: entry
+        for name, entry in known.items()
+        if name in generated
+        and name in stored
         and all(generated[name].get(k) == stored[name].get(k) for k in _CASE_PARTS)
     }
 
@@ -149,6 +179,7 @@ def reference(first: dict, again: dict) -> tuple[dict, bool]:
     differ — Flink's own result depended on the pacing, and the slower run is the one that kept the arrival
     order — else the first output and False (the difference stands as found).
     """
+
     def produced(output: dict):
         return output.get("error") or output.get("changelog")
 
@@ -172,11 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--chains", type=int, default=None,
-                        help="chains of operators to generate too (default: n // 20, at least one per chain family)")
+    parser.add_argument(
+        "--chains",
+        type=int,
+        default=None,
+        help="chains of operators to generate too (default: n // 20, at least one per chain family)",
+    )
     parser.add_argument("--work", type=Path, default=ROOT / ".local" / "flink-diff" / "run")
-    parser.add_argument("--reuse-flink", action="store_true",
-                        help="keep the Flink output under --work of every case whose case file is unchanged")
+    parser.add_argument(
+        "--reuse-flink",
+        action="store_true",
+        help="keep the Flink output under --work of every case whose case file is unchanged",
+    )
     args = parser.parse_args(argv)
     cases_dir, flink_dir = args.work / "cases", args.work / "flink"
     cases_dir.mkdir(parents=True, exist_ok=True)
@@ -191,8 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         paths.append(path)
         generated[case["name"]] = json.loads(text)  # as stored: lists, not tuples
     known = json.loads((DIFF_DIR / "known_differences.json").read_text())
-    stored = {n: json.loads((DIFF_DIR / "cases" / f"{n}.json").read_text())
-              for n in known if (DIFF_DIR / "cases" / f"{n}.json").exists()}
+    stored = {
+        n: json.loads((DIFF_DIR / "cases" / f"{n}.json").read_text())
+        for n in known
+        if (DIFF_DIR / "cases" / f"{n}.json").exists()
+    }
     applicable = listed(known, generated, stored)
     print(f"Flink: {len(to_run)} cases to run, {len(paths) - len(to_run)} outputs reused", flush=True)
     run_flink(to_run, flink_dir, args.work.parent)
@@ -201,15 +242,23 @@ def main(argv: list[str] | None = None) -> int:
     from streamjoin.testing.replay import replay_cases
 
     spark = spark_session("streamjoin-flink-diff")
-    ours = {rows: replay_cases(spark, paths, args.work / f"streamjoin-{rows}", micro_batch_rows=rows) for rows in (1, 7)}
+    ours = {
+        rows: replay_cases(spark, paths, args.work / f"streamjoin-{rows}", micro_batch_rows=rows) for rows in (1, 7)
+    }
     chain_paths = [path for path in paths if family_of(path.stem) in CHAIN_FAMILIES]
     ours[100] = replay_cases(spark, chain_paths, args.work / "streamjoin-100", micro_batch_rows=100)
 
     def judge(name: str, flink: dict) -> tuple[str, bool, str | None]:
         chain = family_of(name) in CHAIN_FAMILIES
-        kind, detail = outcome(flink, ours[1][name], ours[7][name], within_runs=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES,
-                               upsert_key=generated[name].get("upsert_key"), more={100: ours[100][name]} if chain else None,
-                               per_key_at_one=family_of(name) in PER_KEY_FAMILIES)
+        kind, detail = outcome(
+            flink,
+            ours[1][name],
+            ours[7][name],
+            within_runs=family_of(name) in ORDER_WITHIN_RUNS_FAMILIES,
+            upsert_key=generated[name].get("upsert_key"),
+            more={100: ours[100][name]} if chain else None,
+            per_key_at_one=family_of(name) in PER_KEY_FAMILIES,
+        )
         return *classify(kind, applicable.get(name)), detail
 
     firsts = {path.stem: json.loads((flink_dir / path.name).read_text()) for path in paths}
@@ -218,10 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     rerun = {}
     if suspects:
         print(f"Flink again at {RERUN_PACE_MS} ms per row: {len(suspects)} failing cases", flush=True)
-        run_flink([cases_dir / f"{name}.json" for name in suspects], args.work / "flink-rerun", args.work.parent,
-                  pace_ms=RERUN_PACE_MS)
+        run_flink(
+            [cases_dir / f"{name}.json" for name in suspects],
+            args.work / "flink-rerun",
+            args.work.parent,
+            pace_ms=RERUN_PACE_MS,
+        )
         for name in suspects:
-            flink, changed = reference(firsts[name], json.loads((args.work / "flink-rerun" / f"{name}.json").read_text()))
+            flink, changed = reference(
+                firsts[name], json.loads((args.work / "flink-rerun" / f"{name}.json").read_text())
+            )
             rerun[name] = "changed: judged by the rerun" if changed else "same as the first run"
             judged[name] = judge(name, flink)
     table: dict[str, Counter] = defaultdict(Counter)
@@ -233,9 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         if fails:
             failed.append(name)
         if detail or name in applicable or name in rerun:
-            details[name] = {"outcome": column, "detail": detail, "fails": fails,
-                             **({"listed_as": applicable[name]["differs_in"]} if name in applicable else {}),
-                             **({"flink_rerun": rerun[name]} if name in rerun else {})}
+            details[name] = {
+                "outcome": column,
+                "detail": detail,
+                "fails": fails,
+                **({"listed_as": applicable[name]["differs_in"]} if name in applicable else {}),
+                **({"flink_rerun": rerun[name]} if name in rerun else {}),
+            }
     (args.work / "summary.json").write_text(json.dumps(details, indent=1) + "\n")
     print("\n" + summary_table(table))
     for name, note in rerun.items():
@@ -243,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in failed:
         entry = details[name]
         listed_as = f" (listed as {entry['listed_as']})" if "listed_as" in entry else ""
-        print(f"FAIL {name}: {entry['outcome']}{listed_as}: {entry['detail'] or 'equal to Flink: remove it from known_differences.json'}")
+        print(
+            f"FAIL {name}: {entry['outcome']}{listed_as}: {entry['detail'] or 'equal to Flink: remove it from known_differences.json'}"
+        )
     print(f"\ndifferences: {args.work / 'summary.json'}")
     return 1 if failed else 0
 

@@ -84,10 +84,21 @@ class FlinkRunner:
     def _type_info(self, flink_type: str):
         """The Java ``TypeInformation`` of a column of SQL type ``flink_type``."""
         name = {
-            "TINYINT": "BYTE", "SMALLINT": "SHORT", "INT": "INT", "INTEGER": "INT", "BIGINT": "LONG",
-            "FLOAT": "FLOAT", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN", "DECIMAL": "BIG_DEC",
-            "STRING": "STRING", "VARCHAR": "STRING", "CHAR": "STRING", "DATE": "LOCAL_DATE",
-            "TIMESTAMP": "LOCAL_DATE_TIME", "TIMESTAMP_LTZ": "INSTANT",
+            "TINYINT": "BYTE",
+            "SMALLINT": "SHORT",
+            "INT": "INT",
+            "INTEGER": "INT",
+            "BIGINT": "LONG",
+            "FLOAT": "FLOAT",
+            "DOUBLE": "DOUBLE",
+            "BOOLEAN": "BOOLEAN",
+            "DECIMAL": "BIG_DEC",
+            "STRING": "STRING",
+            "VARCHAR": "STRING",
+            "CHAR": "STRING",
+            "DATE": "LOCAL_DATE",
+            "TIMESTAMP": "LOCAL_DATE_TIME",
+            "TIMESTAMP_LTZ": "INSTANT",
         }[_type_root(flink_type)]
         return getattr(self.jvm.org.apache.flink.api.common.typeinfo.Types, name)
 
@@ -118,8 +129,15 @@ class FlinkRunner:
                 ts = row[1 + [c for c, _ in columns].index(rowtime)]
                 j_rowtimes[i] = _epoch_ms(ts)
         source = jvm.streamjoin.flinkdiff.ArrivalOrderSource(
-            run_id, rows, j_arrivals, j_rowtimes, bool(rowtime),
-            int((table.get("rowtime") or {}).get("watermark_delay_ms", 0)), total, self.pace_ms)
+            run_id,
+            rows,
+            j_arrivals,
+            j_rowtimes,
+            bool(rowtime),
+            int((table.get("rowtime") or {}).get("watermark_delay_ms", 0)),
+            total,
+            self.pace_ms,
+        )
         j_names = gw.new_array(jvm.String, len(names))
         j_infos = gw.new_array(jvm.org.apache.flink.api.common.typeinfo.TypeInformation, len(infos))
         for i, (n, info) in enumerate(zip(names, infos)):
@@ -177,9 +195,11 @@ class FlinkRunner:
                 if table.get("primary_key"):
                     schema.primary_key(*table["primary_key"])
                 mode = table.get("changelog_mode") or (
-                    "insert_only" if all(r[0] == "+I" for r in table["rows"]) else "all")
+                    "insert_only" if all(r[0] == "+I" for r in table["rows"]) else "all"
+                )
                 t_env.create_temporary_view(
-                    table["name"], t_env.from_changelog_stream(stream, schema.build(), getattr(ChangelogMode, mode)()))
+                    table["name"], t_env.from_changelog_stream(stream, schema.build(), getattr(ChangelogMode, mode)())
+                )
             for statement in [*self.setup, *case.get("setup", [])]:
                 setting = _SET.fullmatch(statement)
                 if setting:  # as Flink's SQL client runs a SET: the table environment's executeSql has no SET
@@ -191,8 +211,10 @@ class FlinkRunner:
                 [c.getName(), _type_name(c.getDataType().getLogicalType().asSummaryString())]
                 for c in result_table._j_table.getResolvedSchema().getColumns()
             ]
-            precisions = [_precision(c.getDataType().getLogicalType().asSummaryString())
-                          for c in result_table._j_table.getResolvedSchema().getColumns()]
+            precisions = [
+                _precision(c.getDataType().getLogicalType().asSummaryString())
+                for c in result_table._j_table.getResolvedSchema().getColumns()
+            ]
             changelog = []
             result = result_table.execute()
             self._start_when_running(result.get_job_client(), run_id)
@@ -204,8 +226,14 @@ class FlinkRunner:
             return {"error": f"{type(e).__name__}: {_root_cause(e) or (message[0] if message else '')}"}
         finally:
             self.jvm.streamjoin.flinkdiff.ArrivalOrderSource.release(run_id)
-        return {"name": case.get("name"), "flink_version": _flink_version(), "query": case["query"],
-                "columns": columns, "changelog": changelog, "final": materialize(changelog)}
+        return {
+            "name": case.get("name"),
+            "flink_version": _flink_version(),
+            "query": case["query"],
+            "columns": columns,
+            "changelog": changelog,
+            "final": materialize(changelog),
+        }
 
 
 def _flink_version() -> str:
@@ -238,7 +266,7 @@ def _precision(summary: str) -> int | None:
 
 
 def _epoch_ms(text: str) -> int:
-    value = dt.datetime.fromisoformat(text.replace("T", " ")).replace(tzinfo=dt.timezone.utc)
+    value = dt.datetime.fromisoformat(text.replace("T", " ")).replace(tzinfo=dt.UTC)
     return int(value.timestamp() * 1000)
 
 
@@ -248,7 +276,7 @@ def _format(value, precision: int | None):
         return None
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         text = value.strftime("%Y-%m-%d %H:%M:%S.%f")
         p = 3 if precision is None else min(precision, 6)
         return text[: 20 + p] if p else text[:19]
@@ -280,9 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cases", nargs="+", type=Path)
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--work", type=Path, default=Path(".local/flink-diff"), help="where the source jar is built")
-    parser.add_argument("--pace-ms", type=int, default=30, help="wait after each row (ms) before the next row of any table")
-    parser.add_argument("--setup", action="append", default=[], metavar="SQL",
-                        help="a statement run before every case's own setup (e.g. a SET only Flink knows); repeatable")
+    parser.add_argument(
+        "--pace-ms", type=int, default=30, help="wait after each row (ms) before the next row of any table"
+    )
+    parser.add_argument(
+        "--setup",
+        action="append",
+        default=[],
+        metavar="SQL",
+        help="a statement run before every case's own setup (e.g. a SET only Flink knows); repeatable",
+    )
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runner = FlinkRunner(args.work, args.pace_ms, setup=args.setup)
@@ -291,8 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         name = case.get("name", path.stem)
         result = runner.run_case(case)
         (args.out_dir / f"{path.stem}.json").write_text(json.dumps(result, indent=1) + "\n")
-        print(f"{name}: {'error: ' + result['error'][:200] if 'error' in result else str(len(result['changelog'])) + ' changes'}",
-              flush=True)
+        print(
+            f"{name}: {'error: ' + result['error'][:200] if 'error' in result else str(len(result['changelog'])) + ' changes'}",
+            flush=True,
+        )
     return 0
 
 

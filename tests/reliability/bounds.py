@@ -44,7 +44,7 @@ from pyspark.sql import SparkSession
 
 from streamjoin.config import PROJECT_ROOT
 
-__all__ = ["PIPELINES", "BoundsResult", "run_case", "report", "main"]
+__all__ = ["PIPELINES", "BoundsResult", "main", "report", "run_case"]
 
 #: The pipeline of each case: the regular join and the OVER aggregate of ``sql/``.
 PIPELINES = ("lineitem_with_order", "part_price_over")
@@ -118,8 +118,10 @@ def _big_order_records(changelog, rows: int) -> tuple[dict, dict]:
     lineitems = [(str(c.row["l_orderkey"]), debezium_record(c)) for c in changelog.lineitem_changes()]
     first = {
         ORDERS.topic: [*orders, (key, debezium_record(Change(RowKind.INSERT, order)))],
-        LINEITEM.topic: [*lineitems, *((key, debezium_record(Change(RowKind.INSERT, {**item, "l_linenumber": n})))
-                                       for n in range(1, rows + 1))],
+        LINEITEM.topic: [
+            *lineitems,
+            *((key, debezium_record(Change(RowKind.INSERT, {**item, "l_linenumber": n}))) for n in range(1, rows + 1)),
+        ],
     }
     return first, {ORDERS.topic: [(key, debezium_record(Change(RowKind.UPDATE_AFTER, updated, order)))]}
 
@@ -136,13 +138,31 @@ def _big_partition(changelog, rows: int, target: int) -> tuple[dict, list[dict]]
     start, end = ordinary[0]["l_shiptime"], ordinary[-1]["l_shiptime"]
     step = (end - start) / target
     template = {**ordinary[0], "l_orderkey": BIG_ORDER}
-    big = ({**template, "l_linenumber": i + 1, "l_partkey": BIG_PART + i * 7919 % _PARTS,
-            "l_shiptime": start + step * i + dt.timedelta(milliseconds=1)} for i in range(rows))
+    big = (
+        {
+            **template,
+            "l_linenumber": i + 1,
+            "l_partkey": BIG_PART + i * 7919 % _PARTS,
+            "l_shiptime": start + step * i + dt.timedelta(milliseconds=1),
+        }
+        for i in range(rows)
+    )
     merged = heapq.merge(ordinary, big, key=lambda s: s["l_shiptime"])
     records = [(str(s["l_orderkey"]), _encode(s), _epoch_ms(s["l_shiptime"])) for s in merged]
-    part = [*parts(changelog.data_dir), *({"p_partkey": BIG_PART + i, "p_name": f"bounds part {i}", "p_brand": "Brand#00",
-                                          "p_type": BIG_TYPE, "p_size": 1, "p_retailprice": Decimal(1000 + i * 37 % 1000)}
-                                         for i in range(_PARTS))]
+    part = [
+        *parts(changelog.data_dir),
+        *(
+            {
+                "p_partkey": BIG_PART + i,
+                "p_name": f"bounds part {i}",
+                "p_brand": "Brand#00",
+                "p_type": BIG_TYPE,
+                "p_size": 1,
+                "p_retailprice": Decimal(1000 + i * 37 % 1000),
+            }
+            for i in range(_PARTS)
+        ),
+    ]
     return {SHIPMENTS.topic: records}, part
 
 
@@ -192,8 +212,19 @@ def _heap_pools(spark: SparkSession) -> list:
     return [p for p in pools if p.getType().name() == "HEAP"]
 
 
-def run_case(spark: SparkSession, pipeline: str, engine: str, rows: int, bootstrap: str, work: Path, changelog,
-             *, target: int | None = None, restart: bool = True, log=print) -> BoundsResult:
+def run_case(
+    spark: SparkSession,
+    pipeline: str,
+    engine: str,
+    rows: int,
+    bootstrap: str,
+    work: Path,
+    changelog,
+    *,
+    target: int | None = None,
+    restart: bool = True,
+    log=print,
+) -> BoundsResult:
     """Run one case (module docstring) on ``engine``; ``rows`` rows in the big key, standing for ``target`` (default ``rows``).
 
     Args:
@@ -208,9 +239,9 @@ def run_case(spark: SparkSession, pipeline: str, engine: str, rows: int, bootstr
     """
     from streamjoin.connectors.kafka_admin import ensure_topics, produce
     from streamjoin.datagen.dimensions import PART_SCHEMA, rows_frame
+    from streamjoin.jvm import ENGINE_CONF
     from streamjoin.pipeline import Lakehouse, run_pipeline
     from streamjoin.planner import load_script, sql_pipelines
-    from streamjoin.jvm import ENGINE_CONF
     from tests.reliability.verify import verify
 
     result = BoundsResult(pipeline, engine, rows, target or rows)
@@ -220,7 +251,9 @@ def run_case(spark: SparkSession, pipeline: str, engine: str, rows: int, bootstr
     lakehouse = Lakehouse(str(root / "lake"))
     if pipeline == "lineitem_with_order":
         first, second = _big_order_records(changelog, rows)
-        phases = [first, second] if restart else [{t: first.get(t, []) + second.get(t, []) for t in {**first, **second}}]
+        phases = (
+            [first, second] if restart else [{t: first.get(t, []) + second.get(t, []) for t in {**first, **second}}]
+        )
     else:
         topics, part = _big_partition(changelog, rows, result.target)
         rows_frame(spark, part, PART_SCHEMA).write.format("delta").save(lakehouse.table_path("part"))
@@ -238,8 +271,9 @@ def run_case(spark: SparkSession, pipeline: str, engine: str, rows: int, bootstr
         state = progress.stateOperators
         result.state_rows = max(result.state_rows, sum(s.numRowsTotal for s in state))
         result.state_bytes = max(result.state_bytes, sum(s.memoryUsedBytes for s in state))
-        result.sst_bytes = max(result.sst_bytes, sum(int(s.customMetrics.get("rocksdbSstFileSize", 0) or 0)
-                                                     for s in state))
+        result.sst_bytes = max(
+            result.sst_bytes, sum(int(s.customMetrics.get("rocksdbSstFileSize", 0) or 0) for s in state)
+        )
 
     try:
         for i, phase in enumerate(phases):
@@ -249,8 +283,10 @@ def run_case(spark: SparkSession, pipeline: str, engine: str, rows: int, bootstr
             run = run_pipeline(compiled, spark, lakehouse, bootstrap, on_progress=observe)
             result.seconds += time.monotonic() - started
             result.records += run.figures.input_rows
-            log(f"  {pipeline}/{engine}: run {i + 1}: {run.figures.input_rows} records in {run.batches} micro-batches, "
-                f"{time.monotonic() - started:.1f} s")
+            log(
+                f"  {pipeline}/{engine}: run {i + 1}: {run.figures.input_rows} records in {run.batches} micro-batches, "
+                f"{time.monotonic() - started:.1f} s"
+            )
         result.heap_bytes = sum(p.getPeakUsage().getUsed() for p in pools)
         result.verdict = verify(spark, compiled, bootstrap, lakehouse)
         result.delta_rows = result.verdict.rows_in_delta
@@ -269,16 +305,43 @@ def _mb(n: int) -> str:
 
 def report(results: list[BoundsResult]) -> str:
     """The table ``make bounds`` prints, one line per case; a capped case's time extrapolated to its target."""
-    header = ("pipeline", "engine", "key rows", "records", "rows in Delta", "wall s", "records/s", "state rows",
-              "state memory", "state SST", "peak heap", "peak RSS", "result")
+    header = (
+        "pipeline",
+        "engine",
+        "key rows",
+        "records",
+        "rows in Delta",
+        "wall s",
+        "records/s",
+        "state rows",
+        "state memory",
+        "state SST",
+        "peak heap",
+        "peak RSS",
+        "result",
+    )
     lines = [header]
     for r in results:
         seconds = f"{r.seconds:,.1f}"
         if r.target != r.rows:
             seconds += f" (x{r.target / r.rows:g}: ~{r.seconds * r.target / r.rows:,.0f} for {r.target:,})"
-        lines.append((r.pipeline, r.engine, f"{r.rows:,}", f"{r.records:,}", f"{r.delta_rows:,}", seconds,
-                      f"{r.records_per_second:,.0f}", f"{r.state_rows:,}", _mb(r.state_bytes), _mb(r.sst_bytes),
-                      _mb(r.heap_bytes), _mb(r.rss_bytes), "ok" if r.ok else f"FAIL {r.error or r.verdict}"))
+        lines.append(
+            (
+                r.pipeline,
+                r.engine,
+                f"{r.rows:,}",
+                f"{r.records:,}",
+                f"{r.delta_rows:,}",
+                seconds,
+                f"{r.records_per_second:,.0f}",
+                f"{r.state_rows:,}",
+                _mb(r.state_bytes),
+                _mb(r.sst_bytes),
+                _mb(r.heap_bytes),
+                _mb(r.rss_bytes),
+                "ok" if r.ok else f"FAIL {r.error or r.verdict}",
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
 
@@ -288,8 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.reliability.bounds", description=__doc__.splitlines()[0])
     parser.add_argument("--join-rows", type=int, default=100_000, help="line items of the big order")
     parser.add_argument("--over-rows", type=int, default=1_000_000, help="shipments of the big OVER partition")
-    parser.add_argument("--python-over-cap", type=int, default=None,
-                        help="run the python engine's OVER case with this many rows and extrapolate its time")
+    parser.add_argument(
+        "--python-over-cap",
+        type=int,
+        default=None,
+        help="run the python engine's OVER case with this many rows and extrapolate its time",
+    )
     parser.add_argument("--pipelines", default=",".join(PIPELINES))
     parser.add_argument("--engines", default="jvm,python")
     parser.add_argument("--scale-factor", type=float, default=0.001, help="the ordinary TPC-H input beside the big key")
@@ -308,10 +375,23 @@ def main(argv: list[str] | None = None) -> int:
         for pipeline in options.pipelines.split(","):
             for engine in options.engines.split(","):
                 target = options.join_rows if pipeline == "lineitem_with_order" else options.over_rows
-                rows = min(target, options.python_over_cap or target) if (engine, pipeline) == ("python", "part_price_over") else target
+                rows = (
+                    min(target, options.python_over_cap or target)
+                    if (engine, pipeline) == ("python", "part_price_over")
+                    else target
+                )
                 print(f"{pipeline}/{engine}: {rows:,} rows in one key", flush=True)
-                result = run_case(spark, pipeline, engine, rows, broker.bootstrap_servers, Path(tmp), changelog, target=target,
-                                  log=lambda line: print(line, flush=True))
+                result = run_case(
+                    spark,
+                    pipeline,
+                    engine,
+                    rows,
+                    broker.bootstrap_servers,
+                    Path(tmp),
+                    changelog,
+                    target=target,
+                    log=lambda line: print(line, flush=True),
+                )
                 results.append(result)
                 print(f"  {'ok' if result.ok else 'FAIL'}: {result.verdict}", flush=True)
     print(report(results))

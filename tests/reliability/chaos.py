@@ -61,7 +61,7 @@ from pathlib import Path
 
 from streamjoin.config import PROJECT_ROOT
 
-__all__ = ["MOMENTS", "PIPELINES", "CheckpointView", "TrialResult", "run_trial", "trial_aims", "main"]
+__all__ = ["MOMENTS", "PIPELINES", "CheckpointView", "TrialResult", "main", "run_trial", "trial_aims"]
 
 #: The moments a kill aims at (module docstring).
 MOMENTS = ("micro_batch", "state_commit", "after_delta_commit")
@@ -131,9 +131,7 @@ class CheckpointView:
     def state_committed(self, batch: int, partitions: list[Path]) -> int:
         """How many of ``partitions`` hold state version ``batch + 1``."""
         version = str(batch + 1)
-        return sum(
-            any((p / f"{version}.{suffix}").exists() for suffix in ("changelog", "zip")) for p in partitions
-        )
+        return sum(any((p / f"{version}.{suffix}").exists() for suffix in ("changelog", "zip")) for p in partitions)
 
     def moment(self) -> str:
         """Where the newest batch stands: ``starting`` (none yet), ``between_batches``, or a :data:`MOMENTS` name."""
@@ -201,7 +199,7 @@ class Producer(threading.Thread):
                 started = time.monotonic()
                 with self.lock:
                     for topic, records in topics.items():
-                        part = records[len(records) * i // self.chunks: len(records) * (i + 1) // self.chunks]
+                        part = records[len(records) * i // self.chunks : len(records) * (i + 1) // self.chunks]
                         if part:
                             self.written += produce(self.bootstrap, topic, part)
                 for view, batch in zip(self.views, before):
@@ -223,7 +221,9 @@ def _wait_for_batch_after(view: CheckpointView, batch: int, timeout_s: float) ->
         if latest is not None and latest > batch and view.committed(latest):
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{view.checkpoint}: no micro-batch after batch {batch} committed within {timeout_s:.0f} s")
+            raise TimeoutError(
+                f"{view.checkpoint}: no micro-batch after batch {batch} committed within {timeout_s:.0f} s"
+            )
         time.sleep(0.05)
 
 
@@ -255,21 +255,35 @@ class TrialResult:
 
     @property
     def ok(self) -> bool:
-        return (not self.restart_failures and not self.error and "stalled" not in self.broker_faults
-                and self.verdict is not None and self.verdict.ok)
+        return (
+            not self.restart_failures
+            and not self.error
+            and "stalled" not in self.broker_faults
+            and self.verdict is not None
+            and self.verdict.ok
+        )
 
 
 class _Run:
     """The pipeline as a child process in its own process group, its output in ``log``."""
 
     def __init__(self, args: list[str], log: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]),
-               "SPARK_DRIVER_MEMORY": os.environ.get("CHAOS_DRIVER_MEMORY", "2g")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]),
+            "SPARK_DRIVER_MEMORY": os.environ.get("CHAOS_DRIVER_MEMORY", "2g"),
+        }
         self.log = log
         with open(log, "wb") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "streamjoin.cli", *args], stdout=out,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                            cwd=PROJECT_ROOT, start_new_session=True)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streamjoin.cli", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=PROJECT_ROOT,
+                start_new_session=True,
+            )
 
     def kill(self) -> None:
         """SIGKILL to the driver and everything it started (Spark's JVM, Python workers)."""
@@ -304,7 +318,11 @@ def _watch(view: CheckpointView, run: _Run, aim: str, rng: random.Random, produc
         batch = view.latest_batch()
         if batch is not None and not view.committed(batch):
             if aim == "micro_batch":
-                seen_start = seen_start if seen_start and seen_start[0] == batch else (batch, time.monotonic() + rng.uniform(0, 0.3))
+                seen_start = (
+                    seen_start
+                    if seen_start and seen_start[0] == batch
+                    else (batch, time.monotonic() + rng.uniform(0, 0.3))
+                )
                 if time.monotonic() >= seen_start[1]:
                     run.kill()
                     return view.moment()
@@ -322,7 +340,9 @@ def _watch(view: CheckpointView, run: _Run, aim: str, rng: random.Random, produc
     return "missed"
 
 
-def _caught_up(views: Sequence[CheckpointView], run: _Run, bootstrap: str, timeout_s: float, quiet_s: float = 5.0) -> bool:
+def _caught_up(
+    views: Sequence[CheckpointView], run: _Run, bootstrap: str, timeout_s: float, quiet_s: float = 5.0
+) -> bool:
     """Once the producer is done: wait until, in every view, ``run``'s latest batch has read every record of the
     pipeline's topics, is committed and stays the latest for ``quiet_s`` (time for the no-data batch a moved
     watermark asks for); False if ``run`` exited or ``timeout_s`` ran out."""
@@ -359,7 +379,9 @@ def _resumed(views: Sequence[CheckpointView], run: _Run, timeout_s: float) -> bo
         if run.process.poll() is not None:
             return False
         batches = [view.latest_batch() for view in views]
-        if all(b is not None and view.committed(p if p is not None else b) for view, p, b in zip(views, pending, batches)):
+        if all(
+            b is not None and view.committed(p if p is not None else b) for view, p, b in zip(views, pending, batches)
+        ):
             return True
         time.sleep(0.05)
     return run.process.poll() is None
@@ -387,7 +409,10 @@ def _after_broker_fault(views: Sequence[CheckpointView], run: _Run, timeout_s: f
         if run.process.poll() is not None:
             return f"exited: {run.error_line()}"
         latest = [view.latest_batch() for view in views]
-        if all(b is not None and b > (-1 if a is None else a) and view.committed(b) for view, a, b in zip(views, before, latest)):
+        if all(
+            b is not None and b > (-1 if a is None else a) and view.committed(b)
+            for view, a, b in zip(views, before, latest)
+        ):
             return "survived"
         time.sleep(0.05)
     return "stalled"
@@ -401,9 +426,22 @@ def trial_aims(pipelines: Sequence[str], kills: int, rng: random.Random) -> list
     return [(pipelines[(first + i) % len(pipelines)], moment) for i, moment in enumerate(moments)]
 
 
-def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills: int = 3, scale_factor: float = 0.001,
-              days: int | None = None, broker_faults: int = 0, chunks: int = 8, pause_s: float = 0.5, work: Path | None = None,
-              aims: Sequence[tuple[str, str]] | None = None, log=print) -> list[TrialResult]:
+def run_trial(
+    spark,
+    pipelines: Sequence[str],
+    engine: str,
+    *,
+    seed: int,
+    kills: int = 3,
+    scale_factor: float = 0.001,
+    days: int | None = None,
+    broker_faults: int = 0,
+    chunks: int = 8,
+    pause_s: float = 0.5,
+    work: Path | None = None,
+    aims: Sequence[tuple[str, str]] | None = None,
+    log=print,
+) -> list[TrialResult]:
     """Run one kill/restart trial of ``pipelines``, all in one process (module docstring), and check each.
 
     Args:
@@ -523,7 +561,11 @@ def run_trial(spark, pipelines: Sequence[str], engine: str, *, seed: int, kills:
             run.kill()
             broker.stop()
     for result in results.values():
-        result.restart_failures, result.broker_faults, result.error = shared.restart_failures, shared.broker_faults, shared.error
+        result.restart_failures, result.broker_faults, result.error = (
+            shared.restart_failures,
+            shared.broker_faults,
+            shared.error,
+        )
         result.seconds = time.monotonic() - started
     return list(results.values())
 
@@ -533,24 +575,47 @@ def report(results: list[TrialResult]) -> str:
     groups: dict[tuple[str, str], list[TrialResult]] = {}
     for r in results:
         groups.setdefault((r.pipeline, r.engine), []).append(r)
-    header = ("pipeline", "engine", "trials", "kills (moment hit)", "rows expected", "rows in Delta",
-              "duplicates", "missing", "changelog", "failed restarts", "broker restarts", "s/trial", "result")
+    header = (
+        "pipeline",
+        "engine",
+        "trials",
+        "kills (moment hit)",
+        "rows expected",
+        "rows in Delta",
+        "duplicates",
+        "missing",
+        "changelog",
+        "failed restarts",
+        "broker restarts",
+        "s/trial",
+        "result",
+    )
     rows = [header]
     for (pipeline, engine), group in groups.items():
         hits = Counter(hit for r in group for _, hit in r.kills)
         verdicts = [r.verdict for r in group if r.verdict is not None]
         changelog_defects = sum(len(v.batches_twice) + len(v.offsets_back) + v.changelog_vs_table for v in verdicts)
-        rows.append((
-            pipeline, engine, str(len(group)),
-            " ".join(f"{m}={hits[m]}" for m in sorted(hits)) or "-",
-            str(sum(v.rows_expected for v in verdicts)), str(sum(v.rows_in_delta for v in verdicts)),
-            str(sum(v.duplicates for v in verdicts)), str(sum(v.missing for v in verdicts)),
-            "ok" if not changelog_defects else f"{changelog_defects} defects",
-            str(sum(len(r.restart_failures) for r in group)),
-            " ".join(f"{k}={v}" for k, v in sorted(Counter(f.split(":")[0] for r in group for f in r.broker_faults).items())) or "-",
-            f"{sum(r.seconds for r in group) / len(group):.0f}",
-            "ok" if all(r.ok for r in group) else "FAIL",
-        ))
+        rows.append(
+            (
+                pipeline,
+                engine,
+                str(len(group)),
+                " ".join(f"{m}={hits[m]}" for m in sorted(hits)) or "-",
+                str(sum(v.rows_expected for v in verdicts)),
+                str(sum(v.rows_in_delta for v in verdicts)),
+                str(sum(v.duplicates for v in verdicts)),
+                str(sum(v.missing for v in verdicts)),
+                "ok" if not changelog_defects else f"{changelog_defects} defects",
+                str(sum(len(r.restart_failures) for r in group)),
+                " ".join(
+                    f"{k}={v}"
+                    for k, v in sorted(Counter(f.split(":")[0] for r in group for f in r.broker_faults).items())
+                )
+                or "-",
+                f"{sum(r.seconds for r in group) / len(group):.0f}",
+                "ok" if all(r.ok for r in group) else "FAIL",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
 
@@ -560,16 +625,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.reliability.chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10, help="trials per pipeline and engine")
     parser.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated names of sql/ pipelines")
-    parser.add_argument("--together", action="store_true",
-                        help="run the pipelines in one process per trial (one `streamjoin run` of every file), "
-                             "each kill aimed at one of them in turn; default: a process and trials per pipeline")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run the pipelines in one process per trial (one `streamjoin run` of every file), "
+        "each kill aimed at one of them in turn; default: a process and trials per pipeline",
+    )
     parser.add_argument("--engines", default="jvm,python")
     parser.add_argument("--kills", type=int, default=3, help="kills per trial while the producer writes")
     parser.add_argument("--broker-faults", type=int, default=0, help="broker stops and restarts per trial")
     parser.add_argument("--chunks", type=int, default=8, help="producer slices per trial (at least 2 per kill + 2)")
     parser.add_argument("--scale-factor", type=float, default=0.001)
-    parser.add_argument("--days", type=int, default=None,
-                        help="place the orders over this many days (default: TPC-H's seven years)")
+    parser.add_argument(
+        "--days", type=int, default=None, help="place the orders over this many days (default: TPC-H's seven years)"
+    )
     parser.add_argument("--seed", type=int, default=17, help="trial i of a pipeline and engine uses seed + i")
     options = parser.parse_args(argv)
     # A SIGTERM (timeout, CI) unwinds through run_trial's cleanup: the pipeline runs in their own sessions.
@@ -584,13 +653,27 @@ def main(argv: list[str] | None = None) -> int:
     for group in groups:
         for engine in options.engines.split(","):
             for i in range(options.trials):
-                print(f"{', '.join(group)}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True)
-                trial = run_trial(spark, group, engine, seed=options.seed + i, kills=options.kills,
-                                  broker_faults=options.broker_faults, chunks=options.chunks,
-                                  scale_factor=options.scale_factor, days=options.days, log=lambda line: print(line, flush=True))
+                print(
+                    f"{', '.join(group)}/{engine}: trial {i + 1}/{options.trials} (seed {options.seed + i})", flush=True
+                )
+                trial = run_trial(
+                    spark,
+                    group,
+                    engine,
+                    seed=options.seed + i,
+                    kills=options.kills,
+                    broker_faults=options.broker_faults,
+                    chunks=options.chunks,
+                    scale_factor=options.scale_factor,
+                    days=options.days,
+                    log=lambda line: print(line, flush=True),
+                )
                 results += trial
                 for result in trial:
-                    print(f"  {result.pipeline}: {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}", flush=True)
+                    print(
+                        f"  {result.pipeline}: {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}",
+                        flush=True,
+                    )
     print(report(results))
     return 0 if all(r.ok for r in results) else 1
 

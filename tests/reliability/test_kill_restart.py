@@ -12,7 +12,6 @@ import json
 import random
 
 import pytest
-
 from conftest import DAYS
 
 from streamjoin.sink.delta import CHANGELOG_METADATA
@@ -30,8 +29,12 @@ from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_g
 TRIALS = [
     (("lineitem_with_order",), "jvm", (("lineitem_with_order", "after_delta_commit"),), 0),
     (("orders_in_eur",), "jvm", (("orders_in_eur", "micro_batch"),), 1),
-    (("orders_shipped_fast", "orders_by_status", "part_price_over"), "jvm",
-     (("orders_shipped_fast", "state_commit"),), 0),
+    (
+        ("orders_shipped_fast", "orders_by_status", "part_price_over"),
+        "jvm",
+        (("orders_shipped_fast", "state_commit"),),
+        0,
+    ),
 ]
 
 
@@ -42,16 +45,32 @@ def test_the_trials_cover_every_pipeline_and_moment():
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("pipelines", "engine", "aims", "broker_faults"), [
-    pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0][0]}"), id="+".join(t[0])) for t in TRIALS
-])
+@pytest.mark.parametrize(
+    ("pipelines", "engine", "aims", "broker_faults"),
+    [pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0][0]}"), id="+".join(t[0])) for t in TRIALS],
+)
 def test_killed_pipelines_restart_with_nothing_lost_or_doubled(pipelines, engine, aims, broker_faults, spark, tmp_path):
-    results = run_trial(spark, list(pipelines), engine, seed=17, aims=list(aims), broker_faults=broker_faults,
-                        chunks=3, days=DAYS, work=tmp_path)
+    results = run_trial(
+        spark,
+        list(pipelines),
+        engine,
+        seed=17,
+        aims=list(aims),
+        broker_faults=broker_faults,
+        chunks=3,
+        days=DAYS,
+        work=tmp_path,
+    )
     for result in results:
-        assert not result.error and not result.restart_failures, (result.pipeline, result.error, result.restart_failures)
+        assert not result.error and not result.restart_failures, (
+            result.pipeline,
+            result.error,
+            result.restart_failures,
+        )
         assert [hit for _, hit in result.kills if hit != "missed"], f"{result.pipeline}: no kill landed: {result.kills}"
-        assert len(result.broker_faults) == broker_faults and "stalled" not in result.broker_faults, result.broker_faults
+        assert len(result.broker_faults) == broker_faults and "stalled" not in result.broker_faults, (
+            result.broker_faults
+        )
         verdict = result.verdict
         assert verdict.rows_expected > 0, result.pipeline
         assert verdict.ok, (result.pipeline, verdict)
@@ -73,7 +92,14 @@ def _changelog(spark, rows):
 
 
 def _row(k, kind, seq, batch, offset, second):
-    return (k, kind, seq.to_bytes(8, "big"), batch, json.dumps([{"orders": {"0": offset}}]), dt.datetime(2026, 1, 1, 0, 0, second))
+    return (
+        k,
+        kind,
+        seq.to_bytes(8, "big"),
+        batch,
+        json.dumps([{"orders": {"0": offset}}]),
+        dt.datetime(2026, 1, 1, 0, 0, second),
+    )
 
 
 def test_the_changelog_check_catches_a_batch_appended_twice(spark):

@@ -21,7 +21,9 @@ ROWS = 20_000
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("pipeline", ["lineitem_with_order", "part_price_over"])
-def test_a_key_with_a_large_state_runs_through_and_equals_the_batch_query(pipeline, spark, kafka_bootstrap, tpch, tmp_path):
+def test_a_key_with_a_large_state_runs_through_and_equals_the_batch_query(
+    pipeline, spark, kafka_bootstrap, tpch, tmp_path
+):
     result = run_case(spark, pipeline, "jvm", ROWS, kafka_bootstrap, tmp_path, tpch, restart=False)
     assert result.ok, result.error or result.verdict
     # The big key's rows are in the table (OVER: both frames): the case is what it says.

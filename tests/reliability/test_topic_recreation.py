@@ -22,11 +22,13 @@ def _pipeline(bootstrap, topic: str, tmp_path):
     """A pipeline copying ``topic`` (three records ``old0``..``old2``) into the Delta table ``copied``, and its lakehouse."""
     ensure_topics(bootstrap, {topic: 1})
     produce(bootstrap, topic, _records(range(3), "old"))
-    [pipeline] = sql_pipelines(plan_script(f"""
+    [pipeline] = sql_pipelines(
+        plan_script(f"""
         CREATE TABLE src (id INT, v STRING) WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'json');
         CREATE TABLE copied (id INT, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');
         INSERT INTO copied SELECT id, v FROM src;
-    """))
+    """)
+    )
     return pipeline, Lakehouse(str(tmp_path / "lake"))
 
 
@@ -52,7 +54,9 @@ def test_a_topic_recreated_between_runs_is_refused_before_anything_is_read(spark
     assert _rows(spark, lakehouse) == {(i, f"old{i}") for i in range(3)}
     checkpoint = lakehouse.checkpoint(pipeline.name, "main")
     old_id = topic_ids(admin_client(kafka_bootstrap), [topic])[topic]
-    assert json.loads((tmp_path / "lake" / "_checkpoints" / "copied" / "main" / TOPIC_IDS_FILE).read_text()) == {topic: old_id}
+    assert json.loads((tmp_path / "lake" / "_checkpoints" / "copied" / "main" / TOPIC_IDS_FILE).read_text()) == {
+        topic: old_id
+    }
 
     # Five records: offset 3, where the checkpoint stands, exists in the new topic too.
     _recreate(kafka_bootstrap, topic, _records(range(10, 15), "new"))
@@ -70,7 +74,9 @@ def test_a_topic_recreated_between_runs_is_refused_before_anything_is_read(spark
 
 
 @pytest.mark.e2e
-def test_a_topic_recreated_under_a_running_pipeline_stops_it_before_the_batch_is_written(spark, kafka_bootstrap, tmp_path):
+def test_a_topic_recreated_under_a_running_pipeline_stops_it_before_the_batch_is_written(
+    spark, kafka_bootstrap, tmp_path
+):
     topic = "recreated_while_running"
     pipeline, lakehouse = _pipeline(kafka_bootstrap, topic, tmp_path)
     batches = []
@@ -78,8 +84,14 @@ def test_a_topic_recreated_under_a_running_pipeline_stops_it_before_the_batch_is
 
     def run():
         try:
-            run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap, available_now=False,
-                         on_progress=lambda p: batches.append(p.numInputRows))
+            run_pipeline(
+                pipeline,
+                spark,
+                lakehouse,
+                kafka_bootstrap,
+                available_now=False,
+                on_progress=lambda p: batches.append(p.numInputRows),
+            )
         except Exception as e:  # noqa: BLE001 - the test asserts on it
             outcome["error"] = e
 

@@ -41,14 +41,19 @@ def slow_driver_worker(spark, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("engine", ["python"], indirect=True)  # the python engine starts the driver worker
-def test_a_missed_worker_start_restarts_the_query_and_loses_nothing(spark, engine, kafka_bootstrap, tpch, tmp_path, slow_driver_worker):
+def test_a_missed_worker_start_restarts_the_query_and_loses_nothing(
+    spark, engine, kafka_bootstrap, tpch, tmp_path, slow_driver_worker
+):
     topic = "orders_for_worker_start"
     ensure_topics(kafka_bootstrap, {topic: 1})
     changes = list(tpch.orders_changes())
     produce(kafka_bootstrap, topic, [(None, debezium_record(c)) for c in changes])
     pipeline = Pipeline(
-        "orders_per_status_slow_start", [dataclasses.replace(ORDERS, topic=topic)],
-        lambda tables: group_aggregate(tables["orders"], group_by=["o_orderstatus"], aggregates=[("orders", "COUNT", None)]),
+        "orders_per_status_slow_start",
+        [dataclasses.replace(ORDERS, topic=topic)],
+        lambda tables: group_aggregate(
+            tables["orders"], group_by=["o_orderstatus"], aggregates=[("orders", "COUNT", None)]
+        ),
         ("o_orderstatus",),
     )
     lakehouse = Lakehouse(str(tmp_path / "lake"))
@@ -64,7 +69,10 @@ def test_a_missed_worker_start_restarts_the_query_and_loses_nothing(spark, engin
     run = run_pipeline(pipeline, spark, lakehouse, kafka_bootstrap)
     assert len(list(slow_driver_worker.iterdir())) == SLOW_STARTS
     [warning] = run.warnings
-    assert warning.startswith("pipeline 'orders_per_status_slow_start': a Python worker did not connect back") and "restart 1 of 3" in warning
+    assert (
+        warning.startswith("pipeline 'orders_per_status_slow_start': a Python worker did not connect back")
+        and "restart 1 of 3" in warning
+    )
     expected = Counter(o["o_orderstatus"] for o in tpch.final_orders().values())
     table = spark.read.format("delta").load(lakehouse.table_path(pipeline.name)).collect()
     assert {r["o_orderstatus"]: r["orders"] for r in table} == expected

@@ -26,7 +26,7 @@ from streamjoin.pipeline import Lakehouse
 from streamjoin.planner.pipelines import SqlPipeline
 from streamjoin.sink.delta import BATCH_ID_COLUMN, PROCESSING_TIME_COLUMN, SOURCE_OFFSETS_COLUMN
 
-__all__ = ["Verdict", "verify", "changelog_batches_twice", "offsets_going_back"]
+__all__ = ["Verdict", "changelog_batches_twice", "offsets_going_back", "verify"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not (self.duplicates or self.missing or self.batches_twice or self.offsets_back or self.changelog_vs_table)
+        return not (
+            self.duplicates or self.missing or self.batches_twice or self.offsets_back or self.changelog_vs_table
+        )
 
 
 def changelog_batches_twice(changelog: DataFrame) -> list[int]:
@@ -111,7 +113,9 @@ def verify(spark: SparkSession, pipeline: SqlPipeline, bootstrap_servers: str, l
     actual = spark.read.format("delta").load(sink.path).cache()
     changelog = spark.read.format("delta").load(sink.changelog_path).cache()
     try:
-        sides = {r["_where"]: r["count"] for r in table_difference(actual, expected).groupBy("_where").count().collect()}
+        sides = {
+            r["_where"]: r["count"] for r in table_difference(actual, expected).groupBy("_where").count().collect()
+        }
         folded = _folded(changelog, list(sink.primary_key), actual.columns)
         return Verdict(
             rows_expected=expected.count(),

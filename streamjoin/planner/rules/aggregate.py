@@ -20,7 +20,7 @@ from streamjoin.planner.types import SqlType
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
-__all__ = ["aggregates_outside_windows", "aggregate_call", "plan_aggregate", "computed_name"]
+__all__ = ["aggregate_call", "aggregates_outside_windows", "computed_name", "plan_aggregate"]
 
 
 def aggregates_outside_windows(e: exp.Expr) -> list[exp.Expr]:
@@ -28,18 +28,27 @@ def aggregates_outside_windows(e: exp.Expr) -> list[exp.Expr]:
     return [a for a in e.find_all(*AGGREGATES) if not a.find_ancestor(exp.Window)]
 
 
-def aggregate_call(planner: QueryPlanner, call: exp.Expr, output: str, input: Node, scope: Scope, extra: list) -> Aggregate:
+def aggregate_call(
+    planner: QueryPlanner, call: exp.Expr, output: str, input: Node, scope: Scope, extra: list
+) -> Aggregate:
     """An :class:`Aggregate` for ``call``; a non-column argument becomes a computed input field in ``extra``."""
     function = AGGREGATES[type(call)]
     arg = call.this
     if isinstance(arg, exp.Distinct):
         if function != "COUNT" or len(arg.expressions) != 1:
-            raise planner.error(UnsupportedPlanError, call, f"{call.sql(Flink)}: DISTINCT is supported in COUNT(DISTINCT x) only", "supported-aggregates")
+            raise planner.error(
+                UnsupportedPlanError,
+                call,
+                f"{call.sql(Flink)}: DISTINCT is supported in COUNT(DISTINCT x) only",
+                "supported-aggregates",
+            )
         function, arg = "COUNT_DISTINCT", arg.expressions[0]
     if isinstance(arg, exp.Star) or (function == "COUNT" and arg is None):
         return Aggregate(output, "COUNT", None, SqlType("BIGINT", nullable=False))
     if arg is None or call.expressions:
-        raise planner.error(UnsupportedPlanError, call, f"{call.sql(Flink)}: aggregates take one argument here", "supported-aggregates")
+        raise planner.error(
+            UnsupportedPlanError, call, f"{call.sql(Flink)}: aggregates take one argument here", "supported-aggregates"
+        )
     resolved = resolve(arg, scope)
     arg_type = planner.typer(input).type_of(resolved)
     if isinstance(resolved, exp.Column):
@@ -57,7 +66,9 @@ def _aggregate_type(planner: QueryPlanner, function: str, t: SqlType | None, cal
         return None
     t = t.plain()
     if function in ("SUM", "AVG") and t.family != "numeric":
-        raise planner.error(ValidationError, call, f"{function} needs a number; '{call.this.sql(Flink)}' is {t}", "type-mismatch")
+        raise planner.error(
+            ValidationError, call, f"{function} needs a number; '{call.this.sql(Flink)}' is {t}", "type-mismatch"
+        )
     if function == "SUM" and t.root == "DECIMAL":
         return SqlType("DECIMAL", 38, t.scale)
     if function == "AVG" and t.root == "DECIMAL":
@@ -65,7 +76,9 @@ def _aggregate_type(planner: QueryPlanner, function: str, t: SqlType | None, cal
     return t.with_nullable(True)
 
 
-def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation, items, group_exprs: list | None = None) -> Relation:
+def plan_aggregate(
+    planner: QueryPlanner, select: exp.Select, relation: Relation, items, group_exprs: list | None = None
+) -> Relation:
     """A ``GroupAggregate`` for ``select`` over ``relation``, then the Calc computing ``items`` and ``HAVING``.
 
     ``group_exprs`` overrides ``GROUP BY`` (``SELECT DISTINCT`` passes its items). As in Flink (Calcite's
@@ -83,8 +96,17 @@ def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation
     if group_exprs is None:
         group_exprs = select.args["group"].expressions if select.args.get("group") else []
     for g in group_exprs:
-        if isinstance(g, (exp.Literal,)) or g.find(exp.Anonymous) and g.find(exp.Anonymous).name.upper() in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
-            raise planner.error(UnsupportedPlanError, g, f"GROUP BY {g.sql(Flink)} is not supported (group windows, ordinals)", "supported-aggregates")
+        if (
+            isinstance(g, (exp.Literal,))
+            or g.find(exp.Anonymous)
+            and g.find(exp.Anonymous).name.upper() in ("TUMBLE", "HOP", "SESSION", "CUMULATE")
+        ):
+            raise planner.error(
+                UnsupportedPlanError,
+                g,
+                f"GROUP BY {g.sql(Flink)} is not supported (group windows, ordinals)",
+                "supported-aggregates",
+            )
     extra: list[tuple[Field, exp.Expr]] = []
     group_fields, group_map = [], {}
     for g in group_exprs:
@@ -117,7 +139,9 @@ def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation
         # GROUP BY without aggregates: MIN of a grouping column never changes, so the operator emits
         # +I when a group appears and -D when it empties, as Flink's GroupAggregate without calls.
         first = group_fields[0]
-        calls.append(Aggregate("$distinct", "MIN", first, node.field(first).type if first in node.field_names else None))
+        calls.append(
+            Aggregate("$distinct", "MIN", first, node.field(first).type if first in node.field_names else None)
+        )
     computed = {f.name for f, _ in extra}
     needed = [n for n in dict.fromkeys(group_fields + [a.arg for a in calls if a.arg]) if n not in computed]
     if extra:
@@ -125,7 +149,12 @@ def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation
     else:
         pre = node
     if not pre.is_insert_only and any(a.function in ("FIRST_VALUE", "LAST_VALUE") for a in calls):
-        raise planner.error(UnsupportedPlanError, select, "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported", "supported-aggregates")
+        raise planner.error(
+            UnsupportedPlanError,
+            select,
+            "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported",
+            "supported-aggregates",
+        )
     agg = GroupAggregate(pre, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch)
 
     def rewrite(e: exp.Expr) -> exp.Expr:
@@ -157,7 +186,12 @@ def plan_aggregate(planner: QueryPlanner, select: exp.Select, relation: Relation
         grouped = e.transform(replace).transform(to_group, copy=False)
         for col in grouped.find_all(exp.Column):
             if id(col) not in outputs and not isinstance(col.this, exp.Star):
-                raise planner.error(ValidationError, col, f"column '{col.name}' is not being grouped: add it to GROUP BY or aggregate it", "group-by-columns")
+                raise planner.error(
+                    ValidationError,
+                    col,
+                    f"column '{col.name}' is not being grouped: add it to GROUP BY or aggregate it",
+                    "group-by-columns",
+                )
         return grouped
 
     exprs = [rewrite(e) for _, e in items]

@@ -23,7 +23,7 @@ from streamjoin.planner.rules.temporal import plan_temporal
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
-__all__ = ["join_kind", "plan_join", "choose_join"]
+__all__ = ["choose_join", "join_kind", "plan_join"]
 
 
 def join_kind(planner: QueryPlanner, join: exp.Join) -> str:
@@ -31,11 +31,15 @@ def join_kind(planner: QueryPlanner, join: exp.Join) -> str:
     side = (join.side or "").upper()
     kind = (join.kind or "").upper()
     if kind in ("SEMI", "ANTI"):
-        raise planner.error(UnsupportedPlanError, join, f"{kind} JOIN syntax is not Flink SQL; use IN / EXISTS", "supported-joins")
+        raise planner.error(
+            UnsupportedPlanError, join, f"{kind} JOIN syntax is not Flink SQL; use IN / EXISTS", "supported-joins"
+        )
     return {"LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(side, "inner")
 
 
-def plan_join(planner: QueryPlanner, left: Relation, join: exp.Join, where: list[exp.Expr], outer: Scope | None) -> Relation:
+def plan_join(
+    planner: QueryPlanner, left: Relation, join: exp.Join, where: list[exp.Expr], outer: Scope | None
+) -> Relation:
     """``left JOIN item ON …`` as an interval, regular, temporal or lookup join over ``left``'s and the
     item's columns (right names uniquified); inner joins take from ``where`` the conjuncts needing both sides.
 
@@ -46,7 +50,9 @@ def plan_join(planner: QueryPlanner, left: Relation, join: exp.Join, where: list
     item = join.this
     on = join.args.get("on")
     if join.args.get("using"):
-        raise planner.error(UnsupportedPlanError, join, "JOIN … USING is not supported; write ON a.x = b.x", "supported-joins")
+        raise planner.error(
+            UnsupportedPlanError, join, "JOIN … USING is not supported; write ON a.x = b.x", "supported-joins"
+        )
     if isinstance(item, exp.Table) and item.args.get("version") is not None:
         return plan_temporal(planner, left, item, kind, on, outer)
     right = plan_table_ref(planner, item, outer)
@@ -87,7 +93,9 @@ def _time_fields(node: Node, names: dict[str, str] | None = None) -> dict[str, s
     return out
 
 
-def choose_join(planner: QueryPlanner, kind, left: Node, right: Node, pairs, rest, original: dict[str, str], join: exp.Join) -> Node:
+def choose_join(
+    planner: QueryPlanner, kind, left: Node, right: Node, pairs, rest, original: dict[str, str], join: exp.Join
+) -> Node:
     """Flink's choice between IntervalJoin and Join for resolved ``pairs`` (equi keys) and ``rest``."""
     right_out = {v: k for k, v in original.items()}
     left_times = _time_fields(left)
@@ -103,7 +111,8 @@ def choose_join(planner: QueryPlanner, kind, left: Node, right: Node, pairs, res
         for side, node in (("left", left), ("right", right)):
             if not node.is_insert_only:
                 raise planner.error(
-                    UnsupportedPlanError, join,
+                    UnsupportedPlanError,
+                    join,
                     f"IntervalJoin consumes insert-only input, but its {side} input {planner.producer_name(node)} "
                     f"produces {'updates' if 'U' in node.modify_kinds else 'deletes'}",
                     "interval-join-insert-only",
@@ -111,8 +120,19 @@ def choose_join(planner: QueryPlanner, kind, left: Node, right: Node, pairs, res
         # The rest is part of the match, also for outer joins (Flink's IntervalJoinFunction): the runtime
         # evaluates it per candidate pair before deciding on null padding.
         remaining = [c for c in rest if c not in bounds.conditions]
-        return IntervalJoin(kind, left, right, left_keys, right_keys, bounds.lower_ms, bounds.upper_ms,
-                            bounds.left_time, original[bounds.right_time], attribute == "ROWTIME", and_all(remaining))
+        return IntervalJoin(
+            kind,
+            left,
+            right,
+            left_keys,
+            right_keys,
+            bounds.lower_ms,
+            bounds.upper_ms,
+            bounds.left_time,
+            original[bounds.right_time],
+            attribute == "ROWTIME",
+            and_all(remaining),
+        )
     _check_watermarks_for_bounds(planner, rest, left, right, original)
     all_times = {**left_times, **right_times}
     for c in rest:
@@ -121,11 +141,14 @@ def choose_join(planner: QueryPlanner, kind, left: Node, right: Node, pairs, res
             sides = {("left" if col.name in left_times else "right") for col in used}
             attributes = {all_times[col.name] for col in used}
             if sides == {"left", "right"} and len(attributes) > 1:
-                message = (f"join condition '{c.sql(Flink)}' compares a rowtime with a proctime; an interval join "
-                           "needs time attributes of one kind on both sides")
+                message = (
+                    f"join condition '{c.sql(Flink)}' compares a rowtime with a proctime; an interval join "
+                    "needs time attributes of one kind on both sides"
+                )
                 raise planner.error(ValidationError, c, message, "interval-join-time-attributes")
             raise planner.error(
-                ValidationError, c,
+                ValidationError,
+                c,
                 f"regular join condition '{c.sql(Flink)}' uses time attribute '{used[0].name}': a regular join keeps every "
                 "row forever, so its condition may not use time attributes; bound both sides' rowtimes "
                 "(e.g. b.t BETWEEN a.t - INTERVAL '1' HOUR AND a.t) for an interval join, or CAST the time attribute to TIMESTAMP",
@@ -134,23 +157,31 @@ def choose_join(planner: QueryPlanner, kind, left: Node, right: Node, pairs, res
     return RegularJoin(kind, left, right, left_keys, right_keys, and_all(rest), planner.state_ttl_ms)
 
 
-def _check_watermarks_for_bounds(planner: QueryPlanner, rest, left: Node, right: Node, original: dict[str, str]) -> None:
+def _check_watermarks_for_bounds(
+    planner: QueryPlanner, rest, left: Node, right: Node, original: dict[str, str]
+) -> None:
     """Refuse an interval-shaped condition between a rowtime and a timestamp without WATERMARK.
 
     (Between two plain timestamps it is a regular join's condition, as in Flink.)
     """
     left_ts = {f.name for f in left.fields if f.type is not None and f.type.family == "timestamp"}
-    right_ts = {r for r, o in original.items() if right.field(o).type is not None and right.field(o).type.family == "timestamp"}
+    right_ts = {
+        r for r, o in original.items() if right.field(o).type is not None and right.field(o).type.family == "timestamp"
+    }
     bounds = extract_interval(rest, left_ts, right_ts)
     if bounds is None:
         return
-    sides = ((bounds.left_time, left.field(bounds.left_time)), (bounds.right_time, right.field(original[bounds.right_time])))
+    sides = (
+        (bounds.left_time, left.field(bounds.left_time)),
+        (bounds.right_time, right.field(original[bounds.right_time])),
+    )
     if not any(f.is_rowtime for _, f in sides):
         return
     for name, node_field in sides:
         if not node_field.is_rowtime:
             raise planner.error(
-                ValidationError, bounds.conditions[0],
+                ValidationError,
+                bounds.conditions[0],
                 f"the join condition bounds '{name}' like an interval join, but '{name}' has no watermark: "
                 "declare WATERMARK FOR it in its table to make it a rowtime",
                 "interval-join-watermark",

@@ -15,7 +15,7 @@ from streamjoin.planner.relation import Relation
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
-__all__ = ["expand_select", "output_names", "project", "merge_calc"]
+__all__ = ["expand_select", "merge_calc", "output_names", "project"]
 
 
 def expand_select(planner: QueryPlanner, select: exp.Select, relation: Relation) -> list[tuple[str | None, exp.Expr]]:
@@ -26,10 +26,19 @@ def expand_select(planner: QueryPlanner, select: exp.Select, relation: Relation)
         if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
             qualifier = target.table if isinstance(target, exp.Column) else None
             if qualifier and qualifier not in {c.qualifier for c in relation.columns}:
-                raise planner.error(ValidationError, target, f"unknown table or alias '{qualifier}' in '{qualifier}.*'", "table-exists")
+                raise planner.error(
+                    ValidationError, target, f"unknown table or alias '{qualifier}' in '{qualifier}.*'", "table-exists"
+                )
             for c in relation.columns:
                 if qualifier is None or c.qualifier == qualifier:
-                    items.append((c.name, exp.column(c.name, table=c.qualifier, quoted=True) if c.qualifier else exp.column(c.name, quoted=True)))
+                    items.append(
+                        (
+                            c.name,
+                            exp.column(c.name, table=c.qualifier, quoted=True)
+                            if c.qualifier
+                            else exp.column(c.name, quoted=True),
+                        )
+                    )
             continue
         items.append((e.alias if isinstance(e, exp.Alias) else None, target))
     return items
@@ -69,7 +78,9 @@ def merge_calc(input: Node, projections: list[tuple[Field, exp.Expr]], condition
             return e.transform(lambda n: inner[n.name].copy() if isinstance(n, exp.Column) and n.name in inner else n)
 
         projections = [(f, substitute(e)) for f, e in projections]
-        conditions = [c for c in (input.condition, substitute(condition) if condition is not None else None) if c is not None]
+        conditions = [
+            c for c in (input.condition, substitute(condition) if condition is not None else None) if c is not None
+        ]
         calc = Calc(input.inputs[0], projections, and_all(conditions))
     else:
         calc = Calc(input, projections, condition)

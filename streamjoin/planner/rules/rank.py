@@ -21,7 +21,7 @@ from streamjoin.planner.rules.project import project
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
-__all__ = ["plan_rank", "apply_rank_filter", "check_ranks"]
+__all__ = ["apply_rank_filter", "check_ranks", "plan_rank"]
 
 
 def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relation:
@@ -36,18 +36,35 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
     node = relation.node
     windows = [w for _, e in items for w in e.find_all(exp.Window)]
     if len(windows) != 1:
-        raise planner.error(UnsupportedPlanError, windows[1], "ROW_NUMBER() cannot be combined with other OVER windows in one query block", "rank-alone")
+        raise planner.error(
+            UnsupportedPlanError,
+            windows[1],
+            "ROW_NUMBER() cannot be combined with other OVER windows in one query block",
+            "rank-alone",
+        )
     window = windows[0]
     alias_item = next((a, e) for a, e in items if window in list(e.find_all(exp.Window)))
     if alias_item[1] is not window or not alias_item[0]:
-        raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() OVER (…) must be a select item of its own with an alias (… AS rn)", "rank-filter")
+        raise planner.error(
+            UnsupportedPlanError,
+            window,
+            "ROW_NUMBER() OVER (…) must be a select item of its own with an alias (… AS rn)",
+            "rank-filter",
+        )
     spec = window_spec(planner, window, named)
     keys = partition_columns(planner, spec, scope, "ROW_NUMBER() PARTITION BY takes columns", "rank-partition")
     if not keys:
-        raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() without PARTITION BY (a global Top-N) is not supported", "rank-partition")
+        raise planner.error(
+            UnsupportedPlanError,
+            window,
+            "ROW_NUMBER() without PARTITION BY (a global Top-N) is not supported",
+            "rank-partition",
+        )
     order = spec.args.get("order")
     if order is None or len(order.expressions) != 1:
-        raise planner.error(UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order")
+        raise planner.error(
+            UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order"
+        )
     ordered = order.expressions[0]
     order_resolved = resolve(ordered.this, scope)
     if not isinstance(order_resolved, exp.Column):
@@ -57,33 +74,47 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
     keep = "last" if ordered.args.get("desc") else "first"
     if time is None and keep == "first":
         raise planner.error(
-            UnsupportedPlanError, ordered,
+            UnsupportedPlanError,
+            ordered,
             f"ROW_NUMBER() ORDER BY '{ordered.this.sql(Flink)}' ASC is a Top-1 Rank on a non-time column, which is not supported; "
             "order by a time attribute (deduplication) or DESC",
             "rank-order",
         )
     if not node.is_insert_only:
-        raise planner.error(UnsupportedPlanError, window, f"deduplication consumes insert-only input; {planner.producer_name(node)} produces updates", "deduplicate-insert-only")
+        raise planner.error(
+            UnsupportedPlanError,
+            window,
+            f"deduplication consumes insert-only input; {planner.producer_name(node)} produces updates",
+            "deduplicate-insert-only",
+        )
     rank_name = alias_item[0]
     if planner.state_ttl_ms is not None and time == "ROWTIME" and keep == "first":
         raise planner.error(
-            UnsupportedPlanError, window,
+            UnsupportedPlanError,
+            window,
             "table.exec.state.ttl is set, but a deduplication keeping the first row on event time has no state TTL here "
             "(it runs on Spark's event-time timers, and Spark expires state in processing time); remove the setting",
             "state-ttl",
         )
-    dedup = Deduplicate(node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0],
-                        planner.state_ttl_ms)
+    dedup = Deduplicate(
+        node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0], planner.state_ttl_ms
+    )
     dedup.pending = window
     columns = relation.columns + [ScopeColumn(None, rank_name, dedup.rank_field, dedup.fields[-1].type)]
-    exprs = [field_column(dedup.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items]
+    exprs = [
+        field_column(dedup.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items
+    ]
     return project(planner, Relation(dedup, columns), items, exprs)
 
 
 def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, node: Node) -> bool:
     """Consume ``rn = 1`` (``rn <= 1``, ``rn < 2``) on a pending ROW_NUMBER column; True when consumed."""
     c = condition.unnest()
-    if not isinstance(c, (exp.EQ, exp.LTE, exp.LT)) or not isinstance(c.this, exp.Column) or not isinstance(c.expression, exp.Literal):
+    if (
+        not isinstance(c, (exp.EQ, exp.LTE, exp.LT))
+        or not isinstance(c.this, exp.Column)
+        or not isinstance(c.expression, exp.Literal)
+    ):
         return False
     found = scope.lookup(c.this)
     if found is None or found[1]:
@@ -98,7 +129,12 @@ def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, 
         return False
     limit = int(c.expression.name) - (1 if isinstance(c, exp.LT) else 0)
     if limit != 1:
-        raise planner.error(UnsupportedPlanError, condition, f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported", "rank-filter")
+        raise planner.error(
+            UnsupportedPlanError,
+            condition,
+            f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported",
+            "rank-filter",
+        )
     current.pending = None
     return True
 
@@ -112,7 +148,9 @@ def check_ranks(root: Node, source: SqlSource) -> None:
     for node in walk(root):
         if isinstance(node, Deduplicate) and getattr(node, "pending", False):
             raise error(
-                UnsupportedPlanError, source, node.pending,
+                UnsupportedPlanError,
+                source,
+                node.pending,
                 f"ROW_NUMBER() AS {node.rank_field} must be filtered by an outer WHERE {node.rank_field} = 1 (deduplication)",
                 "rank-filter",
             )

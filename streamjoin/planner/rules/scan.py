@@ -31,9 +31,19 @@ def plan_table_ref(planner: QueryPlanner, item: exp.Expr, outer: Scope | None) -
     """
     if isinstance(item, exp.Table):
         if item.args.get("version") is not None:
-            raise planner.error(ValidationError, item, "FOR SYSTEM_TIME AS OF applies to the right table of a JOIN", "temporal-join-syntax")
+            raise planner.error(
+                ValidationError,
+                item,
+                "FOR SYSTEM_TIME AS OF applies to the right table of a JOIN",
+                "temporal-join-syntax",
+            )
         if item.args.get("db") or item.args.get("catalog"):
-            raise planner.error(UnsupportedPlanError, item, f"catalog/database qualified names are not supported: {item.sql(Flink)}", "table-exists")
+            raise planner.error(
+                UnsupportedPlanError,
+                item,
+                f"catalog/database qualified names are not supported: {item.sql(Flink)}",
+                "table-exists",
+            )
         name = item.name
         alias = item.alias or name
         if name in planner.catalog.tables:
@@ -80,8 +90,12 @@ def scan(planner: QueryPlanner, table: TableDef) -> Relation:
     if table.rowtime:
         rowtime = next(f for f in fields if f.name == table.rowtime)
         if rowtime.type is None or rowtime.type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ"):
-            raise error(ValidationError, table.source, table.node,
-                        f"WATERMARK FOR '{table.rowtime}' of table '{table.name}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p)",
-                        "watermark-type")
+            raise error(
+                ValidationError,
+                table.source,
+                table.node,
+                f"WATERMARK FOR '{table.rowtime}' of table '{table.name}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p)",
+                "watermark-type",
+            )
     node = TableScan(table, fields, computed)
     return Relation(node, [ScopeColumn(None, f.name, f.name, f.type) for f in fields])

@@ -11,7 +11,14 @@ from sqlglot import exp
 
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner.expressions import (
-    Scope, ScopeColumn, Typer, and_all, columns_of, conjuncts, field_column, resolve,
+    Scope,
+    ScopeColumn,
+    Typer,
+    and_all,
+    columns_of,
+    conjuncts,
+    field_column,
+    resolve,
 )
 from streamjoin.planner.joins import split_equi
 from streamjoin.planner.plan import Node, RegularJoin, uniquify
@@ -35,7 +42,9 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
     inner = predicate.this if negated else predicate
     query = inner.this if isinstance(inner, exp.Exists) else inner.args["query"].this
     if not isinstance(query, exp.Select):
-        raise planner.error(UnsupportedPlanError, query, "only SELECT subqueries are supported in IN / EXISTS", "supported-queries")
+        raise planner.error(
+            UnsupportedPlanError, query, "only SELECT subqueries are supported in IN / EXISTS", "supported-queries"
+        )
     sub_where = conjuncts(query.args["where"].this) if query.args.get("where") else []
     right = planner.plan_from(query, sub_where, None)
     right_scope = right.scope(planner.source)
@@ -44,10 +53,16 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
         outer_refs = [col for col in columns_of(c) if right_scope.lookup(col) is None]
         (correlated if outer_refs else local).append(c)
     is_aggregating = bool(query.args.get("group") or query.args.get("having")) or any(
-        aggregates_outside_windows(e) for e in query.expressions)
+        aggregates_outside_windows(e) for e in query.expressions
+    )
     if is_aggregating or any(query.args.get(k) for k in ("order", "limit", "distinct")):
         if correlated:
-            raise planner.error(UnsupportedPlanError, correlated[0], "a correlated subquery with aggregates is not supported", "supported-queries")
+            raise planner.error(
+                UnsupportedPlanError,
+                correlated[0],
+                "a correlated subquery with aggregates is not supported",
+                "supported-queries",
+            )
         rel = planner.plan_select(query, None)
         right_node, right_columns = rel.node, rel.columns
         local = []
@@ -73,23 +88,38 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
     null_aware = False
     if isinstance(inner, exp.In):
         if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
-            raise planner.error(ValidationError, query, "an IN subquery must select exactly one column", "in-subquery-columns")
+            raise planner.error(
+                ValidationError, query, "an IN subquery must select exactly one column", "in-subquery-columns"
+            )
         needle = resolve(inner.this, Scope(left_columns, planner.source, outer_scope.outer))
         if is_aggregating:
             selected = field_column(rename[right_columns[0].field], query.expressions[0])
         else:
             item = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
-            selected = resolve(item, Scope([ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right_columns], planner.source))
+            selected = resolve(
+                item,
+                Scope(
+                    [ScopeColumn(c.qualifier, c.name, rename[c.field], c.type) for c in right_columns], planner.source
+                ),
+            )
             if not isinstance(selected, exp.Column):
-                raise planner.error(UnsupportedPlanError, item, "an IN subquery must select a plain column", "in-subquery-columns")
+                raise planner.error(
+                    UnsupportedPlanError, item, "an IN subquery must select a plain column", "in-subquery-columns"
+                )
         equality = exp.EQ(this=needle, expression=selected)
         typer.type_of(equality)
         left_type, right_type = typer.type_of(needle), typer.type_of(selected)
         null_aware = negated and not (left_type and right_type and not left_type.nullable and not right_type.nullable)
         if null_aware:
             # NOT IN is false as soon as a NULL is involved: Flink's null-aware anti join, no equi key.
-            conditions.insert(0, exp.or_(equality.copy(), exp.Is(this=needle.copy(), expression=exp.Null()),
-                                         exp.Is(this=selected.copy(), expression=exp.Null())))
+            conditions.insert(
+                0,
+                exp.or_(
+                    equality.copy(),
+                    exp.Is(this=needle.copy(), expression=exp.Null()),
+                    exp.Is(this=selected.copy(), expression=exp.Null()),
+                ),
+            )
         else:
             conditions.insert(0, equality)
     for c in conditions:
@@ -99,9 +129,21 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
     for c in rest:
         times = [col.name for col in c.find_all(exp.Column) if (types.get(col.name) and types[col.name].time_attribute)]
         if times:
-            raise planner.error(ValidationError, c, f"a semi/anti join condition may not use time attribute '{times[0]}'", "regular-join-time-attributes")
-    return RegularJoin(kind, left, right_node, [l for l, _ in pairs], [original[r] for _, r in pairs],
-                       and_all(rest), planner.state_ttl_ms)
+            raise planner.error(
+                ValidationError,
+                c,
+                f"a semi/anti join condition may not use time attribute '{times[0]}'",
+                "regular-join-time-attributes",
+            )
+    return RegularJoin(
+        kind,
+        left,
+        right_node,
+        [l for l, _ in pairs],
+        [original[r] for _, r in pairs],
+        and_all(rest),
+        planner.state_ttl_ms,
+    )
 
 
 def is_subquery_predicate(node: exp.Expr) -> bool:

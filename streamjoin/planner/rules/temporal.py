@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["plan_temporal"]
 
 
-def plan_temporal(planner: QueryPlanner, left: Relation, item: exp.Table, kind: str, on: exp.Expr | None, outer: Scope | None) -> Relation:
+def plan_temporal(
+    planner: QueryPlanner, left: Relation, item: exp.Table, kind: str, on: exp.Expr | None, outer: Scope | None
+) -> Relation:
     """``left JOIN item FOR SYSTEM_TIME AS OF left.time ON …``: a ``LookupJoin`` against a Delta table
     (or with a proctime), else a ``TemporalJoin`` against the versioned table or view ``item``.
 
@@ -33,17 +35,25 @@ def plan_temporal(planner: QueryPlanner, left: Relation, item: exp.Table, kind: 
         UnsupportedPlanError: a proctime join on a non-Delta table, non-equi conditions.
     """
     if kind not in ("inner", "left"):
-        raise planner.error(ValidationError, item, f"a temporal table join is INNER or LEFT, not {kind.upper()}", "temporal-join-type")
+        raise planner.error(
+            ValidationError, item, f"a temporal table join is INNER or LEFT, not {kind.upper()}", "temporal-join-type"
+        )
     version = item.args["version"]
     left_scope = left.scope(planner.source, outer)
     time_column = version.expression
     if not isinstance(time_column, exp.Column):
-        raise planner.error(ValidationError, time_column, "FOR SYSTEM_TIME AS OF takes a time attribute of the left table", "temporal-join-time")
+        raise planner.error(
+            ValidationError,
+            time_column,
+            "FOR SYSTEM_TIME AS OF takes a time attribute of the left table",
+            "temporal-join-time",
+        )
     found, _ = left_scope.resolve(time_column)
     left_time = left.node.field(found.field)
     if not left_time.type or not left_time.type.time_attribute:
         raise planner.error(
-            ValidationError, time_column,
+            ValidationError,
+            time_column,
             f"FOR SYSTEM_TIME AS OF '{time_column.sql(Flink)}': the column is {left_time.type}, not a time attribute; "
             "declare WATERMARK FOR it (event time) or use a PROCTIME() column",
             "temporal-join-watermark",
@@ -52,7 +62,12 @@ def plan_temporal(planner: QueryPlanner, left: Relation, item: exp.Table, kind: 
     table = planner.catalog.tables.get(name)
     if table is not None and table.connector == "delta" or left_time.type.time_attribute == "PROCTIME":
         if table is None or table.connector != "delta":
-            raise planner.error(UnsupportedPlanError, item, f"a processing-time temporal join needs a Delta table to look up; '{name}' is not one", "lookup-join-table")
+            raise planner.error(
+                UnsupportedPlanError,
+                item,
+                f"a processing-time temporal join needs a Delta table to look up; '{name}' is not one",
+                "lookup-join-table",
+            )
         right = scan(planner, table)
     else:
         right = plan_table_ref(planner, exp.Table(this=item.this.copy()), outer)
@@ -70,7 +85,8 @@ def plan_temporal(planner: QueryPlanner, left: Relation, item: exp.Table, kind: 
     pairs, rest = split_equi(resolved, set(left.node.field_names), set(right_names))
     if rest:
         raise planner.error(
-            UnsupportedPlanError, rest[0],
+            UnsupportedPlanError,
+            rest[0],
             f"a temporal join condition may only equate left columns with the right table's key; '{rest[0].sql(Flink)}' is not supported",
             "temporal-join-condition",
         )
@@ -78,18 +94,26 @@ def plan_temporal(planner: QueryPlanner, left: Relation, item: exp.Table, kind: 
     right_keys = [original[r] for _, r in pairs]
     if isinstance(right.node, TableScan) and right.node.table.connector == "delta":
         if not pairs:
-            raise planner.error(ValidationError, item, f"a lookup join needs an equality on columns of '{name}'", "lookup-join-condition")
+            raise planner.error(
+                ValidationError,
+                item,
+                f"a lookup join needs an equality on columns of '{name}'",
+                "lookup-join-condition",
+            )
         node = LookupJoin(kind, left.node, right.node, left_keys, right_keys)
         return Relation(node, columns)
     versioned, primary_key, rowtime, append_only = _versioned(planner, right.node, name, item)
     if set(right_keys) != set(primary_key):
         raise planner.error(
-            ValidationError, item,
+            ValidationError,
+            item,
             f"the temporal join condition must equate the versioned table's primary key [{', '.join(primary_key)}] "
             f"of '{name}' with left columns, and nothing else; it equates [{', '.join(right_keys) or 'nothing'}]",
             "temporal-join-primary-key",
         )
-    node = TemporalJoin(kind, left.node, versioned, left_keys, right_keys, found.field, rowtime, primary_key, append_only)
+    node = TemporalJoin(
+        kind, left.node, versioned, left_keys, right_keys, found.field, rowtime, primary_key, append_only
+    )
     return Relation(node, columns)
 
 
@@ -101,26 +125,43 @@ def _versioned(planner: QueryPlanner, node: Node, name: str, at: exp.Expr) -> tu
     """
     calc = node if isinstance(node, Calc) else None
     below = calc.inputs[0] if calc else node
-    if isinstance(below, Deduplicate) and below.keep == "last" and below.time == "ROWTIME" and below.inputs[0].is_insert_only:
+    if (
+        isinstance(below, Deduplicate)
+        and below.keep == "last"
+        and below.time == "ROWTIME"
+        and below.inputs[0].is_insert_only
+    ):
         projections = calc.projections if calc else planner.identity(below)[:-1]
         if any(isinstance(e, exp.Column) and e.name == below.rank_field for _, e in projections):
-            raise planner.error(UnsupportedPlanError, at, f"versioned view '{name}' may not select its ROW_NUMBER column", "temporal-join-versioned-view")
+            raise planner.error(
+                UnsupportedPlanError,
+                at,
+                f"versioned view '{name}' may not select its ROW_NUMBER column",
+                "temporal-join-versioned-view",
+            )
         log = Calc(below.inputs[0], projections)
         names = {e.name: f.name for f, e in projections if isinstance(e, exp.Column)}
         if below.order_by not in names or not all(k in names for k in below.keys):
-            raise planner.error(ValidationError, at, f"versioned view '{name}' must select its key and rowtime", "temporal-join-versioned-view")
+            raise planner.error(
+                ValidationError,
+                at,
+                f"versioned view '{name}' must select its key and rowtime",
+                "temporal-join-versioned-view",
+            )
         log = log if not log.is_identity else below.inputs[0]
         return log, tuple(names[k] for k in below.keys), names[below.order_by], True
     if not node.unique_keys:
         raise planner.error(
-            ValidationError, at,
+            ValidationError,
+            at,
             f"the versioned table '{name}' of an event-time temporal join needs a PRIMARY KEY (… NOT ENFORCED), but none can be found",
             "temporal-join-primary-key",
         )
     rowtimes = [f.name for f in node.fields if f.is_rowtime]
     if not rowtimes:
         raise planner.error(
-            ValidationError, at,
+            ValidationError,
+            at,
             f"the versioned table '{name}' of an event-time temporal join needs a rowtime: declare WATERMARK FOR its version time",
             "temporal-join-watermark",
         )
