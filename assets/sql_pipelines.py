@@ -152,7 +152,10 @@ def topic_specs(defs: list[SqlPipelineDef]) -> list[AssetSpec]:
 
 
 def pipeline_assets(definition: SqlPipelineDef):
-    """The multi-asset ``<sink>`` + ``<sink>_changelog`` of one SQL pipeline, downstream of its topics and lookup tables."""
+    """The multi-asset ``<sink>`` + ``<sink>_changelog`` of one SQL pipeline.
+
+    Downstream of the pipeline's topics and lookup tables.
+    """
     pipeline = definition.pipeline
     deps = [topic_key(s) for s in pipeline.sources] + [AssetKey(t) for t in pipeline.lookup_tables]
     source_file = (
@@ -219,7 +222,8 @@ def materialize_pipeline(
     def log_progress(progress) -> None:
         context.log.info(
             f"batch {progress.batchId}: {progress.numInputRows} records, "
-            f"{progress.processedRowsPerSecond:.0f} rows/s, sources {[(s.description, s.endOffset) for s in progress.sources]}"
+            f"{progress.processedRowsPerSecond:.0f} rows/s, "
+            f"sources {[(s.description, s.endOffset) for s in progress.sources]}"
         )
 
     # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.

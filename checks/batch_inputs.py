@@ -30,7 +30,10 @@ class BatchInputs:
         self.changelog = changelog
 
     def write_lookup_tables(self, root: str) -> None:
-        """Write the Delta tables the pipelines' lookup joins read (``customer_currencies``, ``part``) under ``root``."""
+        """Write the Delta tables the pipelines' lookup joins read under ``root``.
+
+        They are ``customer_currencies`` and ``part``.
+        """
         self.customer_currencies().write.format("delta").save(f"{root}/customer_currencies")
         self.part().write.format("delta").save(f"{root}/part")
 

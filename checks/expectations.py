@@ -67,7 +67,10 @@ class ExpectationCheck:
     additional_deps: tuple[str, ...] = field(default=())
 
     def definition(self) -> AssetChecksDefinition:
-        """The Dagster asset check: ``passed`` is the Checkpoint's verdict, metadata from :func:`expectation_metadata`."""
+        """The Dagster asset check: ``passed`` is the Checkpoint's verdict.
+
+        Its metadata comes from :func:`expectation_metadata`.
+        """
 
         @asset_check(
             asset=self.asset,

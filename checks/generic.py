@@ -113,14 +113,18 @@ def primary_key_check(pipeline: SqlPipeline) -> ExpectationCheck:
 
 
 def changelog_check(pipeline: SqlPipeline) -> ExpectationCheck:
-    """``<sink>_changelog_well_formed`` on ``<sink>_changelog``: no change is a :func:`changelog_violations` violation."""
+    """``<sink>_changelog_well_formed`` on ``<sink>_changelog``.
+
+    No change is a :func:`changelog_violations` violation.
+    """
     key = list(pipeline.primary_key)
     return expectation_check(
         f"{pipeline.name}_changelog",
         name=f"{pipeline.name}_changelog_well_formed",
-        description=f"Per key ({', '.join(key)}), in the order applied, the changelog of {pipeline.name} is well formed: "
-        "each -U directly followed by the +U (or an outer join's +I) that replaces it, no -U/-D of a key not present, "
-        "no +I of a key already present, no +U of a key never inserted (docs/semantics.md §1.9, §2.4).",
+        description=f"Per key ({', '.join(key)}), in the order applied, the changelog of {pipeline.name} "
+        "is well formed: each -U directly followed by the +U (or an outer join's +I) that replaces it, "
+        "no -U/-D of a key not present, no +I of a key already present, no +U of a key never inserted "
+        "(docs/semantics.md §1.9, §2.4).",
         expectations=[gx.expectations.ExpectColumnValuesToBeNull(column=VIOLATION_COLUMN)],
         build=lambda context: changelog_violations(_read(context, _sink(context, pipeline).changelog_path), key),
         required_resource_keys=RESOURCES,

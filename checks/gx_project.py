@@ -66,7 +66,10 @@ RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 10, "in
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """The GX side of one asset check: its name (suite, validation definition, asset and checkpoint), notes, expectations."""
+    """The GX side of one asset check: its name, notes and expectations.
+
+    The name is that of its suite, validation definition, asset and checkpoint.
+    """
 
     name: str
     description: str
@@ -195,7 +198,10 @@ def run_checkpoint(spec: CheckSpec, df: DataFrame, run_name: str, root: Path | N
 
 
 def write_definitions(specs: Sequence[CheckSpec], root: Path | None = None) -> None:
-    """Add or update the GX definitions of ``specs`` in the context at ``root`` (what ``gx/`` commits for the code location)."""
+    """Add or update the GX definitions of ``specs`` in the context at ``root``.
+
+    That is what ``gx/`` commits for the code location.
+    """
     with open_context(root) as context:
         for spec in specs:
             ensure_checkpoint(context, spec)

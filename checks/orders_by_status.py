@@ -34,7 +34,9 @@ orders_by_status_checks = [
     expectation_check(
         "orders_by_status",
         name="orders_by_status_groups",
-        description="Every row is a TPC-H order status (O, P, F) and none is empty: a group whose last order left is deleted.",
+        description=(
+            "Every row is a TPC-H order status (O, P, F) and none is empty: a group whose last order left is deleted."
+        ),
         expectations=[
             gx.expectations.ExpectColumnValuesToBeInSet(column="o_orderstatus", value_set=["O", "P", "F"]),
             gx.expectations.ExpectColumnValuesToBeBetween(column="order_count", min_value=1),

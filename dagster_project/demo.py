@@ -124,7 +124,7 @@ def _filter(fd: int, patterns: Sequence[str]):
 
 @contextlib.contextmanager
 def quiet_python_workers(patterns: Sequence[str] = (WORKER_LINE,)) -> Iterator[None]:
-    """Drop the lines containing one of ``patterns`` (and the blank line after each) from this process's stdout and stderr.
+    """Drop the lines containing one of ``patterns``, and the blank line after each, from stdout and stderr.
 
     Spark's JVM and its Python workers write to file descriptors 1 and 2, which they inherit, so the
     filter is a pipe on each with a thread copying every other line to the original. On exit everything

@@ -65,7 +65,10 @@ def hourly_schedule(job) -> ScheduleDefinition:
 
 @op(
     pool=concurrency_pool("load_tpch_topics"),
-    description="Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, the order and shipment events and the ECB rates to Kafka.",
+    description=(
+        "Generate TPC-H with tpchgen-cli and produce the orders/lineitem changelogs, "
+        "the order and shipment events and the ECB rates to Kafka."
+    ),
 )
 def load_tpch_topics(context: OpExecutionContext, kafka: KafkaResource, tpch: TpchResource) -> dict:
     counts = load_topics(kafka.connection(), tpch.changelog())

@@ -63,7 +63,9 @@ def _maintenance_op(pipeline: Pipeline) -> OpDefinition:
     @op(
         name=f"{pipeline.name}_maintenance",
         pool=concurrency_pool(pipeline.name),
-        description=f"OPTIMIZE and VACUUM `{pipeline.name}`, `{pipeline.name}_changelog` and `{pipeline.name}_dead_letters`.",
+        description=(
+            f"OPTIMIZE and VACUUM `{pipeline.name}`, `{pipeline.name}_changelog` and `{pipeline.name}_dead_letters`."
+        ),
     )
     def _op(
         context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource, lakehouse: LakehouseResource

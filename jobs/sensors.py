@@ -61,10 +61,11 @@ def kafka_lag_sensor(
     minimum_interval_seconds: int = 60,
     properties: Mapping[str, str] | None = None,
 ) -> SensorDefinition:
-    """The sensor ``<name>_kafka_lag``: a run of ``job`` when pipeline ``name`` is ``threshold`` records behind its topics.
+    """The sensor ``<name>_kafka_lag``: a run of ``job`` when pipeline ``name`` is ``threshold`` records behind.
 
     Each tick reads the topics' end offsets from the cluster of the ``kafka`` resource (the local
-    service by default; logged in with the resource's security settings and ``properties`` over them) and the processed offsets from the pipeline's checkpoint under the
+    service by default; logged in with the resource's security settings and ``properties`` over
+    them) and the processed offsets from the pipeline's checkpoint under the
     ``lakehouse`` resource (``_checkpoints/<name>/main``). The lag is their difference summed over
     every partition of ``topics``. A run is requested when the lag is at least ``threshold`` and
     the topics have grown since the last requested run: the cursor holds the end offsets at that

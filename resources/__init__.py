@@ -54,7 +54,7 @@ class SparkResource(ConfigurableResource):
     """
 
     master: str | None = "local[2]"
-    conf: dict[str, str] = {}
+    conf: dict[str, str] = {}  # noqa: RUF012 - a pydantic field: each resource gets its own copy
     packages: str = ""
     shuffle_partitions: str = ""
 
@@ -77,11 +77,13 @@ class KafkaResource(ConfigurableResource):
     variable's name, never its value.
 
     Attributes:
-        security_protocol: ``PLAINTEXT`` / ``SSL`` / ``SASL_PLAINTEXT`` / ``SASL_SSL``; ``""``: Kafka's default (``PLAINTEXT``).
+        security_protocol: ``PLAINTEXT`` / ``SSL`` / ``SASL_PLAINTEXT`` / ``SASL_SSL``;
+            ``""``: Kafka's default (``PLAINTEXT``).
         sasl_mechanism: ``PLAIN`` / ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``; ``""`` with a username: ``PLAIN``.
         sasl_username, sasl_password: the login (``sasl.jaas.config`` of the mechanism's login module).
         ssl_truststore_location: a PEM file of the CA certificates the brokers' certificates are checked against.
-        properties: further Java client properties (``ssl.keystore.location``, ``ssl.endpoint.identification.algorithm``, ...).
+        properties: further Java client properties (``ssl.keystore.location``,
+            ``ssl.endpoint.identification.algorithm``, ...).
     """
 
     bootstrap_servers: str | None = None
@@ -115,7 +117,8 @@ class KafkaResource(ConfigurableResource):
 
         Raises:
             EmbeddedKafkaError: no cluster (as :attr:`servers`).
-            ValidationError: a username without a mechanism that takes one (:func:`~streamjoin.connectors.kafka_client.jaas_config`).
+            ValidationError: a username without a mechanism that takes one
+                (:func:`~streamjoin.connectors.kafka_client.jaas_config`).
         """
         mechanism = self.sasl_mechanism or ("PLAIN" if self.sasl_username else "")
         settings = {"security.protocol": self.security_protocol, "sasl.mechanism": mechanism}
