@@ -1,4 +1,4 @@
-"""The fixed cost of one micro-batch: stored differential cases replayed at one row per micro-batch (issue 14, item 4).
+"""The fixed cost of one micro-batch: stored differential cases replayed at one row per micro-batch.
 
     .venv/bin/python -m bench.batch_cost                       # 12 cases, jvm engine, one query at a time
     .venv/bin/python -m bench.batch_cost --cases 24 --parallelism 4 --engine python
@@ -8,8 +8,9 @@ Each case of ``tests/data/flink-diff/cases`` (the first ``--cases`` in name orde
 :func:`streamjoin.testing.replay.replay_cases` as the suite replays it: a streaming query over one-row
 micro-batches, the changelog collected by ``foreachBatch``. A listener averages Spark's progress
 ``durationMs`` (ms) over the micro-batches that read rows; the wall time per micro-batch counts every
-micro-batch, no-data ones included. Two cases run first, unmeasured (class loading, JIT). ``--conf`` compares a Spark setting against the session's default on
-the same cases (two runs, back to back, in one session). Prints one table row per run; nothing is written.
+micro-batch, no-data ones included. Two cases run first, unmeasured (class loading, JIT). ``--conf`` compares a
+Spark setting against the session's default on the same cases (two runs, back to back, in one session). Prints one
+table row per run; nothing is written.
 """
 
 from __future__ import annotations

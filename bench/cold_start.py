@@ -81,6 +81,7 @@ def _run(bootstrap: str, file: Path, lakehouse: Path, options: str | None) -> fl
         env=env,
         capture_output=True,
         text=True,
+        check=False,
     )
     if done.returncode:
         raise RuntimeError(f"streamjoin run {file} exited {done.returncode}: {done.stderr[-2000:]}")

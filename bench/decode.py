@@ -81,13 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     changelog = TpchChangelog(generate_tpch(local_dir("tpch"), args.scale_factor))
     records = topic_records(changelog)
     lines = [
-        f"## Kafka decoding: ours beside Spark's from_json, sf {args.scale_factor:g} "
-        f"({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)",
+        (
+            f"## Kafka decoding: ours beside Spark's from_json, sf {args.scale_factor:g} "
+            f"({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)"
+        ),
         "",
-        f"`python -m bench.decode --scale-factor {args.scale_factor:g} --passes {args.passes}`; {machine()}, load {load()} at the start; "
-        "one core per topic, records cached in Spark.",
+        (
+            f"`python -m bench.decode --scale-factor {args.scale_factor:g} --passes {args.passes}`; "
+            f"{machine()}, load {load()} at the start; one core per topic, records cached in Spark."
+        ),
         "",
-        "| topic | format | records | jvm records/s | python records/s | from_json records/s | jvm / from_json | jvm / python |",
+        (
+            "| topic | format | records | jvm records/s | python records/s | from_json records/s "
+            "| jvm / from_json | jvm / python |"
+        ),
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for source in TOPICS:

@@ -44,14 +44,15 @@ def run_phase(phase: dict, parallelism: int) -> dict:
             job = table.executeInsert(sink).getJobClient().get()
             ms = job.getJobExecutionResult().get().getNetRuntime()
             results[query["name"]] = {"ms": ms}
-        except Exception as e:  # a query Flink refuses or a failed job: reported, the others still run
+        except Exception as e:  # noqa: BLE001 - a query Flink refuses or a failed job: reported, the others still run
             results[query["name"]] = {"error": str(e).splitlines()[0][:500]}
         print(f"flink {phase['name']} {query['name']}: {results[query['name']]}", file=sys.stderr, flush=True)
     return results
 
 
 def main(job_path: str, result_path: str) -> None:
-    job = json.loads(open(job_path).read())
+    with open(job_path) as file:
+        job = json.load(file)
     results = {phase["name"]: run_phase(phase, job["parallelism"]) for phase in job["phases"]}
     with open(result_path, "w") as out:
         json.dump(results, out, indent=1)

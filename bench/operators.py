@@ -41,7 +41,8 @@ _DAY_MS = 86_400_000
 REGULAR_INNER = "regular inner join"
 #: The regular inner join with 10× the rows per join key (:data:`COARSE_ORDERS`).
 REGULAR_INNER_COARSE = "regular inner join, 10× rows per join key"
-#: The OVER case, over ``p_type``'s 150 partitions, and the one with 10× the rows per partition (:data:`COARSE_PARTITIONS`).
+#: The OVER case, over ``p_type``'s 150 partitions, and the one with 10× the rows per partition
+#: (:data:`COARSE_PARTITIONS`).
 OVER = "OVER (RANGE 7 days)"
 OVER_COARSE = "OVER (RANGE 7 days), 10× rows per partition"
 _CHANGELOG = (ROWKIND_COLUMN, SEQ_COLUMN)
@@ -91,7 +92,7 @@ def _regular(how: str):
 #: The coarse regular join's key is the order key rounded down to a multiple of this: TPC-H uses 8 of every 32 order
 #: keys, so a join key holds ~10 orders and ~40 line items instead of 1 and ~4. The order key itself becomes the
 #: residual ``l_orderkey - o_orderkey = 0`` (not an equality, so neither Flink nor streamjoin makes it a join key):
-#: the same output rows, each found among 10× the rows of its key (issue: "a join key with 10× the rows").
+#: the same output rows, each found among 10× the rows of its key.
 COARSE_ORDERS = 40
 _L_GROUP, _O_GROUP = (f"{column} - MOD({column}, {COARSE_ORDERS})" for column in ("l_orderkey", "o_orderkey"))
 
@@ -120,7 +121,8 @@ _INTERVAL_SQL = (
     "SELECT o.*, "
     + ", ".join(f"l.{c}" for c in [*LINEITEM.schema.names, "p_type"] if c != "l_shiptime")
     + ", CAST(l.l_shiptime AS TIMESTAMP(3)) AS l_shiptime FROM orders AS o {join} lineitem AS l "
-    f"ON o.o_orderkey = l.l_orderkey AND l.l_shiptime BETWEEN o.o_ordertime AND o.o_ordertime + INTERVAL '{_INTERVAL_DAYS}' DAY"
+    "ON o.o_orderkey = l.l_orderkey AND l.l_shiptime BETWEEN o.o_ordertime "
+    f"AND o.o_ordertime + INTERVAL '{_INTERVAL_DAYS}' DAY"
 )
 
 
@@ -154,7 +156,7 @@ _OVER_COLUMNS = ["l_orderkey", "l_linenumber", "l_partkey", "l_extendedprice", "
 
 
 #: The coarse OVER case partitions by ``l_partkey`` modulo this: 15 partitions against ``p_type``'s 150, so each
-#: partition holds 10× the rows, frame and MAX view (issue: "an OVER partition ... with 10× the rows").
+#: partition holds 10× the rows, frame and MAX view.
 COARSE_PARTITIONS = 15
 _OVER_SQL = (
     "SELECT {columns}, MAX(l_extendedprice) OVER (PARTITION BY {partition} ORDER BY l_shiptime "
@@ -311,8 +313,10 @@ STATE_GROWTH: tuple[tuple[str, str, str], ...] = (
     (
         REGULAR_INNER,
         REGULAR_INNER_COARSE,
-        f"order keys rounded down to multiples of {COARSE_ORDERS}: ~40 line items "
-        "and ~10 orders per join key instead of ~4 and 1",
+        (
+            f"order keys rounded down to multiples of {COARSE_ORDERS}: ~40 line items "
+            "and ~10 orders per join key instead of ~4 and 1"
+        ),
     ),
     (OVER, OVER_COARSE, f"{COARSE_PARTITIONS} OVER partitions instead of 150"),
 )

@@ -1,5 +1,5 @@
 """Where a ``sql/`` pipeline's micro-batch spends its task time: Kafka read and decoding, the operators, the Delta sink,
-the dead-letter query (issue 14: each pipeline ≥ 0.5× the Kafka → Delta passthrough).
+the dead-letter query (the goal: each pipeline ≥ 0.5× the Kafka → Delta passthrough).
 
     .venv/bin/python -m bench.pipeline_profile                                  # lineitem_with_order, sf 0.01, 2 runs
     .venv/bin/python -m bench.pipeline_profile --pipeline orders_in_eur --runs 3
@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events), "spark.eventLog.compress": "false"},
     )
     print(
-        f"python -m bench.pipeline_profile --pipeline {args.pipeline} --scale-factor {args.scale_factor} --runs {args.runs}"
-        + (" --stages" if args.stages else "")
+        f"python -m bench.pipeline_profile --pipeline {args.pipeline} --scale-factor {args.scale_factor} "
+        f"--runs {args.runs}" + (" --stages" if args.stages else "")
     )
     print(f"{machine()}, load {load()} at the start")
     try:
@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             for st in sorted(run_stages):
                 print(
-                    f"| {(st.submitted - start) / 1000:.1f} | {st.wall_ms / 1000:.1f} | {st.part} | {st.job} | {st.tasks} | "
-                    f"{st.records:,} | {st.run_ms / 1000:.1f} | {st.cpu_ms / 1000:.1f} |"
+                    f"| {(st.submitted - start) / 1000:.1f} | {st.wall_ms / 1000:.1f} | {st.part} | {st.job} "
+                    f"| {st.tasks} | {st.records:,} | {st.run_ms / 1000:.1f} | {st.cpu_ms / 1000:.1f} |"
                 )
     return 0
 

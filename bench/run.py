@@ -53,7 +53,8 @@ WARMUP_ROWS = 500
 FLINK_PYTHON = PROJECT_ROOT / ".local" / "flink-venv" / "bin" / "python"
 ENGINES = ("native", "jvm", "python", "flink")
 HEADER = (
-    "| query | engine | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms | state rows | state MiB |\n"
+    "| query | engine | input rows | micro-batches | seconds | rows/s | batch p50 ms | batch p95 ms "
+    "| state rows | state MiB |\n"
     "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
@@ -164,7 +165,8 @@ def run_flink(
 def run_operators(
     spark, tables: dict[str, BenchTable], args, workdir: Path
 ) -> list[tuple[Case, dict[str, tuple[Measurement, str]]]]:
-    """Each case on Spark native, ``jvm`` (all micro-batches) and ``python`` (``--python-batches``), each after a warm-up run.
+    """Each case, after a warm-up run, on Spark native, ``jvm`` (all micro-batches) and ``python`` (``--python-batches``
+    micro-batches).
 
     Returns:
         Per case, ``{"native" | "jvm" | "python": (figures, note)}``.
@@ -203,7 +205,7 @@ def run_operators(
                         case.name, query, workdir / "checkpoints" / f"{index}-{engine}-{phase}", output_mode=mode
                     )
                 note = "runs on python: no Scala twin yet" if engine == "jvm" and _runs_python(query) else ""
-            except Exception as e:  # recorded in the table; the other runs go on
+            except Exception as e:  # noqa: BLE001 - recorded in the table; the other runs go on
                 measured, note = failed(case.name, e), ""
             if engine == "python" and args.python_batches < args.batches:
                 note = f"first {args.python_batches} of {args.batches} micro-batches"
@@ -231,9 +233,11 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         command,
         "```",
         "",
-        f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1, state backend "
-        f"{args.flink_state_backend}); load averages (1/5/15 min) "
-        f"at start {load_start}, at end {load()}.",
+        (
+            f"{machine()}, pyspark {pyspark.__version__}, Apache Flink 2.3.0 (parallelism 1, state backend "
+            f"{args.flink_state_backend}); load averages (1/5/15 min) "
+            f"at start {load_start}, at end {load()}."
+        ),
         "",
         "Operators (input: "
         + ", ".join(f"{t.name} {t.rows:,} rows" for t in tables.values())
@@ -259,9 +263,11 @@ def report(args, operators, flink, pipelines, tables: dict[str, BenchTable], sta
         return "\n".join(lines) + "\n"
     lines += [
         "",
-        f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
-        "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, seconds = the "
-        "whole run_pipeline call, its dead-letter query included):",
+        (
+            f"Pipelines end to end, Kafka → Delta (TPC-H sf {args.pipeline_scale_factor:g} with updates and deletes, "
+            "jvm engine, an operator without a Scala twin runs on python; rows = the records on its Kafka topics, "
+            "seconds = the whole run_pipeline call, its dead-letter query included):"
+        ),
         "",
         HEADER,
     ]

@@ -1,4 +1,4 @@
-"""``make sustained``: the stateful ``sql/`` pipelines under a fixed input rate for MINUTES minutes (issue 17, item 5).
+"""``make sustained``: the stateful ``sql/`` pipelines under a fixed input rate for MINUTES minutes.
 
     .venv/bin/python -m bench.sustained --minutes 30            # calibrate, then 75 % of the measured capacity
     .venv/bin/python -m bench.sustained --minutes 30 --rate 300  # a given rate (records/s, all topics)
@@ -296,16 +296,22 @@ def _record(args: argparse.Namespace, argv: list[str], out: dict, loads: tuple[s
             f"TPC-H passes of scale factor {args.scale_factor:g}.",
             f"Machine: {machine()}; load (1/5/15 min) {loads[0]} at start, {loads[1]} at end.",
             f"Rate: {rate:,} records/s over the five topics for {args.minutes:g} min ({calibration}).",
-            f"Samples: `{_shown(args.out / args.stem)}.csv`; plot: `{_shown(args.out / args.stem)}.png`. Figures over the sustained "
-            "phase, one sample per minute;",
-            "state is `flat` when its fitted growth is under 10 % of its mean, lag `sustained` when its fitted growth is "
-            "under one minute of input. "
+            (
+                f"Samples: `{_shown(args.out / args.stem)}.csv`; plot: `{_shown(args.out / args.stem)}.png`. "
+                "Figures over the sustained phase, one sample per minute;"
+            ),
+            "state is `flat` when its fitted growth is under 10 % of its mean, lag `sustained` when its fitted growth "
+            "is under one minute of input. "
             + (
-                f"Every pipeline with `SET 'table.exec.state.ttl' = '{args.state_ttl}'` (`--state-ttl`): the regular join's "
-                "and the dedup/group aggregate's keys idle longer than that are forgotten; the state and lag verdicts are "
-                f"fitted from {settle:g} min (one TTL) into the sustained phase, once the first keys can expire."
+                f"Every pipeline with `SET 'table.exec.state.ttl' = '{args.state_ttl}'` (`--state-ttl`): "
+                "the regular join's and the dedup/group aggregate's keys idle longer than that are forgotten; "
+                f"the state and lag verdicts are fitted from {settle:g} min (one TTL) into the sustained phase, "
+                "once the first keys can expire."
                 if args.state_ttl
-                else "No sql/ pipeline sets a state TTL: the regular join's and the dedup/group aggregate's state grow by design."
+                else (
+                    "No sql/ pipeline sets a state TTL: "
+                    "the regular join's and the dedup/group aggregate's state grow by design."
+                )
             ),
             "",
             results_table(samples, rate, settle),
@@ -322,7 +328,10 @@ def _shown(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark (module docstring); 1 when a pipeline or the producer failed (the figures so far are still written)."""
+    """Run the benchmark (module docstring).
+
+    Returns 1 when a pipeline or the producer failed (the figures so far are still written).
+    """
     from streamjoin.jvm import ENGINE_CONF
     from streamjoin.session import spark_session
 

@@ -185,8 +185,10 @@ def results_table(samples: Sequence[Sample], rate: float, settle_minutes: float 
     state only stops growing once the first keys can expire, one TTL in); the other columns cover the whole phase.
     """
     lines = [
-        "| pipeline | state rows start / end / max | state memory MiB start / end / max | state SST MiB start / end / max "
-        "| lag start / end / max | batch p50 s | input rows/s | state | lag |",
+        (
+            "| pipeline | state rows start / end / max | state memory MiB start / end / max "
+            "| state SST MiB start / end / max | lag start / end / max | batch p50 s | input rows/s | state | lag |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     sustained = [s for s in samples if s.phase == "sustained"]
@@ -199,7 +201,8 @@ def results_table(samples: Sequence[Sample], rate: float, settle_minutes: float 
             f"| {pipeline} | {first.state_rows:,} / {last.state_rows:,} / {max(s.state_rows for s in own):,} | "
             f"{_mib(own, 'state_bytes')} | {_mib(own, 'state_sst_bytes')} | "
             f"{first.lag:,} / {last.lag:,} / {max(s.lag for s in own):,} | "
-            f"{statistics.median(p50s) / 1000 if p50s else 0:.1f} | {statistics.fmean(s.input_rows_per_s for s in own):,.0f} | "
+            f"{statistics.median(p50s) / 1000 if p50s else 0:.1f} | "
+            f"{statistics.fmean(s.input_rows_per_s for s in own):,.0f} | "
             f"{judged['state']} | {judged['lag']} |"
         )
     return "\n".join(lines)

@@ -71,9 +71,10 @@ class BenchTable:
 
 
 def tpch_changelog(scale_factor: float) -> TpchChangelog:
-    """The insert-only TPC-H changelog (no updates, no deletes) of ``scale_factor``, generated once under ``.local/tpch``.
+    """The insert-only TPC-H changelog (no updates, no deletes) of ``scale_factor``.
 
-    ``.orders`` / ``.lineitems`` are the rows (dicts) in event-time order; ``.data_dir`` holds the tables' Parquet files.
+    Generated once under ``.local/tpch``. ``.orders`` / ``.lineitems`` are the rows (dicts) in event-time order;
+    ``.data_dir`` holds the tables' Parquet files.
     """
     return TpchChangelog(generate_tpch(local_dir("tpch"), scale_factor), update_fraction=0, delete_fraction=0)
 
@@ -100,7 +101,7 @@ def _aligned_rates(rates: list[dict], order_slices: list[list[dict]]) -> list[li
 
 
 def bench_tables(tpch: TpchChangelog, batches: int) -> dict[str, BenchTable]:
-    """``orders`` (+ ``o_currency``), ``lineitem`` (+ ``p_type``) and ``rates``, in ``batches`` aligned micro-batches."""
+    """``orders`` (+ ``o_currency``), ``lineitem`` (+ ``p_type``) and ``rates`` in ``batches`` aligned micro-batches."""
     currency = {c["c_custkey"]: c["currency"] for c in customer_currencies(tpch.data_dir)}
     part_type = {p["p_partkey"]: p["p_type"] for p in parts(tpch.data_dir)}
     orders = equal_slices([{**o, "o_currency": currency[o["o_custkey"]]} for o in tpch.orders], batches)
