@@ -129,7 +129,8 @@ def tpch():
 
 @pytest.fixture(scope="session")
 def tpch_inputs(spark, tpch):
-    """:data:`tpch` as batch DataFrames (``checks.batch_inputs.BatchInputs``), for the batch expectations of ``checks``."""
+    """:data:`tpch` as batch DataFrames (``checks.batch_inputs.BatchInputs``), for the batch expectations of
+    ``checks``."""
     from checks.batch_inputs import BatchInputs
 
     return BatchInputs(spark, tpch)
@@ -137,7 +138,8 @@ def tpch_inputs(spark, tpch):
 
 @pytest.fixture(scope="session")
 def demo_topics(kafka_bootstrap, tpch):
-    """The demo topics (orders, lineitem, order_events, shipments, rates) loaded once into the test broker; records per topic."""
+    """The demo topics (orders, lineitem, order_events, shipments, rates) loaded once into the test broker; records per
+    topic."""
     from streamjoin.datagen.topics import load_topics
 
     return load_topics(kafka_bootstrap, tpch)

@@ -50,7 +50,8 @@ class DagsterDev:
         with open(self.home / "dagster.yaml", "a") as config:
             # The queue is polled every 5 s by default: a test waits on each launch and on each run leaving its pool.
             config.write("\nrun_queue:\n  dequeue_interval_seconds: 1\n")
-        # Local state (broker data, lakehouse) of its own; the jars, the drivers' class archive and generated TPC-H are shared.
+        # Local state (broker data, lakehouse) of its own; the jars, the drivers' class archive and generated TPC-H are
+        # shared.
         state = root / "local"
         state.mkdir()
         for shared in ("jars", "cds", "tpch"):
@@ -188,7 +189,8 @@ class DagsterDev:
         raise AssertionError(f"run {run_id} still {self.instance.get_run_by_id(run_id).status} after {timeout_s} s")
 
     def run_processes(self, run_id: str) -> dict[int, str]:
-        """A started run's worker process and every process below it now (its Spark driver's JVM): pid -> command line."""
+        """A started run's worker process and every process below it now (its Spark driver's JVM): pid -> command
+        line."""
         from dagster import DagsterEventType
 
         [start] = self.instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_START).records

@@ -16,7 +16,7 @@ DDL = """CREATE TABLE Orders (id INT, cur STRING, amount INT, ts TIMESTAMP(3), o
 CREATE TABLE Ships (id INT, n INT, ship_ts TIMESTAMP(3), WATERMARK FOR ship_ts AS ship_ts) WITH ('connector' = 'values');
 CREATE TABLE Rates (cur STRING, rate INT, rt TIMESTAMP(3), WATERMARK FOR rt AS rt,
   PRIMARY KEY (cur) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');
-"""
+"""  # noqa: E501
 
 
 def plan(sink_columns: str, query: str, partition: str = "PARTITIONED BY (d) "):
@@ -115,20 +115,26 @@ def test_union_all_of_one_table_reads_the_widest_window_once():
     [
         ("SELECT o.id, s.n, CAST(o.ts AS DATE) FROM Orders o JOIN Ships s ON o.id = s.id", "Join", "regular join"),
         (
-            "SELECT id, MAX(amount) OVER (PARTITION BY cur ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW), "
-            "CAST(ts AS DATE) FROM Orders",
+            (
+                "SELECT id, MAX(amount) OVER (PARTITION BY cur ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW), "
+                "CAST(ts AS DATE) FROM Orders"
+            ),
             "OverAggregate",
             "ROWS",
         ),
         (
-            "SELECT id, MAX(amount) OVER (PARTITION BY cur ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW), "
-            "CAST(ts AS DATE) FROM Orders",
+            (
+                "SELECT id, MAX(amount) OVER (PARTITION BY cur ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW), "  # noqa: E501
+                "CAST(ts AS DATE) FROM Orders"
+            ),
             "OverAggregate",
             "UNBOUNDED",
         ),
         (
-            "SELECT id, amount, CAST(ts AS DATE) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts DESC) AS rn "
-            "FROM Orders) WHERE rn = 1",
+            (
+                "SELECT id, amount, CAST(ts AS DATE) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts DESC) AS rn "  # noqa: E501
+                "FROM Orders) WHERE rn = 1"
+            ),
             "Deduplicate",
             "deduplication",
         ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import itertools
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -51,7 +52,7 @@ CREATE TABLE upsert_copy ({TYPES}) WITH ('connector' = 'delta');
 INSERT INTO json_copy SELECT * FROM json_src;
 INSERT INTO debezium_copy SELECT * FROM debezium_src;
 INSERT INTO upsert_copy SELECT * FROM upsert_src;
-"""
+"""  # noqa: E501
 SINKS = {"bad_json": "json_copy", "bad_debezium": "debezium_copy", "bad_upsert": "upsert_copy"}
 FORMATS = {"bad_json": "json", "bad_debezium": "debezium-json", "bad_upsert": "json"}
 #: Kinds every format's topic must hold many times (issue 17 item 3).
@@ -126,7 +127,9 @@ def test_the_corpus_holds_every_kind_many_times_interleaved():
                 kind,
             )
         outcomes = ["dead" if "dead" in line["expect"] else "good" for line in lines]
-        assert sum(a != b for a, b in zip(outcomes, outcomes[1:])) > len(lines) / 4, topic  # interleaved, not in blocks
+        assert sum(a != b for a, b in itertools.pairwise(outcomes)) > len(lines) / 4, (
+            topic
+        )  # interleaved, not in blocks
     assert {"unknown-rowkind", "update-before-alone", "delete-unseen-key", "update-unseen-key"} <= {
         line["kind"] for line in topics["bad_json"]
     }
@@ -181,9 +184,9 @@ def test_every_record_of_the_corpus_is_accounted_for(spark, kafka_bootstrap, tmp
 
         good = sum("changes" in line["expect"] for line in lines)
         skipped = sum("skip" in line["expect"] for line in lines)
-        print(
-            f"{topic}: {len(dead)} dead letters + {good} good + {skipped} skipped = {len(dead) + good + skipped}/{len(lines)} accounted for"
-        )
+        counted = len(dead) + good + skipped
+        print(f"{topic}: {len(dead)} dead letters + {good} good + {skipped} skipped", end=" ")
+        print(f"= {counted}/{len(lines)} accounted for")
         total, accounted = total + len(lines), accounted + len(dead) + good + skipped
     print(f"{accounted}/{total} accounted for")
     assert accounted == total >= 1000

@@ -35,7 +35,7 @@ CREATE TABLE accounts (id BIGINT, owner STRING, PRIMARY KEY (id) NOT ENFORCED)
   WITH ('connector' = 'upsert-kafka', 'topic' = 'accounts', 'key.format' = 'json', 'value.format' = 'json',
         'properties.bootstrap.servers' = 'unused:9092');
 CREATE TABLE events (k STRING, v INT) WITH ({KAFKA}, 'topic' = 'events', 'format' = 'json', 'json.rowkind-field' = 'op');
-"""
+"""  # noqa: E501
 
 
 def t(minute: int) -> dt.datetime:
@@ -164,7 +164,7 @@ def test_versions_drop_update_before_and_mark_deletes_with_their_validity(spark)
 TEMPORAL_SINK = """
 CREATE TABLE out (id BIGINT, currency STRING, rate DECIMAL(10, 4), amount_eur DECIMAL(12, 2), PRIMARY KEY (id) NOT ENFORCED)
 WITH ('connector' = 'delta');
-"""
+"""  # noqa: E501
 TEMPORAL = """
 INSERT INTO out
 SELECT o.id, o.currency, r.rate, CAST(o.amount / r.rate AS DECIMAL(12, 2))
@@ -218,7 +218,7 @@ def test_temporal_join_emits_only_probe_rows_the_final_watermark_reached(spark):
 def test_lookup_join_reads_the_delta_tables_current_rows(spark):
     script, statement = pipeline(
         "CREATE TABLE named (id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');",
-        "INSERT INTO named SELECT o.id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.pt AS c ON o.cust = c.cust;",
+        "INSERT INTO named SELECT o.id, c.name FROM orders AS o JOIN customers FOR SYSTEM_TIME AS OF o.pt AS c ON o.cust = c.cust;",  # noqa: E501
     )
     customers = spark.createDataFrame([(7, "ann"), (8, "bob")], "cust BIGINT, name STRING")
     orders = [
@@ -234,7 +234,7 @@ def test_lookup_join_reads_the_delta_tables_current_rows(spark):
 def test_over_aggregation_and_keep_first_deduplication_wait_for_the_final_watermark(spark):
     script, statement = pipeline(
         "CREATE TABLE maxes (id BIGINT, m DECIMAL(10, 2), PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');",
-        "INSERT INTO maxes SELECT id, MAX(amount) OVER (PARTITION BY currency ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM orders;",
+        "INSERT INTO maxes SELECT id, MAX(amount) OVER (PARTITION BY currency ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM orders;",  # noqa: E501
     )
     orders = [
         ("+I", (i, "USD", Decimal(a), 7, t(m))) for i, a, m in [(1, "5", 0), (2, "3", 1), (3, "1", 2), (4, "9", 9)]
@@ -248,8 +248,8 @@ def test_over_aggregation_and_keep_first_deduplication_wait_for_the_final_waterm
     assert len(rows(run(spark, script, statement, {"orders": orders}, ended=True))) == 4
 
     script, statement = pipeline(
-        "CREATE TABLE firsts (currency STRING, id BIGINT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'delta');",
-        "INSERT INTO firsts SELECT currency, id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts) AS rn "
+        "CREATE TABLE firsts (currency STRING, id BIGINT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'delta');",  # noqa: E501
+        "INSERT INTO firsts SELECT currency, id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts) AS rn "  # noqa: E501
         "FROM orders) WHERE rn = 1;",
     )
     orders = [
@@ -263,7 +263,7 @@ def test_over_aggregation_and_keep_first_deduplication_wait_for_the_final_waterm
 
 def test_left_interval_join_pads_only_rows_whose_window_the_watermark_passed(spark):
     script, statement = pipeline(
-        "CREATE TABLE pairs (id BIGINT, other BIGINT, PRIMARY KEY (id, other) NOT ENFORCED) WITH ('connector' = 'delta');"
+        "CREATE TABLE pairs (id BIGINT, other BIGINT, PRIMARY KEY (id, other) NOT ENFORCED) WITH ('connector' = 'delta');"  # noqa: E501
         "CREATE TABLE later (id BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) "
         f"WITH ({KAFKA}, 'topic' = 'later', 'format' = 'json');",
         "INSERT INTO pairs SELECT o.id, COALESCE(l.id, 0) FROM orders AS o LEFT JOIN later AS l "
@@ -297,7 +297,7 @@ def test_timestampdiff_is_flinks(spark):
     # Flink counts months on the dates, one less when the time of day is earlier (also backwards: from
     # 02-01 12:00 to 01-01 00:00 is -2 months), and seconds from the milliseconds, truncated toward zero.
     script, statement = pipeline(
-        "CREATE TABLE ages (id BIGINT, months INT, secs INT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');",
+        "CREATE TABLE ages (id BIGINT, months INT, secs INT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');",  # noqa: E501
         "INSERT INTO ages SELECT id, TIMESTAMPDIFF(MONTH, ts, CAST('2024-01-01 00:00:00' AS TIMESTAMP(3))), "
         "TIMESTAMPDIFF(SECOND, ts, CAST('2024-01-01 00:00:00' AS TIMESTAMP(3))) FROM orders;",
     )
@@ -315,19 +315,25 @@ def test_timestampdiff_is_flinks(spark):
     "sql, construct",
     [
         (
-            "CREATE TABLE s (id BIGINT, m DECIMAL(10, 2), PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');"
-            "INSERT INTO s SELECT id, MAX(amount) OVER (PARTITION BY currency ORDER BY pt ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM orders;",
+            (
+                "CREATE TABLE s (id BIGINT, m DECIMAL(10, 2), PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');"  # noqa: E501
+                "INSERT INTO s SELECT id, MAX(amount) OVER (PARTITION BY currency ORDER BY pt ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM orders;"  # noqa: E501
+            ),
             "a processing-time OVER aggregation",
         ),
         (
-            "CREATE TABLE s (currency STRING, id BIGINT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'delta');"
-            "INSERT INTO s SELECT currency, id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY pt DESC) AS rn FROM orders) WHERE rn = 1;",
+            (
+                "CREATE TABLE s (currency STRING, id BIGINT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'delta');"  # noqa: E501
+                "INSERT INTO s SELECT currency, id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY pt DESC) AS rn FROM orders) WHERE rn = 1;"  # noqa: E501
+            ),
             "a processing-time deduplication",
         ),
         (
-            "CREATE TABLE s (id BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');"
-            f"CREATE TABLE tail (id BIGINT) WITH ({KAFKA}, 'topic' = 'tail', 'format' = 'json', 'scan.startup.mode' = 'latest-offset');"
-            "INSERT INTO s SELECT id FROM tail;",
+            (
+                "CREATE TABLE s (id BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta');"
+                f"CREATE TABLE tail (id BIGINT) WITH ({KAFKA}, 'topic' = 'tail', 'format' = 'json', 'scan.startup.mode' = 'latest-offset');"  # noqa: E501
+                "INSERT INTO s SELECT id FROM tail;"
+            ),
             "table 'tail' with 'scan.startup.mode' = 'latest-offset'",
         ),
     ],

@@ -48,7 +48,8 @@ def test_the_cost_per_row_lines_compare_each_coarse_case_with_its_fine_one():
     lines = _state_growth(operators, flink, tables, prefix=2)
     assert len(lines) == 2 * len(STATE_GROWTH)
     for (fine_name, _, _), line in zip(STATE_GROWTH, lines[1::2]):
-        # jvm over its whole runs (120 against 60 rows/s), python over its first 2 micro-batches, Flink over its net runtimes.
+        # jvm over its whole runs (120 against 60 rows/s), python over its first 2 micro-batches, Flink over its net
+        # runtimes.
         assert fine_name in line and line.endswith("jvm 2.00×, python 2.00×, Flink 0.50×."), line
     assert _state_growth(operators[:1], flink, tables, prefix=2) == []
 

@@ -30,7 +30,7 @@ CREATE TABLE customer_totals (customer_id INT, order_count BIGINT, total DECIMAL
   WITH ('connector' = 'delta');
 INSERT INTO order_customer SELECT o.order_id, c.name, o.amount FROM orders o JOIN customers c ON o.customer_id = c.id;
 INSERT INTO customer_totals SELECT customer_id, COUNT(*), SUM(amount) FROM orders GROUP BY customer_id;
-"""
+"""  # noqa: E501
 
 
 def test_cdc_format_tables_are_changelogs_with_their_options():

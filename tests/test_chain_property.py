@@ -29,12 +29,18 @@ SPARK_SCHEMA = {"A": "id INT, k INT, s STRING, v INT", "B": "id INT, k INT, t ST
 
 #: The chained queries, ``{A}`` / ``{B}`` the two tables (the batch side names its views).
 QUERIES = [
-    "SELECT {B}.t, COUNT(*) AS c, COUNT(DISTINCT {A}.s) AS d, COUNT({B}.w) AS n, SUM({A}.v) AS sv "
-    "FROM {A} LEFT JOIN {B} ON {A}.k = {B}.k GROUP BY {B}.t",
-    "SELECT {A}.s, {B}.t, COUNT(*) AS c, SUM({A}.v) AS sv, MIN({B}.w) AS mw, MAX({A}.v) AS xv "
-    "FROM {A} JOIN {B} ON {A}.k = {B}.k GROUP BY {A}.s, {B}.t",
-    "SELECT {B}.t, COUNT(*) AS c, MAX({A}.v) AS xv, MIN({A}.v) AS nv "
-    "FROM {A} FULL JOIN {B} ON {A}.k = {B}.k GROUP BY {B}.t",
+    (
+        "SELECT {B}.t, COUNT(*) AS c, COUNT(DISTINCT {A}.s) AS d, COUNT({B}.w) AS n, SUM({A}.v) AS sv "
+        "FROM {A} LEFT JOIN {B} ON {A}.k = {B}.k GROUP BY {B}.t"
+    ),
+    (
+        "SELECT {A}.s, {B}.t, COUNT(*) AS c, SUM({A}.v) AS sv, MIN({B}.w) AS mw, MAX({A}.v) AS xv "
+        "FROM {A} JOIN {B} ON {A}.k = {B}.k GROUP BY {A}.s, {B}.t"
+    ),
+    (
+        "SELECT {B}.t, COUNT(*) AS c, MAX({A}.v) AS xv, MIN({A}.v) AS nv "
+        "FROM {A} FULL JOIN {B} ON {A}.k = {B}.k GROUP BY {B}.t"
+    ),
 ]
 SEEDS = [1, 2]
 

@@ -2,7 +2,8 @@
 
 The Spark SQL decoder of :mod:`streamjoin.connectors.formats` is the definition; on the jvm engine the fast
 decoder reads a record first and leaves to it every record it is not sure of. Property: over random
-(seeded) ``json``, ``debezium-json`` and upsert-kafka records — plain good ones, and every kind of value near the edges of what a type
+(seeded) ``json``, ``debezium-json`` and upsert-kafka records — plain good ones, and every kind of value near the edges
+of what a type
 takes (ranges, scales, exponents, date and time forms, time zones with DST gaps, duplicates, bad UTF-8,
 trailing text) — ``decode``'s changes and error of every record are the same on both engines, and the fast
 decoder did read a good share of them.

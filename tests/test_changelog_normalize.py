@@ -1,4 +1,5 @@
-"""ChangelogNormalize (streamjoin.runtime.changelog_normalize): Flink's processLastRowOnChangelog, in Python and on Spark."""
+"""ChangelogNormalize (streamjoin.runtime.changelog_normalize): Flink's processLastRowOnChangelog, in Python and on
+Spark."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ CREATE TABLE orders (o_orderkey BIGINT, o_orderstatus STRING, PRIMARY KEY (o_ord
 WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset');
 CREATE TABLE by_status (o_orderstatus STRING, v BIGINT, PRIMARY KEY (o_orderstatus) NOT ENFORCED) WITH ('connector' = 'delta');
 INSERT INTO by_status SELECT o_orderstatus, {aggregate} FROM orders GROUP BY o_orderstatus;
-""",
+""",  # noqa: E501
             "by_status.sql",
         )
     )

@@ -43,7 +43,7 @@ def test_explain_warns_of_a_partitioned_sink_whose_merge_reads_the_whole_table(t
         init.write_text(
             "CREATE TABLE t (k BIGINT, d DATE, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'upsert-kafka', "
             "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json');\n"
-            f"CREATE TABLE s (k BIGINT, d DATE, PRIMARY KEY ({key}) NOT ENFORCED) PARTITIONED BY (d) WITH ('connector' = 'delta');\n"
+            f"CREATE TABLE s (k BIGINT, d DATE, PRIMARY KEY ({key}) NOT ENFORCED) PARTITIONED BY (d) WITH ('connector' = 'delta');\n"  # noqa: E501
         )
         job = tmp_path / "job.sql"
         job.write_text("INSERT INTO s SELECT k, d FROM t;\n")
@@ -190,7 +190,7 @@ def test_an_initialization_script_may_not_run_queries(tmp_path, capsys):
     job.write_text("SELECT a FROM t;\n")
     assert main(["explain", "-i", str(init), str(job)]) == 4
     assert capsys.readouterr().err == (
-        f"streamjoin: error: {init}:2:8: an initialization script may only hold CREATE and SET statements [rule: init-script]\n"
+        f"streamjoin: error: {init}:2:8: an initialization script may only hold CREATE and SET statements [rule: init-script]\n"  # noqa: E501
     )
 
 
@@ -252,13 +252,13 @@ def streamjoin(*args: str, env: dict | None = None) -> subprocess.CompletedProce
         (
             TABLES + "SELECT a FROM t ORDER BY a;\n",
             4,
-            "{file}:2:26: ORDER BY is not supported in a streaming query: a streaming query has no order; sort when reading the sink table [rule: supported-clauses]",
+            "{file}:2:26: ORDER BY is not supported in a streaming query: a streaming query has no order; sort when reading the sink table [rule: supported-clauses]",  # noqa: E501
         ),
         (
             TABLES
-            + "CREATE TABLE s (b STRING, n BIGINT) WITH ('connector' = 'delta');\nINSERT INTO s SELECT b, COUNT(*) FROM t GROUP BY b;\n",
+            + "CREATE TABLE s (b STRING, n BIGINT) WITH ('connector' = 'delta');\nINSERT INTO s SELECT b, COUNT(*) FROM t GROUP BY b;\n",  # noqa: E501
             5,
-            "{file}:3:13: table sink 's' doesn't support consuming update changes which are produced by node GroupAggregate(",
+            "{file}:3:13: table sink 's' doesn't support consuming update changes which are produced by node GroupAggregate(",  # noqa: E501
         ),
     ],
     ids=["invalid-sql", "unsupported", "sink"],
@@ -350,7 +350,8 @@ def test_an_unexpected_error_names_its_type_and_hints_at_debug(monkeypatch, caps
 
 
 def test_run_without_a_kafka_cluster_says_how_to_start_one(tmp_path):
-    """No --bootstrap-servers, no KAFKA_BOOTSTRAP_SERVERS, no local broker service, none declared: status 7, before Spark."""
+    """No --bootstrap-servers, no KAFKA_BOOTSTRAP_SERVERS, no local broker service, none declared: status 7, before
+    Spark."""
     job = tmp_path / "job.sql"
     job.write_text(
         "CREATE TABLE src (k INT, v STRING) WITH ('connector' = 'kafka', 'topic' = 'src', 'format' = 'json');\n"

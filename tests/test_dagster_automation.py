@@ -1,4 +1,5 @@
-"""The daily schedule and the Kafka-lag sensor of a pipeline, turned on in ``dagster dev``: its daemon launches their runs.
+"""The daily schedule and the Kafka-lag sensor of a pipeline, turned on in ``dagster dev``: its daemon launches their
+runs.
 
 ``test_dagster_partitions.py`` and ``test_sensors.py`` evaluate their ticks with Dagster's test contexts;
 here they are turned on as in the UI (Automation → the toggle, the same GraphQL mutations) and the daemon
@@ -30,7 +31,8 @@ TICK_AFTER = dt.timedelta(seconds=75)
 
 
 def _turn_on(dev: DagsterDev, kind: str, name: str) -> str:
-    """Start the schedule or sensor ``name`` (``kind``: ``Schedule`` / ``Sensor``) as the UI's toggle does; its status."""
+    """Start the schedule or sensor ``name`` (``kind``: ``Schedule`` / ``Sensor``) as the UI's toggle does; its
+    status."""
     field = kind.lower()
     result = {
         "Schedule": "... on ScheduleStateResult { scheduleState { status } }",

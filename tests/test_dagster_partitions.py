@@ -1,5 +1,6 @@
 """Daily partitions of the day-partitioned SQL pipelines in Dagster: a partition's materialisation runs the
-day's backfill (a real Dagster run on the test broker, Spark and Delta), the daily schedule asks for the previous day."""
+day's backfill (a real Dagster run on the test broker, Spark and Delta), the daily schedule asks for the previous
+day."""
 
 import datetime as dt
 

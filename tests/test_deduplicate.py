@@ -26,7 +26,8 @@ I, UB, UA = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER
 
 
 def test_flink_case_dedup_keep_last_on_proctime():
-    # SELECT order_id, tms_company FROM (… ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proctime DESC) …) WHERE rn = 1
+    # SELECT order_id, tms_company FROM (… ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proctime DESC) …) WHERE rn
+    # = 1
     case = load_case("changelog_dedup_only_proctime")
     fn = deduplicate_function("last", rowtime=False)
     rows = [(values[0], values) for _, _, values in case.arrivals()]
@@ -146,7 +147,7 @@ def expected_rows(rows, keep, rowtime, late=None):
 def test_processing_time_and_keep_last_on_time_materialise_to_the_batch_result(rows, keep):
     for rowtime in [False, True] if keep == "last" else [False]:
         fn = deduplicate_function(keep, rowtime=rowtime)
-        out = replay_keyed(lambda s, r: fn.process_element(s, r, r[1]), DedupState, [(r[0], r) for r in rows])
+        out = replay_keyed(lambda s, r, fn=fn: fn.process_element(s, r, r[1]), DedupState, [(r[0], r) for r in rows])
         assert materialize(out) == expected_rows(rows, keep, rowtime)
         if keep == "first":
             assert {kind for kind, _ in out} <= {I}

@@ -1,4 +1,5 @@
-"""The ``delta_maintenance`` job on small real Delta tables: compaction to one file, VACUUM of the rest, rows unchanged."""
+"""The ``delta_maintenance`` job on small real Delta tables: compaction to one file, VACUUM of the rest, rows
+unchanged."""
 
 from dagster import DefaultScheduleStatus
 

@@ -57,7 +57,7 @@ def test_python_worker_lines_of_child_processes_are_dropped():
                                         "printf '{WORKER_LINE} finish init stage\\\\n\\\\nkept on stdout\\\\n'"], check=True)
             print("python's own stderr", file=sys.stderr)
         print("after", file=sys.stderr)
-        """
+        """  # noqa: E501
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -27,8 +27,10 @@ declared = {f"{k}.{f}": isinstance(getattr(r[k], f), EnvVar)
 # Kafka's resource looks the local service up at start: build it only when it names a cluster.
 built = r if declared["kafka.bootstrap_servers"] else {k: v for k, v in r.items() if k != "kafka"}
 with build_resources(built) as res:
-    values = {"master": res.spark.master, "packages": res.spark.packages, "shuffle_partitions": res.spark.shuffle_partitions,
-              "bootstrap_servers": (res.kafka if "kafka" in built else r["kafka"]).bootstrap_servers, "root": res.lakehouse.root}
+    kafka = res.kafka if "kafka" in built else r["kafka"]
+    values = {"master": res.spark.master, "packages": res.spark.packages,
+              "shuffle_partitions": res.spark.shuffle_partitions,
+              "bootstrap_servers": kafka.bootstrap_servers, "root": res.lakehouse.root}
 print(json.dumps({"env_backed": declared, "values": values}))
 """
 

@@ -1,4 +1,5 @@
-"""The lakehouse pipelines (every ``sql/*.sql``) through Dagster on the real path: Kafka → Spark operators → Delta, with GE checks.
+"""The lakehouse pipelines (every ``sql/*.sql``) through Dagster on the real path: Kafka → Spark operators → Delta, with
+GE checks.
 
 Runs ``lakehouse_job`` in process (sharing the test session's Spark) against
 the test broker's demo topics, then checks each table against the batch query

@@ -167,7 +167,7 @@ def test_restart_on_same_data_dir_keeps_topics_and_records(tmp_path):
     assert not broker.is_running()
     broker.stop()  # idempotent
     with pytest.raises(EmbeddedKafkaError, match="not running"):
-        broker.bootstrap_servers
+        _ = broker.bootstrap_servers
 
     with socket.socket() as probe:  # a port other than the first run's
         probe.bind(("127.0.0.1", 0))

@@ -68,18 +68,17 @@ def test_a_missing_jar_is_a_clear_error_naming_it(tmp_path):
         from streamjoin.session import spark_session
         spark = spark_session("missing-jar")
         schema = StructType([StructField("k", StringType()), StructField("v", LongType())])
-        stream = changelog_file_stream(spark, Path(%r), schema, [[("+I", ("a", 1))]])
+        stream = changelog_file_stream(spark, Path({!r}), schema, [[("+I", ("a", 1))]])
         try:
             deduplicate(stream, key=["k"], order_by=None, keep="last")
         except EngineError as e:
             print("ENGINE_ERROR", e)
         from streamjoin.connectors.kafka import KafkaSource, decode
         try:  # the jvm engine's Kafka decoding is in the jar too
-            decode(spark.createDataFrame([(b"k", b"{}")], "key BINARY, value BINARY"), KafkaSource("t", "t", schema))
+            decode(spark.createDataFrame([(b"k", b"{{}}")], "key BINARY, value BINARY"), KafkaSource("t", "t", schema))
         except EngineError as e:
             print("DECODE_ERROR", e)
-        """
-        % str(tmp_path / "in")
+        """.format(str(tmp_path / "in"))
     )
     env = {**os.environ, "STREAMJOIN_LOCAL_DIR": str(tmp_path), "STREAMJOIN_ENGINE": "jvm"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)

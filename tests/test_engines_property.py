@@ -348,13 +348,13 @@ def test_temporal_join(spark, seed, how, delay):
 # --------------------------------------------------------------------------- regular join
 
 #: The drawn parameters of a regular join but its type: inputs (``random_changelog``), keys, TTL.
-JOIN_PARAMETERS = dict(
-    seed=st.integers(0, 2**32 - 1),
-    equi=st.booleans(),
-    unique_keys=st.booleans(),
-    ttl=st.booleans(),
-    sizes=st.tuples(st.integers(0, 15), st.integers(0, 15)),
-)
+JOIN_PARAMETERS = {
+    "seed": st.integers(0, 2**32 - 1),
+    "equi": st.booleans(),
+    "unique_keys": st.booleans(),
+    "ttl": st.booleans(),
+    "sizes": st.tuples(st.integers(0, 15), st.integers(0, 15)),
+}
 
 
 def regular_join_run(spark, run, seed, how, equi, unique_keys, ttl, sizes, condition=None, plan="python"):

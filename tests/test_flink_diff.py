@@ -1,11 +1,13 @@
 """Generated cases replayed through streamjoin equal what Apache Flink 2.3.0 produced for them, or differ as listed.
 
 The cases of ``tests/data/flink-diff/cases`` come from ``tests/flink_diff/generate.py`` (fixed seed) or were
-kept as regression cases (the chains of operators, ``chain_*``, are ``test_flink_diff_chains.py``'s); their Flink outputs (``expected/``) from ``tests/flink_diff/run_flink.py`` (README
+kept as regression cases (the chains of operators, ``chain_*``, are ``test_flink_diff_chains.py``'s); their Flink
+outputs (``expected/``) from ``tests/flink_diff/run_flink.py`` (README
 there). Every case is replayed as ``test_replay.py`` replays the shared cases (``streamjoin.testing.replay``),
 at 1 and at 7 arrivals per micro-batch. At 1 arrival per micro-batch the final rows and the changelog are
 compared with Flink's (for joins and event-time operators up to the order within runs of one RowKind,
-``generate.ORDER_WITHIN_RUNS_FAMILIES``); at 7 the final rows. A case in ``known_differences.json`` must still differ in the way
+``generate.ORDER_WITHIN_RUNS_FAMILIES``); at 7 the final rows. A case in ``known_differences.json`` must still differ in
+the way
 listed (``refused``, ``final`` or ``changelog``): a fixed difference fails the test until it leaves the list.
 
 Every case runs on both operator engines, at a cost of about one second of Spark per micro-batch on the
@@ -46,7 +48,8 @@ PER_FAMILY = 2
 
 
 def _suite_cases(names: list[str], per_family: int = 1) -> list[str]:
-    """Every case that is not of the generated set, and the ``per_family`` generated cases of lowest index per family."""
+    """Every case that is not of the generated set, and the ``per_family`` generated cases of lowest index per
+    family."""
     first: dict[str, list[str]] = {}
     for name in names:
         if _generated(name):
@@ -72,7 +75,8 @@ def _within_runs(name: str) -> bool:
 
 
 def _selected(request, engine: str) -> list[str]:
-    """The cases of the selected tests of ``request``'s test function on ``engine`` (``-m``, ``-k`` and xdist applied)."""
+    """The cases of the selected tests of ``request``'s test function on ``engine`` (``-m``, ``-k`` and xdist
+    applied)."""
     test = request.node.originalname
     return sorted(
         {
@@ -107,7 +111,8 @@ def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
 
 
 def _grouped(cases: list[tuple[str, str]], rows: int) -> list:
-    """``(engine, name)`` parameters, each in the xdist group that replays its engine at ``rows`` (tests/conftest.py)."""
+    """``(engine, name)`` parameters, each in the xdist group that replays its engine at ``rows``
+    (tests/conftest.py)."""
     return [
         pytest.param(
             e,

@@ -91,7 +91,8 @@ def _found(name: str, rows: int, ours: dict) -> str | None:
 
 
 def _selected(request, engine: str, rows: int) -> list[str]:
-    """The cases of the selected tests of ``request``'s test function on ``engine`` at ``rows`` (``-m``, ``-k``, xdist)."""
+    """The cases of the selected tests of ``request``'s test function on ``engine`` at ``rows`` (``-m``, ``-k``,
+    xdist)."""
     test = request.node.originalname
     return sorted(
         {

@@ -1,4 +1,5 @@
-"""Group aggregate logic (and the aggregate functions) in pure Python: Flink's cases, the worked example of docs/semantics.md §1.6, rules, properties."""
+"""Group aggregate logic (and the aggregate functions) in pure Python: Flink's cases, the worked example of
+docs/semantics.md §1.6, rules, properties."""
 
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ def test_flink_case_dedup_then_count_distinct(name, rowtime):
 def test_seed_003_changelog():
     # The input and printed output of the worked example (docs/semantics.md §1.6).
     rows = [("001", "ZhongTong", 0), ("002", "YuanTong", 1), ("003", "ZhongTong", 2), ("001", "YuanTong", 3)]
-    printed = "+I(ZhongTong,1) +I(YuanTong,1) -U(ZhongTong,1) +U(ZhongTong,2) -U(ZhongTong,2) +U(ZhongTong,1) -U(YuanTong,1) +U(YuanTong,2)"
+    printed = (
+        "+I(ZhongTong,1) +I(YuanTong,1) -U(ZhongTong,1) +U(ZhongTong,2) "
+        "-U(ZhongTong,2) +U(ZhongTong,1) -U(YuanTong,1) +U(YuanTong,2)"
+    )
     out = dedup_then_count_distinct(rows, rowtime=False)
     assert " ".join(f"{k.short}({v[0]},{v[1]})" for k, v in out) == printed
     assert materialize(out) == Counter({("ZhongTong", 1): 1, ("YuanTong", 2): 1})

@@ -1,4 +1,5 @@
-"""The data-quality checks: the changelog rules, the file-backed GX context, and generic checks from any ``sql/`` file."""
+"""The data-quality checks: the changelog rules, the file-backed GX context, and generic checks from any ``sql/``
+file."""
 
 import json
 import os
@@ -134,7 +135,7 @@ def test_a_checkpoint_run_keeps_its_result_and_data_docs_with_history(spark, tmp
         and first.docs_path.is_relative_to(root / "uncommitted/data_docs/local_site")
     )
     assert "run-1" in first.docs_url
-    not_null, unique, count = first.results
+    not_null, unique, _count = first.results
     assert (not_null.result["unexpected_count"], unique.result["unexpected_count"]) == (1, 2)
     assert {r["v"] for r in unique.result["unexpected_rows"]} == {"a", "b"}
     metadata = expectation_metadata(first.results)

@@ -33,11 +33,11 @@ EPOCH = dt.datetime(1970, 1, 1)
 # What the planner (a later issue) will derive from each case's SQL: the inputs, keys,
 # time columns, bounds and join type. Written by hand from the queries, never from outputs.
 CASES = {
-    "interval_join_inner": dict(how="inner", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
-    "interval_join_left": dict(how="left", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
-    "interval_join_right": dict(how="right", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
-    "interval_join_full": dict(how="full", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
-    "interval_join_left_late": dict(how="left", bounds=IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)),
+    "interval_join_inner": {"how": "inner", "bounds": IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)},
+    "interval_join_left": {"how": "left", "bounds": IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)},
+    "interval_join_right": {"how": "right", "bounds": IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)},
+    "interval_join_full": {"how": "full", "bounds": IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)},
+    "interval_join_left_late": {"how": "left", "bounds": IntervalBounds.between(-10 * MINUTE, 10 * MINUTE)},
 }
 # Every case: Orders a JOIN Shipments b ON a.order_id = b.order_id, a.ts / b.ship_ts,
 # SELECT a.order_id, a.ts, b.order_id, b.ship_ts (all columns, left then right).
@@ -265,7 +265,10 @@ def tag_differs(left, right):
     return None if left[2] is None or right[2] is None else left[2] != right[2]
 
 
-def run_tags(how, arrivals, bounds=IntervalBounds.between(-10, 10), residual=tag_differs):
+TEN_EITHER_SIDE = IntervalBounds.between(-10, 10)
+
+
+def run_tags(how, arrivals, bounds=TEN_EITHER_SIDE, residual=tag_differs):
     """``arrivals``: ``(side, key, rowtime, tag)``; row ids ``L<n>`` / ``R<n>`` by arrival; the output rows
     as ``(left id, right id)`` and the step each came in."""
     pipeline = ResidualPipeline(how, bounds, (3, 3), residual)
@@ -463,13 +466,13 @@ def check_against_batch(rows, how, bounds, delay, residual=None):
 
 
 #: The drawn parameters of a random interval-join stream (:func:`generate`): join type, bounds, watermark delay.
-STREAM_PARAMETERS = dict(
-    seed=st.integers(0, 2**32 - 1),
-    how=st.sampled_from(["inner", "left", "right", "full"]),
-    lower=st.integers(-15, 10),
-    width=st.integers(0, 20),
-    delay=st.integers(0, 6),
-)
+STREAM_PARAMETERS = {
+    "seed": st.integers(0, 2**32 - 1),
+    "how": st.sampled_from(["inner", "left", "right", "full"]),
+    "lower": st.integers(-15, 10),
+    "width": st.integers(0, 20),
+    "delay": st.integers(0, 6),
+}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -90,7 +90,7 @@ def replay_streams(
             + ([StructField(ROW_WATERMARK, LongType())] if row_watermarks else [])
         )
 
-        def row(i):
+        def row(i, table=table):
             values = typed(table.columns, arrivals[i][2])
             return values + ((watermarks[i],) if row_watermarks else ())
 
@@ -269,7 +269,13 @@ def test_api_checks_its_arguments(spark, tmp_path):
     case = load_case("interval_join_inner")
     streams, _ = replay_streams(spark, tmp_path, case, ROWTIMES, 1)
     left, right = streams[LEFT], streams[RIGHT]
-    args = dict(on=[(KEY, "r_order_id")], left_time="ts", right_time="r_ship_ts", lower_bound_ms=0, upper_bound_ms=1)
+    args = {
+        "on": [(KEY, "r_order_id")],
+        "left_time": "ts",
+        "right_time": "r_ship_ts",
+        "lower_bound_ms": 0,
+        "upper_bound_ms": 1,
+    }
     with pytest.raises(ValidationError, match=r"\['order_id'\] are on both inputs"):
         interval_join(left, right.withColumnRenamed("r_order_id", "order_id"), **{**args, "on": [KEY]})
     with pytest.raises(ValidationError, match="'nope'"):

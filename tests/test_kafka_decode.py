@@ -284,7 +284,7 @@ def keyed(spark, source, pairs):
     return sorted(good, key=lambda g: g[1]), sorted(bad)
 
 
-UPSERT = dict(format="json", primary_key=("id",), rowkind_field=None, upsert=True)
+UPSERT = {"format": "json", "primary_key": ("id",), "rowkind_field": None, "upsert": True}
 
 
 def test_upsert_all_takes_key_columns_from_the_value_and_tombstones_from_the_key(spark):

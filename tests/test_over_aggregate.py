@@ -1,4 +1,5 @@
-"""OVER aggregation logic in pure Python: Flink's reference cases, the worked example of docs/semantics.md §5.4, Flink's rules, properties.
+"""OVER aggregation logic in pure Python: Flink's reference cases, the worked example of docs/semantics.md §5.4, Flink's
+rules, properties.
 
 The operator parameters of each reference case are written out in
 :data:`OVER_CASES` from the case's SQL (the SQL planner is a later issue).
@@ -85,7 +86,8 @@ def test_flink_case(name):
 
 
 # Seed 002 (docs/semantics.md §5): the tmall_item input and both published result tables; the RANGE
-# table's ITEM003 is 60 as Flink 2.3.0 gives (ITEM003 and ITEM004 are peers), not the 50 an earlier write-up of the example gives.
+# table's ITEM003 is 60 as Flink 2.3.0 gives (ITEM003 and ITEM004 are peers), not the 50 an earlier write-up of the
+# example gives.
 SEED_ITEMS = [
     ("ITEM001", "Electronic", "2017-11-11 10:01:00", 20),
     ("ITEM002", "Electronic", "2017-11-11 10:02:00", 50),

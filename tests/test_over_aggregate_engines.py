@@ -59,12 +59,12 @@ AGGREGATES = [
 ]
 #: Run name → over_aggregate arguments.
 RUNS = {
-    "rows_bounded": dict(order_by="t", frame="rows", preceding=2),
-    "range_bounded": dict(order_by="t", frame="range", preceding_ms=3000),
-    "rows_unbounded": dict(order_by="t", frame="rows", preceding=None),
-    "range_unbounded": dict(order_by="t", frame="range", preceding_ms=None),
-    "proc_rows_bounded": dict(order_by=None, frame="rows", preceding=1),
-    "proc_unbounded": dict(order_by=None, frame="rows", preceding=None),
+    "rows_bounded": {"order_by": "t", "frame": "rows", "preceding": 2},
+    "range_bounded": {"order_by": "t", "frame": "range", "preceding_ms": 3000},
+    "rows_unbounded": {"order_by": "t", "frame": "rows", "preceding": None},
+    "range_unbounded": {"order_by": "t", "frame": "range", "preceding_ms": None},
+    "proc_rows_bounded": {"order_by": None, "frame": "rows", "preceding": 1},
+    "proc_unbounded": {"order_by": None, "frame": "rows", "preceding": None},
 }
 
 

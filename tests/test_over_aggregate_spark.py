@@ -220,7 +220,7 @@ def test_processing_time_frames(spark, engine, tmp_path):
 
 def test_arguments_are_checked_before_anything_runs(spark):
     df = spark.createDataFrame([], "k STRING, t TIMESTAMP, v INT, n BIGINT, _rowkind STRING, _seq BIGINT")
-    common = dict(partition_by=["k"], order_by="t", aggregates=[("m", "MAX", "v")])
+    common = {"partition_by": ["k"], "order_by": "t", "aggregates": [("m", "MAX", "v")]}
     with pytest.raises(ValidationError, match="ROWS frame takes preceding"):
         over_aggregate(df, frame="rows", preceding_ms=10, **common)
     with pytest.raises(ValidationError, match="RANGE frame takes preceding_ms"):

@@ -32,7 +32,7 @@ KAFKA = StructType(
         StructField("timestamp", TimestampType()),
     ]
 )
-TABLE = "CREATE TABLE src (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json'{})"
+TABLE = "CREATE TABLE src (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'json'{})"  # noqa: E501
 
 
 @pytest.mark.parametrize(

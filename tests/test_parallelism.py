@@ -70,7 +70,7 @@ CREATE TABLE orders (
 ) WITH ('connector' = 'kafka', 'topic' = '{topic}', 'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset');
 CREATE TABLE {name} (o_orderstatus STRING, orders BIGINT, PRIMARY KEY (o_orderstatus) NOT ENFORCED) WITH ('connector' = 'delta');
 INSERT INTO {name} SELECT o_orderstatus, COUNT(*) FROM orders GROUP BY o_orderstatus;
-"""
+"""  # noqa: E501
 
 
 def _pipeline(name: str, topic: str, parallelism: int):

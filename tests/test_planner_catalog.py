@@ -52,7 +52,7 @@ def test_kafka_table_is_a_kafka_source():
             'properties.max.poll.records' = '100');
     CREATE TABLE out (id BIGINT, payload STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('connector' = 'delta', 'path' = '/lake/out');
     INSERT INTO out SELECT id, payload FROM events;
-    """)
+    """)  # noqa: E501
     table = script.catalog.tables["events"]
     assert table.source_kinds == frozenset(RowKind)  # a RowKind field makes json a changelog
     source = table.kafka_source()
@@ -123,7 +123,7 @@ def test_like_options_exclude_what_they_name():
     assert columns(t) == [("id", "BIGINT NOT NULL"), ("v", "STRING"), ("ts", "TIMESTAMP(3)"), ("n", "BIGINT")]
     assert t.primary_key == ("id",) and t.watermark is None and t.options == {"connector": "delta"}
     t = like(
-        "CREATE TABLE t (WATERMARK FOR ts AS ts) WITH ('topic' = 'b') LIKE src (EXCLUDING CONSTRAINTS EXCLUDING WATERMARKS);"
+        "CREATE TABLE t (WATERMARK FOR ts AS ts) WITH ('topic' = 'b') LIKE src (EXCLUDING CONSTRAINTS EXCLUDING WATERMARKS);"  # noqa: E501
     )
     assert t.primary_key == () and t.watermark.delay_ms == 0 and columns(t)[0] == ("id", "BIGINT")
 
@@ -149,27 +149,35 @@ def test_like_overwriting_lets_the_new_table_win():
         ),
         (
             "CREATE TABLE t (pt AS PROCTIME()) WITH ('topic' = 'b') LIKE src;",
-            "like.sql:6:17: column 'pt' of table 't' is already declared by its LIKE table 'src'; "
-            "specify EXCLUDING GENERATED or OVERWRITING GENERATED [rule: unique-columns]",
+            (
+                "like.sql:6:17: column 'pt' of table 't' is already declared by its LIKE table 'src'; "
+                "specify EXCLUDING GENERATED or OVERWRITING GENERATED [rule: unique-columns]"
+            ),
         ),
         (
             "CREATE TABLE t (WATERMARK FOR ts AS ts) WITH ('topic' = 'b') LIKE src;",
-            "like.sql:6:31: table 't' declares a WATERMARK and its LIKE table 'src' has one (on 'ts'); "
-            "specify EXCLUDING WATERMARKS or OVERWRITING WATERMARKS [rule: one-watermark]",
+            (
+                "like.sql:6:31: table 't' declares a WATERMARK and its LIKE table 'src' has one (on 'ts'); "
+                "specify EXCLUDING WATERMARKS or OVERWRITING WATERMARKS [rule: one-watermark]"
+            ),
         ),
         (
             "CREATE TABLE t (PRIMARY KEY (v) NOT ENFORCED) WITH ('topic' = 'b') LIKE src;",
-            "like.sql:6:30: table 't' declares a PRIMARY KEY and its LIKE table 'src' has one; specify EXCLUDING CONSTRAINTS "
-            "[rule: primary-key-columns]",
+            (
+                "like.sql:6:30: table 't' declares a PRIMARY KEY and its LIKE table 'src' has one; specify EXCLUDING CONSTRAINTS "  # noqa: E501
+                "[rule: primary-key-columns]"
+            ),
         ),
         (
             "CREATE TABLE t WITH ('topic' = 'b') LIKE src (INCLUDING OPTIONS);",
-            "like.sql:6:22: table 't': option 'topic' is also set by its LIKE table 'src' ('a'); "
-            "specify EXCLUDING OPTIONS or OVERWRITING OPTIONS [rule: table-options]",
+            (
+                "like.sql:6:22: table 't': option 'topic' is also set by its LIKE table 'src' ('a'); "
+                "specify EXCLUDING OPTIONS or OVERWRITING OPTIONS [rule: table-options]"
+            ),
         ),
         (
             "CREATE TABLE t WITH ('topic' = 'b') LIKE src (OVERWRITING CONSTRAINTS);",
-            "like.sql:6:42: LIKE option OVERWRITING CONSTRAINTS is not allowed: use INCLUDING or EXCLUDING [rule: like-options]",
+            "like.sql:6:42: LIKE option OVERWRITING CONSTRAINTS is not allowed: use INCLUDING or EXCLUDING [rule: like-options]",  # noqa: E501
         ),
         (
             "CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING OPTIONS INCLUDING OPTIONS);",
@@ -177,12 +185,14 @@ def test_like_overwriting_lets_the_new_table_win():
         ),
         (
             "CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING COLUMNS);",
-            "like.sql:6:42: LIKE option EXCLUDING COLUMNS: the feature is one of ALL, CONSTRAINTS, DISTRIBUTION, GENERATED, "
-            "METADATA, OPTIONS, PARTITIONS, WATERMARKS [rule: like-options]",
+            (
+                "like.sql:6:42: LIKE option EXCLUDING COLUMNS: the feature is one of ALL, CONSTRAINTS, DISTRIBUTION, GENERATED, "  # noqa: E501
+                "METADATA, OPTIONS, PARTITIONS, WATERMARKS [rule: like-options]"
+            ),
         ),
         (
             "CREATE TABLE t WITH ('topic' = 'b') LIKE src (EXCLUDING OPTIONS);",
-            "like.sql:6:14: table 't': 'connector' must be one of kafka, upsert-kafka, delta, values; got None [rule: table-connector]",
+            "like.sql:6:14: table 't': 'connector' must be one of kafka, upsert-kafka, delta, values; got None [rule: table-connector]",  # noqa: E501
         ),
     ],
     ids=[
@@ -207,7 +217,7 @@ def test_like_refuses_what_flink_refuses(ddl, message):
 def test_like_is_declared_in_order_a_view_is_not_a_table():
     with pytest.raises(ValidationError, match=r"table 't' is LIKE 'later', which is not a declared table"):
         plan_script(
-            "CREATE TABLE t WITH ('connector' = 'values') LIKE later;\nCREATE TABLE later (a INT) WITH ('connector' = 'values');"
+            "CREATE TABLE t WITH ('connector' = 'values') LIKE later;\nCREATE TABLE later (a INT) WITH ('connector' = 'values');"  # noqa: E501
         )
     with pytest.raises(ValidationError, match=r"table 't' is LIKE 'w', which is not a declared table; tables: src"):
         plan_script(BASE + "CREATE VIEW w AS SELECT id FROM src;\nCREATE TABLE t WITH ('connector' = 'values') LIKE w;")

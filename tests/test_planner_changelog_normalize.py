@@ -21,7 +21,7 @@ CREATE TABLE R (k INT, v STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts, PRIMAR
   WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');
 CREATE TABLE u_sink (k INT, v STRING, n INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');
 CREATE TABLE v_sink (v STRING, c BIGINT, PRIMARY KEY (v) NOT ENFORCED) WITH ('connector' = 'delta');
-"""
+"""  # noqa: E501
 
 
 def statement(sql: str):

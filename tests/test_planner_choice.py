@@ -44,7 +44,7 @@ CREATE TABLE Items (id STRING, kind STRING, ts TIMESTAMP(3), price INT, seq BIGI
 CREATE TABLE Debezium (id BIGINT, v STRING, PRIMARY KEY (id) NOT ENFORCED)
   WITH ('connector' = 'kafka', 'topic' = 't', 'format' = 'debezium-json');
 CREATE TABLE JsonLog (id BIGINT, v STRING) WITH ('connector' = 'kafka', 'topic' = 'j', 'format' = 'json');
-"""
+"""  # noqa: E501
 
 
 def plan(query: str, ddl: str = DDL):
@@ -213,7 +213,7 @@ def test_inner_interval_join_applies_the_rest_of_the_condition_after_joining():
 
 def test_for_system_time_as_of_a_rowtime_is_an_event_time_temporal_join():
     sink = plan(
-        "SELECT o.order_id, r.rate FROM Orders o LEFT JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
+        "SELECT o.order_id, r.rate FROM Orders o LEFT JOIN Rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"  # noqa: E501
     )
     join = only(sink, TemporalJoin)
     assert (join.kind, join.left_time, join.right_time, join.primary_key) == (
@@ -243,14 +243,14 @@ def test_temporal_join_against_a_versioned_view_reads_the_append_only_log():
 def test_delta_table_or_proctime_makes_a_lookup_join():
     join = only(
         plan(
-            "SELECT o.order_id, c.name FROM Orders o JOIN Customers FOR SYSTEM_TIME AS OF o.pt AS c ON o.order_id = c.id"
+            "SELECT o.order_id, c.name FROM Orders o JOIN Customers FOR SYSTEM_TIME AS OF o.pt AS c ON o.order_id = c.id"  # noqa: E501
         ),
         LookupJoin,
     )
     assert (join.left_keys, join.right_keys, join.kind) == (["order_id"], ["id"], "inner")
     rowtime = only(
         plan(
-            "SELECT o.order_id, c.name FROM Orders o LEFT JOIN Customers FOR SYSTEM_TIME AS OF o.ts AS c ON o.order_id = c.id"
+            "SELECT o.order_id, c.name FROM Orders o LEFT JOIN Customers FOR SYSTEM_TIME AS OF o.ts AS c ON o.order_id = c.id"  # noqa: E501
         ),
         LookupJoin,
     )
@@ -308,7 +308,7 @@ def test_over_argument_expressions_are_computed_before_the_operator():
 )
 def test_row_number_filtered_to_one_is_a_deduplication(order, name, keep, time, kinds):
     sink = plan(
-        f"SELECT id, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order}) AS rn FROM Items) WHERE rn = 1"
+        f"SELECT id, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order}) AS rn FROM Items) WHERE rn = 1"  # noqa: E501
     )
     dedup = only(sink, Deduplicate)
     assert (dedup.name, dedup.keep, dedup.time, dedup.keys) == (name, keep, time, ["id"])
@@ -394,7 +394,7 @@ def test_insert_casts_to_the_sink_column_types():
 def test_upsert_source_is_consumed_by_key_or_normalized():
     ddl = (
         DDL
-        + "CREATE TABLE U (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');\n"
+        + "CREATE TABLE U (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');\n"  # noqa: E501
         "CREATE TABLE u_sink (k INT, v INT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'delta');\n"
     )
     scan = only(plan("INSERT INTO u_sink SELECT * FROM U", ddl), TableScan)

@@ -10,7 +10,7 @@ CREATE TABLE A (a1 INT, a2 INT, PRIMARY KEY (a1) NOT ENFORCED) WITH ('connector'
 CREATE TABLE B (b1 INT, b2 INT) WITH ('connector' = 'values');
 CREATE TABLE s (a1 INT, n BIGINT, PRIMARY KEY (a1) NOT ENFORCED) WITH ('connector' = 'delta');
 CREATE TABLE by_count (a1 INT, n BIGINT, PRIMARY KEY (n) NOT ENFORCED) WITH ('connector' = 'delta');
-"""
+"""  # noqa: E501
 
 
 def test_explain_statement_prints_the_tree_with_changelog_modes():
@@ -29,7 +29,7 @@ Sink(table=[default_catalog.default_database.s], fields=[a1, n], changelogMode=[
             :- Exchange(distribution=[hash[a1]], changelogMode=[I,UB,UA,D])
             :  +- TableSourceScan(table=[[default_catalog, default_database, A]], fields=[a1, a2], changelogMode=[I,UB,UA,D], upsertKeys=[[a1]])
             +- Exchange(distribution=[hash[b1]], changelogMode=[I])
-               +- TableSourceScan(table=[[default_catalog, default_database, B]], fields=[b1, b2], changelogMode=[I])"""
+               +- TableSourceScan(table=[[default_catalog, default_database, B]], fields=[b1, b2], changelogMode=[I])"""  # noqa: E501
     ]
     assert script.statements == []  # EXPLAIN plans, it does not run
 
@@ -74,7 +74,7 @@ def test_explain_of_interval_temporal_over_and_dedup_nodes():
     )
     over = plan_script(
         ddl
-        + "SELECT id, COUNT(*) OVER (PARTITION BY cur ORDER BY ts RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) FROM O;"
+        + "SELECT id, COUNT(*) OVER (PARTITION BY cur ORDER BY ts RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) FROM O;"  # noqa: E501
     )
     assert (
         "OverAggregate(partitionBy=[cur], orderBy=[ts ASC], window=[RANG BETWEEN 3600000 PRECEDING AND CURRENT ROW], "

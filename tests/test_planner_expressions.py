@@ -45,8 +45,10 @@ def spark(flink_sql: str) -> str:
         # whole seconds from the milliseconds, truncated toward zero, as Flink's INT (the low 32 bits)
         (
             "TIMESTAMPDIFF(SECOND, t, t2)",
-            "CAST(PMOD((UNIX_MILLIS(CAST(t2 AS TIMESTAMP)) - UNIX_MILLIS(CAST(t AS TIMESTAMP))) "
-            "DIV 1000 + 2147483648, 4294967296) - 2147483648 AS INT)",
+            (
+                "CAST(PMOD((UNIX_MILLIS(CAST(t2 AS TIMESTAMP)) - UNIX_MILLIS(CAST(t AS TIMESTAMP))) "
+                "DIV 1000 + 2147483648, 4294967296) - 2147483648 AS INT)"
+            ),
         ),
     ],
 )

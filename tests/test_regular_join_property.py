@@ -13,6 +13,7 @@ run of a few join variants in one streaming query) it is Spark's own batch join.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -128,7 +129,7 @@ def run_in_micro_batches(join: LocalRegularJoin, arrivals, cuts: list[int], rng:
     """Process like the Spark operator: per micro-batch, per join key (keys in any order), by ``(_seq, side)``."""
     output = []
     bounds = [0, *sorted(cuts), len(arrivals)]
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         groups: dict = {}
         for seq, (side, _, kind, row) in enumerate(arrivals[start:end], start=start):
             groups.setdefault(row[0] if equi else (), []).append((seq, side, kind, row))
@@ -204,7 +205,7 @@ def test_streaming_join_ends_as_spark_batch_join(spark, engine, tmp_path, one_sh
     arrivals = interleave(rng, left, right)
     cuts = sorted(rng.sample(range(1, len(arrivals)), k=2))
     bounds = [0, *cuts, len(arrivals)]
-    batches = [arrivals[a:b] for a, b in zip(bounds, bounds[1:])]
+    batches = [arrivals[a:b] for a, b in itertools.pairwise(bounds)]
     left_stream = changelog_file_stream(
         spark, tmp_path / "left", LEFT_SCHEMA, [[(k, r) for s, _, k, r in b if s == LEFT] for b in batches]
     )

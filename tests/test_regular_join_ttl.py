@@ -75,7 +75,7 @@ def run_in_phases(
     def feed() -> int:
         rows = 0
         for staged, source in sources:
-            file = sorted(staged.iterdir())[0]
+            file = min(staged.iterdir())
             rows += pq.read_metadata(file).num_rows
             file.rename(source / file.name)  # one rename: the source never lists a half-written file
         return rows

@@ -39,7 +39,8 @@ ENGINES = ["jvm", "python"]
 
 
 def _replay(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
-    """All cases (plus one the planner must refuse) replayed at ``rows`` arrivals per micro-batch on ``engine``, once."""
+    """All cases (plus one the planner must refuse) replayed at ``rows`` arrivals per micro-batch on ``engine``,
+    once."""
     if (engine, rows) not in _RUNS:
         before = spark.conf.get(ENGINE_CONF)
         spark.conf.set(ENGINE_CONF, engine)

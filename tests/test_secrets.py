@@ -1,4 +1,5 @@
-"""Deployment values in SQL: ``${VAR}`` in ``properties.*`` options and secrets shown as ``******`` (Flink's ``isSensitive``)."""
+"""Deployment values in SQL: ``${VAR}`` in ``properties.*`` options and secrets shown as ``******`` (Flink's
+``isSensitive``)."""
 
 import pytest
 

@@ -31,7 +31,7 @@ def secret_sql(tmp_path, monkeypatch):
     return orders_current_with_orders_options(
         tmp_path,
         (
-            "  'properties.sasl.jaas.config' = '${SJ_TEST_JAAS}',\n  'properties.ssl.key.password' = '${SJ_TEST_KEY_PASSWORD}',\n"
+            "  'properties.sasl.jaas.config' = '${SJ_TEST_JAAS}',\n  'properties.ssl.key.password' = '${SJ_TEST_KEY_PASSWORD}',\n"  # noqa: E501
         ),
     )
 

@@ -19,19 +19,23 @@ def validate_identity(sql: str, write_sql: str | None = None) -> exp.Expr:
 @pytest.mark.parametrize(
     "sql",
     [
-        "CREATE TABLE orders (o_orderkey BIGINT, o_totalprice DECIMAL(15, 2), o_ordertime TIMESTAMP(3), "
-        "WATERMARK FOR o_ordertime AS o_ordertime - INTERVAL '1' DAY, PRIMARY KEY (o_orderkey) NOT ENFORCED) "
-        "WITH ('connector' = 'kafka', 'topic' = 'orders', 'properties.bootstrap.servers' = 'localhost:9092', "
-        "'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset')",
-        "CREATE TABLE t (s STRING, v VARCHAR(20), l TIMESTAMP_LTZ(3), pt AS PROCTIME(), "
-        "WATERMARK FOR l AS l) WITH ('connector' = 'values')",
-        "CREATE TABLE t (a INT NOT NULL, b BOOLEAN, c DATE, d DOUBLE, e BYTES) WITH ('connector' = 'delta', 'path' = '/x')",
+        (
+            "CREATE TABLE orders (o_orderkey BIGINT, o_totalprice DECIMAL(15, 2), o_ordertime TIMESTAMP(3), "
+            "WATERMARK FOR o_ordertime AS o_ordertime - INTERVAL '1' DAY, PRIMARY KEY (o_orderkey) NOT ENFORCED) "
+            "WITH ('connector' = 'kafka', 'topic' = 'orders', 'properties.bootstrap.servers' = 'localhost:9092', "
+            "'format' = 'debezium-json', 'scan.startup.mode' = 'earliest-offset')"
+        ),
+        (
+            "CREATE TABLE t (s STRING, v VARCHAR(20), l TIMESTAMP_LTZ(3), pt AS PROCTIME(), "
+            "WATERMARK FOR l AS l) WITH ('connector' = 'values')"
+        ),
+        "CREATE TABLE t (a INT NOT NULL, b BOOLEAN, c DATE, d DOUBLE, e BYTES) WITH ('connector' = 'delta', 'path' = '/x')",  # noqa: E501
         "CREATE TEMPORARY VIEW v AS SELECT a, b FROM t WHERE a > 1",
-        "CREATE VIEW v AS SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM t) WHERE rn = 1",
+        "CREATE VIEW v AS SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM t) WHERE rn = 1",  # noqa: E501
         "INSERT INTO sink SELECT a, COUNT(*) AS n FROM t GROUP BY a",
-        "SELECT o.id, r.rate FROM Orders AS o JOIN Rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency",
-        "SELECT * FROM A AS a LEFT JOIN B AS b ON a.id = b.id AND b.ts BETWEEN a.ts - INTERVAL '10' MINUTE AND a.ts + INTERVAL '5' MINUTE",
-        "SELECT MAX(price) OVER (PARTITION BY t ORDER BY ts RANGE BETWEEN INTERVAL '2' MINUTE PRECEDING AND CURRENT ROW) FROM i",
+        "SELECT o.id, r.rate FROM Orders AS o JOIN Rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency",  # noqa: E501
+        "SELECT * FROM A AS a LEFT JOIN B AS b ON a.id = b.id AND b.ts BETWEEN a.ts - INTERVAL '10' MINUTE AND a.ts + INTERVAL '5' MINUTE",  # noqa: E501
+        "SELECT MAX(price) OVER (PARTITION BY t ORDER BY ts RANGE BETWEEN INTERVAL '2' MINUTE PRECEDING AND CURRENT ROW) FROM i",  # noqa: E501
         "SELECT SUM(p) OVER w FROM i WINDOW w AS (PARTITION BY t ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)",
         "SELECT a FROM A WHERE a NOT IN (SELECT b FROM B)",
         "SELECT a FROM A WHERE NOT EXISTS(SELECT 1 FROM B WHERE a = b)",

@@ -26,7 +26,7 @@ CREATE TABLE Changes (id INT, v INT) WITH ('connector' = 'values', 'changelog-mo
 CREATE TABLE TimedChanges (id INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');
 CREATE TABLE counts (currency STRING, n BIGINT) WITH ('connector' = 'delta');
 CREATE TABLE sink2 (currency STRING, n BIGINT, PRIMARY KEY (currency) NOT ENFORCED) WITH ('connector' = 'delta');
-"""
+"""  # noqa: E501
 DDL_LINES = DDL.count("\n")
 
 

@@ -1,4 +1,5 @@
-"""Every pipeline of ``sql/`` through ``streamjoin run`` on the real path (Kafka → Spark → Delta), against the batch query.
+"""Every pipeline of ``sql/`` through ``streamjoin run`` on the real path (Kafka → Spark → Delta), against the batch
+query.
 
 Each run reads the test broker's demo topics (TPC-H at the tests' scale
 factor) with ``--available-now`` into a fresh lakehouse that holds the

@@ -46,12 +46,25 @@ SELECT = lambda o, r: (
     times(o["amount"], r["rate"]),
 )
 CASES = {
-    "temporal_join_inner": dict(versioned="RatesHistory", how="inner", append_only=False, select=SELECT_WITH_TIME),
-    "temporal_join_left": dict(versioned="RatesHistory", how="left", append_only=False, select=SELECT_WITH_TIME),
-    "temporal_join_left_ub_oldtime": dict(
-        versioned="RatesHistory", how="left", append_only=False, select=SELECT_WITH_TIME
-    ),
-    "temporal_join_versioned_view": dict(versioned="RatesLog", how="inner", append_only=True, select=SELECT),
+    "temporal_join_inner": {
+        "versioned": "RatesHistory",
+        "how": "inner",
+        "append_only": False,
+        "select": SELECT_WITH_TIME,
+    },
+    "temporal_join_left": {
+        "versioned": "RatesHistory",
+        "how": "left",
+        "append_only": False,
+        "select": SELECT_WITH_TIME,
+    },
+    "temporal_join_left_ub_oldtime": {
+        "versioned": "RatesHistory",
+        "how": "left",
+        "append_only": False,
+        "select": SELECT_WITH_TIME,
+    },
+    "temporal_join_versioned_view": {"versioned": "RatesLog", "how": "inner", "append_only": True, "select": SELECT},
 }
 # Every case: Orders o (rowtime order_time) JOIN <versioned> FOR SYSTEM_TIME AS OF o.order_time r
 # ON o.currency = r.currency (the versioned table's primary key), version time r.update_time.

@@ -1,5 +1,6 @@
 """The temporal joins on Spark: random streams through real streaming queries (Flink's event-time cases run
-through the planner in ``test_replay.py``), flat state, and the lookup join against a Delta table that changes between micro-batches (docs/semantics.md §4)."""
+through the planner in ``test_replay.py``), flat state, and the lookup join against a Delta table that changes between
+micro-batches (docs/semantics.md §4)."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def test_temporal_api_checks_its_arguments(spark, tmp_path):
     case = load_case("temporal_join_inner")
     streams, _ = replay_streams(spark, tmp_path, case, rowtimes("temporal_join_inner"), 1)
     probe, rates = streams[PROBE], streams["RatesHistory"]
-    args = dict(on=[(KEY, "r_currency")], probe_time=PROBE_TIME, version_time="r_update_time")
+    args = {"on": [(KEY, "r_currency")], "probe_time": PROBE_TIME, "version_time": "r_update_time"}
     with pytest.raises(ValidationError, match="'right'"):
         temporal_join(probe, rates, **args, how="right")
     with pytest.raises(ValidationError, match=r"\['currency'\] are on both inputs"):

@@ -23,7 +23,7 @@ CREATE TABLE customers (k_id INT, name STRING, tier STRING, PRIMARY KEY (k_id) N
         'key.fields-prefix' = 'k_', 'value.fields-include' = 'EXCEPT_KEY', 'properties.bootstrap.servers' = 'localhost:9092');
 CREATE TABLE customers_all (id INT, name STRING, tier STRING, PRIMARY KEY (id) NOT ENFORCED)
   WITH ('connector' = 'upsert-kafka', 'topic' = 'uk_customers', 'key.format' = 'json', 'value.format' = 'json');
-"""
+"""  # noqa: E501
 SINKS = """
 CREATE TABLE order_customer (order_id INT, name STRING, amount DECIMAL(10, 2), PRIMARY KEY (order_id) NOT ENFORCED)
   WITH ('connector' = 'delta');
@@ -32,7 +32,7 @@ CREATE TABLE customers_copy (id INT, name STRING, tier STRING, PRIMARY KEY (id) 
 INSERT INTO order_customer SELECT o.order_id, c.name, o.amount FROM orders o LEFT JOIN customers c ON o.customer_id = c.k_id;
 INSERT INTO tier_counts SELECT tier, COUNT(*) FROM customers_all GROUP BY tier;
 INSERT INTO customers_copy SELECT id, name, tier FROM customers_all;
-"""
+"""  # noqa: E501
 
 
 def test_upsert_kafka_tables_are_upsert_changelogs_read_from_the_key():
@@ -56,7 +56,7 @@ def test_changelog_normalize_where_flink_plans_it():
     join = plans["order_customer"]
     assert "ChangelogNormalize(key=[k_id], changelogMode=[I,UB,UA,D]" in join
     assert (
-        "TableSourceScan(table=[[default_catalog, default_database, customers]], fields=[k_id, name, tier], changelogMode=[UA,D]"
+        "TableSourceScan(table=[[default_catalog, default_database, customers]], fields=[k_id, name, tier], changelogMode=[UA,D]"  # noqa: E501
         in join
     )
     # as PyFlink 2.3.0 shows a [UA,D] source (fromChangelogStream with that mode and a primary key)
@@ -105,7 +105,7 @@ REQUIRED = "'topic' = 't', 'key.format' = 'json', 'value.format' = 'json'"
         (
             "id INT, PRIMARY KEY (id) NOT ENFORCED",
             "'topic' = 't', 'key.format' = 'json', 'value.format' = 'debezium-json'",
-            "'upsert-kafka' connector doesn't support 'debezium-json' as value format, because 'debezium-json' is not in insert-only mode",
+            "'upsert-kafka' connector doesn't support 'debezium-json' as value format, because 'debezium-json' is not in insert-only mode",  # noqa: E501
         ),
         (
             "id INT, PRIMARY KEY (id) NOT ENFORCED",

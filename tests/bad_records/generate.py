@@ -40,7 +40,10 @@ class Topic:
             "name": f"n{key}-{r.randrange(10**6)}",
             "amount": f"{r.randrange(10**7) / 100:.2f}",
             "qty": r.randrange(-1000, 1000),
-            "ts": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 1{r.randint(0, 9)}:0{r.randint(0, 9)}:00.{r.randrange(1000):03d}",
+            "ts": (
+                f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} "
+                f"1{r.randint(0, 9)}:0{r.randint(0, 9)}:00.{r.randrange(1000):03d}"
+            ),
             "flag": r.random() < 0.5,
         }
 

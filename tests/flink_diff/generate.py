@@ -106,9 +106,8 @@ def _changelog(rng: random.Random, make_row, n_ops: int, key_index: int | None) 
             out.append(["+I", *row])
         else:
             row = make_row(None)
-            if key_index is not None:
-                if any(r[key_index] == row[key_index] for r in live):
-                    continue
+            if key_index is not None and any(r[key_index] == row[key_index] for r in live):
+                continue
             live.append(row)
             out.append(["+I", *row])
     return out
@@ -423,7 +422,9 @@ def generate_mini_batch_case(seed: int, index: int) -> dict:
     case = _group_agg(rng, "group_agg", max_ops=40)
     return {
         "name": f"group_agg_mini_batch_{seed}_{index:04d}",
-        "description": f"generated: group_agg in mini-batch mode, seed {seed}, index {index} (tests/flink_diff/generate.py)",
+        "description": (
+            f"generated: group_agg in mini-batch mode, seed {seed}, index {index} (tests/flink_diff/generate.py)"
+        ),
         "tables": case["tables"],
         "arrival": _interleave(rng, case["tables"]),
         "setup": [MINI_BATCH_SETUP],

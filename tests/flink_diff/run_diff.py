@@ -1,6 +1,7 @@
 """Differential run: generated cases on Apache Flink 2.3.0 and through streamjoin, with a summary per family.
 
-    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--chains 50] [--work .local/flink-diff/run] [--reuse-flink]
+    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--chains 50] [--work .local/flink-diff/run]
+    [--reuse-flink]
     make flink-diff N=1000 SEED=7 [CHAINS=50] [REUSE_FLINK=1]
 
 Generates ``n`` cases (:mod:`generate`) and ``chains`` chains of operators (``generate.generate_chain_cases``,
@@ -302,9 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in failed:
         entry = details[name]
         listed_as = f" (listed as {entry['listed_as']})" if "listed_as" in entry else ""
-        print(
-            f"FAIL {name}: {entry['outcome']}{listed_as}: {entry['detail'] or 'equal to Flink: remove it from known_differences.json'}"
-        )
+        detail = entry["detail"] or "equal to Flink: remove it from known_differences.json"
+        print(f"FAIL {name}: {entry['outcome']}{listed_as}: {detail}")
     print(f"\ndifferences: {args.work / 'summary.json'}")
     return 1 if failed else 0
 

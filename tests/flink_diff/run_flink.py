@@ -41,7 +41,8 @@ _SET = re.compile(r"\s*SET\s+'([^']+)'\s*=\s*'([^']*)'\s*;?\s*", re.IGNORECASE)
 
 
 def build_source_jar(work: Path) -> Path:
-    """Compile ``ArrivalOrderSource.java`` against PyFlink's jars into ``work/arrival-order-source.jar`` (when stale)."""
+    """Compile ``ArrivalOrderSource.java`` against PyFlink's jars into ``work/arrival-order-source.jar`` (when
+    stale)."""
     import pyflink
 
     jar = work / "arrival-order-source.jar"
@@ -221,7 +222,7 @@ class FlinkRunner:
             with result.collect() as results:
                 for row in results:
                     changelog.append([str(row.get_row_kind()), *[_format(v, p) for v, p in zip(row, precisions)]])
-        except Exception as e:  # Flink refuses the query (planner) or the job fails
+        except Exception as e:  # noqa: BLE001 - Flink refuses the query (planner) or the job fails
             message = str(e).strip().splitlines()
             return {"error": f"{type(e).__name__}: {_root_cause(e) or (message[0] if message else '')}"}
         finally:
@@ -326,10 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         name = case.get("name", path.stem)
         result = runner.run_case(case)
         (args.out_dir / f"{path.stem}.json").write_text(json.dumps(result, indent=1) + "\n")
-        print(
-            f"{name}: {'error: ' + result['error'][:200] if 'error' in result else str(len(result['changelog'])) + ' changes'}",
-            flush=True,
-        )
+        outcome = f"error: {result['error'][:200]}" if "error" in result else f"{len(result['changelog'])} changes"
+        print(f"{name}: {outcome}", flush=True)
     return 0
 
 

@@ -127,7 +127,8 @@ def _big_order_records(changelog, rows: int) -> tuple[dict, dict]:
 
 
 def _big_partition(changelog, rows: int, target: int) -> tuple[dict, list[dict]]:
-    """Topic → records: the ordinary shipments and ``rows`` shipments of :data:`BIG_TYPE` (spaced as ``target`` rows over
+    """Topic → records: the ordinary shipments and ``rows`` shipments of :data:`BIG_TYPE` (spaced as ``target`` rows
+    over
     the TPC-H period), merged in ship-time order; and the ``part`` table with the big type's parts."""
     import datetime as dt
 
@@ -167,7 +168,8 @@ def _big_partition(changelog, rows: int, target: int) -> tuple[dict, list[dict]]
 
 
 class _Peaks(threading.Thread):
-    """Samples the resident memory of process ``pid`` and its descendants every ``every_s`` until stopped; keeps the peak."""
+    """Samples the resident memory of process ``pid`` and its descendants every ``every_s`` until stopped; keeps the
+    peak."""
 
     def __init__(self, pid: int, every_s: float = 0.2) -> None:
         super().__init__(daemon=True, name="bounds-rss")
@@ -225,7 +227,8 @@ def run_case(
     restart: bool = True,
     log=print,
 ) -> BoundsResult:
-    """Run one case (module docstring) on ``engine``; ``rows`` rows in the big key, standing for ``target`` (default ``rows``).
+    """Run one case (module docstring) on ``engine``; ``rows`` rows in the big key, standing for ``target`` (default
+    ``rows``).
 
     Args:
         restart: ``lineitem_with_order``: the big order's update comes in a second run, which restores the key's state

@@ -1,4 +1,5 @@
-"""Kill/restart trials: ``kill -9`` a running SQL pipeline at chosen moments, restart it, check nothing is lost or doubled.
+"""Kill/restart trials: ``kill -9`` a running SQL pipeline at chosen moments, restart it, check nothing is lost or
+doubled.
 
 One trial, per operator engine, of one pipeline of ``sql/`` or of several at once (``--together``):
 
@@ -96,7 +97,8 @@ class CheckpointView:
         return max(ids) if ids else None
 
     def batch_offsets(self, batch: int) -> dict[str, int]:
-        """Topic → the sum over its partitions of the end offsets micro-batch ``batch`` reads up to (``offsets/<batch>``);
+        """Topic → the sum over its partitions of the end offsets micro-batch ``batch`` reads up to
+        (``offsets/<batch>``);
         where the query reads a topic in more than one source (``part_price_over`` reads ``shipments`` twice), the
         least of its sources' sums: the batch has read the topic up to there in every source."""
         try:
@@ -388,7 +390,8 @@ def _resumed(views: Sequence[CheckpointView], run: _Run, timeout_s: float) -> bo
 
 
 def _restart_broker(broker, producer: Producer, down_s: float):
-    """Stop ``broker`` between two slices of ``producer``, wait ``down_s``, start a broker on its data folder and port."""
+    """Stop ``broker`` between two slices of ``producer``, wait ``down_s``, start a broker on its data folder and
+    port."""
     from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 
     port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
@@ -456,7 +459,8 @@ def run_trial(
         broker_faults: times the broker is stopped (controlled shutdown) and started again on the same data
             folder and port between two slices of the producer, at points the RNG picks among the kills;
             the run must survive or exit with a clear error and resume from its checkpoints on restart.
-        chunks, pause_s: the producer's slices (at least two per kill or broker fault, plus two) and the pause after each (s).
+        chunks, pause_s: the producer's slices (at least two per kill or broker fault, plus two) and the pause after
+        each (s).
         work: folder for the broker, lakehouse and run logs; a temporary one (deleted after) when None.
         aims: the (target pipeline, :data:`MOMENTS` name) of each kill, in order, instead of :func:`trial_aims`.
 
@@ -571,7 +575,8 @@ def run_trial(
 
 
 def report(results: list[TrialResult]) -> str:
-    """The table ``make chaos`` prints: per pipeline and engine, trials, kills by moment hit, rows, duplicates, missing."""
+    """The table ``make chaos`` prints: per pipeline and engine, trials, kills by moment hit, rows, duplicates,
+    missing."""
     groups: dict[tuple[str, str], list[TrialResult]] = {}
     for r in results:
         groups.setdefault((r.pipeline, r.engine), []).append(r)
@@ -670,10 +675,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 results += trial
                 for result in trial:
-                    print(
-                        f"  {result.pipeline}: {'ok' if result.ok else 'FAIL'} in {result.seconds:.0f} s: {result.verdict}",
-                        flush=True,
-                    )
+                    outcome = "ok" if result.ok else "FAIL"
+                    print(f"  {result.pipeline}: {outcome} in {result.seconds:.0f} s: {result.verdict}", flush=True)
     print(report(results))
     return 0 if all(r.ok for r in results) else 1
 

@@ -118,7 +118,7 @@ def test_the_changelog_check_catches_offsets_going_back(spark):
 
 @pytest.mark.parametrize("defect", ["duplicates", "missing", "batches_twice", "offsets_back", "changelog_vs_table"])
 def test_any_defect_fails_the_verdict(defect):
-    clean = dict(rows_expected=3, rows_in_delta=3, duplicates=0, missing=0)
+    clean = {"rows_expected": 3, "rows_in_delta": 3, "duplicates": 0, "missing": 0}
     assert Verdict(**clean).ok
     value = [1] if defect in ("batches_twice", "offsets_back") else 1
     assert not Verdict(**{**clean, defect: value}).ok

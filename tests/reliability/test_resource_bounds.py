@@ -3,7 +3,8 @@
 One order with 20,000 line items through ``lineitem_with_order`` (the regular join; the order's update in the
 same input retracts and re-emits every joined row), and one OVER partition of 20,000 shipments through
 ``part_price_over``, beside the ordinary TPC-H input, on the jvm engine (``make bounds`` runs both engines; the
-python engine's cases here cost the suite ~2.5 minutes, a fixed cost per case rather than the rows): the run ends and the Delta table equals the
+python engine's cases here cost the suite ~2.5 minutes, a fixed cost per case rather than the rows): the run ends and
+the Delta table equals the
 batch query over the final input, the changelog holding each batch once. ``make bounds`` runs 100,000 and
 1,000,000 rows and measures time and memory.
 """

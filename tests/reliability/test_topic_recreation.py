@@ -19,7 +19,8 @@ from streamjoin.planner import plan_script, sql_pipelines
 
 
 def _pipeline(bootstrap, topic: str, tmp_path):
-    """A pipeline copying ``topic`` (three records ``old0``..``old2``) into the Delta table ``copied``, and its lakehouse."""
+    """A pipeline copying ``topic`` (three records ``old0``..``old2``) into the Delta table ``copied``, and its
+    lakehouse."""
     ensure_topics(bootstrap, {topic: 1})
     produce(bootstrap, topic, _records(range(3), "old"))
     [pipeline] = sql_pipelines(
@@ -110,7 +111,8 @@ def test_a_topic_recreated_under_a_running_pipeline_stops_it_before_the_batch_is
 
 
 class _FlakyAdmin:
-    """An admin client whose ``describe_topics`` fails each topic with ``errors[topic]`` (popped per call) before answering."""
+    """An admin client whose ``describe_topics`` fails each topic with ``errors[topic]`` (popped per call) before
+    answering."""
 
     def __init__(self, errors):
         self.errors = errors

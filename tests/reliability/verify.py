@@ -59,7 +59,8 @@ class Verdict:
 
 
 def changelog_batches_twice(changelog: DataFrame) -> list[int]:
-    """Batch ids of ``changelog`` (a ``<table>_changelog`` frame) whose rows carry more than one ``_processing_time``."""
+    """Batch ids of ``changelog`` (a ``<table>_changelog`` frame) whose rows carry more than one
+    ``_processing_time``."""
     rows = (
         changelog.groupBy(BATCH_ID_COLUMN)
         .agg(F.countDistinct(PROCESSING_TIME_COLUMN).alias("appends"))
@@ -89,7 +90,8 @@ def offsets_going_back(changelog: DataFrame) -> list[int]:
 
 
 def _folded(changelog: DataFrame, key: list[str], columns: list[str]) -> DataFrame:
-    """Each key's last change (``_batch_id``, ``_seq``), kept when it is a ``+I``/``+U``: what the upsert writer applies."""
+    """Each key's last change (``_batch_id``, ``_seq``), kept when it is a ``+I``/``+U``: what the upsert writer
+    applies."""
     order = Window.partitionBy(*key).orderBy(F.col(BATCH_ID_COLUMN).desc(), F.col(SEQ_COLUMN).desc())
     return (
         changelog.withColumn("_n", F.row_number().over(order))
