@@ -1,4 +1,4 @@
-"""Shared fixtures: one Spark session and one Kafka broker per test session."""
+"""Shared fixtures: one Spark session and one Kafka broker per pytest run (per xdist worker)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ INSERT INTO upsert_copy SELECT * FROM upsert_src;
 """  # noqa: E501
 SINKS = {"bad_json": "json_copy", "bad_debezium": "debezium_copy", "bad_upsert": "upsert_copy"}
 FORMATS = {"bad_json": "json", "bad_debezium": "debezium-json", "bad_upsert": "json"}
-#: Kinds every format's topic must hold many times (issue 17 item 3).
+#: Kinds every format's topic must hold many times.
 REQUIRED = (
     "malformed-json",
     "wrong-type",

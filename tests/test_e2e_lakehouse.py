@@ -1,7 +1,7 @@
 """The lakehouse pipelines (every ``sql/*.sql``) through Dagster on the real path: Kafka → Spark operators → Delta, with
 GE checks.
 
-Runs ``lakehouse_job`` in process (sharing the test session's Spark) against
+Runs ``lakehouse_job`` in process (sharing the tests' Spark session) against
 the test broker's demo topics, then checks each table against the batch query
 over the final inputs, independently of the GE checks.
 """

@@ -1,4 +1,4 @@
-"""Every operator's hypothesis properties on both engines (issue 14): differential properties.
+"""Every operator's hypothesis properties on both engines: differential properties.
 
 Each property draws its input with the strategy of the operator's own property tests, prepares it
 with the operator function itself (``streamjoin.testing.engines.capture``) and runs it, one row per

@@ -1,5 +1,5 @@
 """A record over the source's size limit (``'scan.record.max-size'``, default Kafka's ``message.max.bytes``) is a
-dead letter with its size and the limit, not a failed batch (issue 17, item 6; docs/semantics.md §7.5).
+dead letter with its size and the limit, not a failed batch (docs/semantics.md §7.5).
 
 A topic whose ``max.message.bytes`` is raised holds records larger than Kafka's default; the source reads them,
 counts key + value bytes and sends a larger record to ``<sink>_dead_letters`` unparsed, the query going on.

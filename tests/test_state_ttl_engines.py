@@ -1,4 +1,4 @@
-"""State TTL expiry on both engines, on real queries (issue 14: every property on both engines).
+"""State TTL expiry on both engines, on real queries (every property holds on both engines).
 
 The in-process differential driver (``streamjoin.testing.engines``) cannot expire state TTL:
 PySpark's ``TwsTester`` ignores it, and Spark 4.2.0's Scala in-memory states take a clock and a

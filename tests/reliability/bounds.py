@@ -1,6 +1,6 @@
 """Resource bounds: one key with a very large state through the real path (Kafka broker, Spark, RocksDB state, Delta).
 
-Two cases (issue 17, item 6), each on every operator engine:
+Two cases, each on every operator engine:
 
 - ``lineitem_with_order`` (the regular LEFT join): one order with ``rows`` line items, beside the ordinary
   TPC-H orders. The first run reads the order and its line items (the join's state holds ``rows`` rows under one

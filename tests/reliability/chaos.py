@@ -30,7 +30,7 @@ writes it before running batch ``N``), a micro-batch of the target goes through
   table has batch ``N``: the state stores are committing or committed, the sink not written;
 - ``after_delta_commit``: the sink table's ``_delta_log/`` has gained the version whose ``txn`` is
   batch ``N`` (``txnVersion``, :mod:`streamjoin.sink.delta`) and ``commits/N`` does not exist: a
-  restart replays batch ``N`` and the sink must skip both its writes (the window of issue 17);
+  restart replays batch ``N`` and the sink must skip both its writes (the window where a replay could double them);
 
 then ``commits/N``. The moment a kill actually hit is read from each pipeline's files after the process
 is dead (:meth:`CheckpointView.moment`) and logged beside the one aimed at; an aimed moment the watcher

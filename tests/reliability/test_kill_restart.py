@@ -21,7 +21,7 @@ from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_g
 #: (pipelines in the trial's process, engine, the (target pipeline, moment) of each kill, broker faults). A kill
 #: stops the whole process: in the last trial the kill also hits the two pipelines it does not aim at, at whatever
 #: moment each is in. The regular join is killed between the sink's Delta commit and the checkpoint commit, the
-#: window in which a replayed batch must still commit its state stores (issue 17); the temporal join during a
+#: window in which a replayed batch must still commit its state stores; the temporal join during a
 #: micro-batch, with a broker stop and restart on the same data folder (``make chaos --broker-faults N``); the
 #: interval join, killed during its state store commit, shares a process with the dedup + group aggregate and OVER
 #: (two Spark driver starts instead of six). 3–6 minutes a trial alone on 2 cores; ``make chaos`` aims three kills
