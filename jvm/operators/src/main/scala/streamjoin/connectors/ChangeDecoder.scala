@@ -59,10 +59,13 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
   private val names = columns.fieldNames
   private val types = columns.fields.map(_.dataType)
   private val upsert = spec.bool("upsert")
+
   /** upsert-kafka: the primary-key columns' positions and their JSON fields in the record key. */
   private val keyColumns = primaryKey.zip(spec.strings("key_fields"))
+
   /** upsert-kafka `value.fields-include` EXCEPT_KEY: the key columns come from the key, not the value. */
   private val exceptKey = spec.bool("except_key")
+
   /** Whether column c is read from a row object: all but the key columns with EXCEPT_KEY (decided once, not per row). */
   private val inRow = names.indices.map(c => !(exceptKey && primaryKey.contains(c))).toArray
 
@@ -90,7 +93,7 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
 
   private def objectOf(bytes: Array[Byte]): JObject = parse(bytes) match {
     case o: JHashMap[_, _] => o.asInstanceOf[JObject]
-    case _ => throw Fallback
+    case _                 => throw Fallback
   }
 
   /** upsert-kafka (`DynamicKafkaDeserializationSchema` in upsert mode): `+I` of the value, or with a null value
@@ -98,39 +101,44 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
   private def upsertChange(key: JObject, value: JObject): Array[Row] = {
     val fromKey = new Array[Any](names.length)
     for ((c, field) <- keyColumns) fromKey(c) = typed(types(c), key.get(field))
-    val values = if (value == null) fromKey else {
-      val fromValue = typedRow(value)
-      if (exceptKey) for ((c, _) <- keyColumns) fromValue(c) = fromKey(c)
-      fromValue
-    }
+    val values =
+      if (value == null) fromKey
+      else {
+        val fromValue = typedRow(value)
+        if (exceptKey) for ((c, _) <- keyColumns) fromValue(c) = fromKey(c)
+        fromValue
+      }
     Array(checked(if (value == null) "-D" else "+I", 0, values))
   }
 
   private def changes(record: JObject): Array[Row] = format match {
     case "json" =>
-      val kind = if (rowkindField == null) "+I" else record.get(rowkindField) match {
-        case null | JsonNull => "+I"
-        case k: String if RowKinds.contains(k) => k
-        case _ => throw Fallback
-      }
+      val kind =
+        if (rowkindField == null) "+I"
+        else
+          record.get(rowkindField) match {
+            case null | JsonNull                   => "+I"
+            case k: String if RowKinds.contains(k) => k
+            case _                                 => throw Fallback
+          }
       Array(change(kind, 0, record))
     case _ =>
       val envelope = record.get("payload") match {
-        case null | JsonNull => record
+        case null | JsonNull         => record
         case payload: JHashMap[_, _] => payload.asInstanceOf[JObject]
-        case _ => throw Fallback
+        case _                       => throw Fallback
       }
       envelope.get("op") match {
         case "c" | "r" => Array(change("+I", 0, envelope.get("after")))
-        case "u" => Array(change("-U", 0, envelope.get("before")), change("+U", 1, envelope.get("after")))
-        case "d" => Array(change("-D", 0, envelope.get("before")))
-        case _ => throw Fallback
+        case "u"       => Array(change("-U", 0, envelope.get("before")), change("+U", 1, envelope.get("after")))
+        case "d"       => Array(change("-D", 0, envelope.get("before")))
+        case _         => throw Fallback
       }
   }
 
   private def change(kind: String, i: Int, image: AnyRef): Row = image match {
     case row: JHashMap[_, _] => checked(kind, i, typedRow(row.asInstanceOf[JObject]))
-    case _ => throw Fallback
+    case _                   => throw Fallback
   }
 
   /** The declared columns read from the object `fields` (EXCEPT_KEY: the key columns are left null). */
@@ -152,31 +160,36 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
 
   private def typed(dataType: DataType, json: AnyRef): Any = json match {
     case null | JsonNull => null
-    case _ => dataType match {
-      case StringType => json match { case s: String => s; case _ => throw Fallback }
-      case BooleanType => json match { case b: java.lang.Boolean => b; case _ => throw Fallback }
-      case LongType => integer(json, Long.MinValue, Long.MaxValue)
-      case IntegerType => integer(json, Int.MinValue, Int.MaxValue).toInt
-      case ShortType => integer(json, Short.MinValue, Short.MaxValue).toShort
-      case ByteType => integer(json, Byte.MinValue, Byte.MaxValue).toByte
-      case d: DecimalType => decimal(json, d)
-      case DateType => json match {
-        case s: String if DatePattern.matcher(s).matches() =>
-          try LocalDate.parse(s) catch { case _: DateTimeException => throw Fallback }
-        case _ => throw Fallback
+    case _               =>
+      dataType match {
+        case StringType     => json match { case s: String => s; case _ => throw Fallback }
+        case BooleanType    => json match { case b: java.lang.Boolean => b; case _ => throw Fallback }
+        case LongType       => integer(json, Long.MinValue, Long.MaxValue)
+        case IntegerType    => integer(json, Int.MinValue, Int.MaxValue).toInt
+        case ShortType      => integer(json, Short.MinValue, Short.MaxValue).toShort
+        case ByteType       => integer(json, Byte.MinValue, Byte.MaxValue).toByte
+        case d: DecimalType => decimal(json, d)
+        case DateType       =>
+          json match {
+            case s: String if DatePattern.matcher(s).matches() =>
+              try LocalDate.parse(s)
+              catch { case _: DateTimeException => throw Fallback }
+            case _ => throw Fallback
+          }
+        case TimestampType =>
+          val zoned = ZonedDateTime.of(localTime(json), zone)
+          if (zoned.getYear < 0 || zoned.getYear > 9999) throw Fallback
+          zoned.toInstant
+        case TimestampNTZType => localTime(json)
+        case other            => throw new IllegalStateException(s"unsupported type $other")
       }
-      case TimestampType =>
-        val zoned = ZonedDateTime.of(localTime(json), zone)
-        if (zoned.getYear < 0 || zoned.getYear > 9999) throw Fallback
-        zoned.toInstant
-      case TimestampNTZType => localTime(json)
-      case other => throw new IllegalStateException(s"unsupported type $other")
-    }
   }
 
   private def integer(json: AnyRef, min: Long, max: Long): Long = json match {
     case n: JsonNumber if n.integral && n.text.length <= 20 =>
-      val v = try java.lang.Long.parseLong(n.text) catch { case _: NumberFormatException => throw Fallback }
+      val v =
+        try java.lang.Long.parseLong(n.text)
+        catch { case _: NumberFormatException => throw Fallback }
       if (v < min || v > max) throw Fallback
       v
     case _ => throw Fallback
@@ -185,8 +198,8 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
   private def decimal(json: AnyRef, d: DecimalType): JBigDecimal = {
     val text = json match {
       case n: JsonNumber if n.text.length <= 80 && PlainNumber.matcher(n.text).matches() => n.text
-      case s: String if s.length <= 80 && PlainNumber.matcher(s).matches() => s
-      case _ => throw Fallback
+      case s: String if s.length <= 80 && PlainNumber.matcher(s).matches()               => s
+      case _                                                                             => throw Fallback
     }
     val v = new JBigDecimal(text)
     if (v.scale > d.scale) throw Fallback
@@ -201,16 +214,26 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
       if (!m.matches()) throw Fallback
       val fraction = Option(m.group(7)).getOrElse("")
       val nanos = if (fraction.isEmpty) 0 else (fraction + "000000000").substring(0, 9).toInt
-      try LocalDateTime.of(m.group(1).toInt, m.group(2).toInt, m.group(3).toInt, m.group(4).toInt,
-        m.group(5).toInt, m.group(6).toInt, nanos)
+      try
+        LocalDateTime.of(
+          m.group(1).toInt,
+          m.group(2).toInt,
+          m.group(3).toInt,
+          m.group(4).toInt,
+          m.group(5).toInt,
+          m.group(6).toInt,
+          nanos
+        )
       catch { case _: DateTimeException => throw Fallback }
     case _ => throw Fallback
   }
 
   private def parse(value: Array[Byte]): AnyRef = {
     // Spark reads invalid UTF-8 as U+FFFD; the Spark SQL decoder makes such a record a dead letter.
-    val text = StandardCharsets.UTF_8.newDecoder()
-      .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
+    val text = StandardCharsets.UTF_8
+      .newDecoder()
+      .onMalformedInput(CodingErrorAction.REPORT)
+      .onUnmappableCharacter(CodingErrorAction.REPORT)
       .decode(ByteBuffer.wrap(value))
     val parser = factory.createParser(text.array(), text.arrayOffset() + text.position(), text.remaining())
     try {
@@ -239,13 +262,13 @@ final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[B
         t = parser.nextToken()
       }
       JsonArray
-    case JsonToken.VALUE_STRING => parser.getText
-    case JsonToken.VALUE_NUMBER_INT => JsonNumber(integral = true, parser.getText)
+    case JsonToken.VALUE_STRING       => parser.getText
+    case JsonToken.VALUE_NUMBER_INT   => JsonNumber(integral = true, parser.getText)
     case JsonToken.VALUE_NUMBER_FLOAT => JsonNumber(integral = false, parser.getText)
-    case JsonToken.VALUE_TRUE => java.lang.Boolean.TRUE
-    case JsonToken.VALUE_FALSE => java.lang.Boolean.FALSE
-    case JsonToken.VALUE_NULL => JsonNull
-    case _ => throw Fallback
+    case JsonToken.VALUE_TRUE         => java.lang.Boolean.TRUE
+    case JsonToken.VALUE_FALSE        => java.lang.Boolean.FALSE
+    case JsonToken.VALUE_NULL         => JsonNull
+    case _                            => throw Fallback
   }
 }
 
@@ -264,9 +287,10 @@ object ChangeDecoder {
 
   private def supported(t: DataType): Boolean = t match {
     case StringType | BooleanType | LongType | IntegerType | ShortType | ByteType | DateType | TimestampType |
-         TimestampNTZType => true
+        TimestampNTZType =>
+      true
     case _: DecimalType => true
-    case _ => false
+    case _              => false
   }
 
   /** Whether a fast decoder can be built for this format and these columns (else the Spark SQL decoder reads every record). */
@@ -280,8 +304,9 @@ object ChangeDecoder {
    */
   def column(key: Column, value: Column, description: String): Column = {
     val columns = DataType.fromJson(new Spec(description).node("columns").toString).asInstanceOf[StructType]
-    val changeType = ArrayType(StructType(Seq(
-      StructField("kind", StringType), StructField("i", IntegerType), StructField("values", columns))))
+    val changeType = ArrayType(
+      StructType(Seq(StructField("kind", StringType), StructField("i", IntegerType), StructField("values", columns)))
+    )
     udf(new ChangeDecoder(description), changeType).apply(key, value)
   }
 }

@@ -20,6 +20,7 @@ trait AggregateView {
   def remove(value: Any): Unit
   def keys: Iterator[Any]
   def clear(): Unit
+
   /** Write the visit's changes to the state: call before the key's visit ends ([[CachedMapState]]). */
   def flush(): Unit
 }
@@ -32,16 +33,17 @@ final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
   // Binary values are arrays: compared by content in the cache through a ByteBuffer.
   private def cacheKey(value: Any): Any = value match {
     case bytes: Array[Byte] => java.nio.ByteBuffer.wrap(bytes)
-    case other => other
+    case other              => other
   }
   private val cached = new CachedMapState[Any, java.lang.Long, Row, Row](
     state,
     {
       case buffer: java.nio.ByteBuffer => Row(buffer.array())
-      case other => Row(other)
+      case other                       => Row(other)
     },
     count => Row(count.longValue()),
-    row => java.lang.Long.valueOf(row.getLong(0)))
+    row => java.lang.Long.valueOf(row.getLong(0))
+  )
 
   def get(value: Any): Long = {
     val count = cached.get(cacheKey(value))
@@ -51,7 +53,7 @@ final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
   def remove(value: Any): Unit = cached.remove(cacheKey(value))
   def keys: Iterator[Any] = cached.keys(row => cacheKey(row.get(0))).map {
     case buffer: java.nio.ByteBuffer => buffer.array()
-    case other => other
+    case other                       => other
   }
   def clear(): Unit = cached.clear()
   def flush(): Unit = cached.flush()
@@ -61,11 +63,20 @@ final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
 final case class AggregateCall(output: String, function: String, column: String)
 
 object AggregateCall {
+
   /** The calls of a description: a JSON list of `{output, function, column}`. */
-  def parse(node: JsonNode): Array[AggregateCall] = node.elements().asScala.map { c =>
-    val column = c.get("column")
-    AggregateCall(c.get("output").asText(), c.get("function").asText(), if (column == null || column.isNull) null else column.asText())
-  }.toArray
+  def parse(node: JsonNode): Array[AggregateCall] = node
+    .elements()
+    .asScala
+    .map { c =>
+      val column = c.get("column")
+      AggregateCall(
+        c.get("output").asText(),
+        c.get("function").asText(),
+        if (column == null || column.isNull) null else column.asText()
+      )
+    }
+    .toArray
 }
 
 /**
@@ -81,6 +92,7 @@ abstract class AggregateFunction(val inputType: DataType, val retractable: Boole
   def create(): Array[Any]
   def accumulate(acc: Array[Any], value: Any, view: AggregateView): Unit
   def retract(acc: Array[Any], value: Any, view: AggregateView): Unit
+
   /** The current result; a FLOAT SUM or AVG is still the DOUBLE it is computed in (see [[result]]). */
   def getValue(acc: Array[Any], view: AggregateView): Any
 
@@ -93,7 +105,9 @@ abstract class AggregateFunction(val inputType: DataType, val retractable: Boole
 
   /** The Python logic's error for a retraction into an insert-only function (`StateError`). */
   protected def cannotRetract(pythonName: String, value: Any): Nothing =
-    throw new IllegalStateException(s"$pythonName was built for insert-only input and cannot retract ${Aggregates.repr(value)}")
+    throw new IllegalStateException(
+      s"$pythonName was built for insert-only input and cannot retract ${Aggregates.repr(value)}"
+    )
 }
 
 /** COUNT(col) / COUNT(*): nulls are not counted unless it is COUNT(*). Accumulator: count. */
@@ -110,7 +124,8 @@ final class CountFunction(inputType: DataType, retractable: Boolean, star: Boole
 }
 
 /** COUNT(DISTINCT col): the view's values with a multiplicity > 0. Accumulator: that count. */
-final class CountDistinctFunction(inputType: DataType, retractable: Boolean) extends AggregateFunction(inputType, retractable) {
+final class CountDistinctFunction(inputType: DataType, retractable: Boolean)
+    extends AggregateFunction(inputType, retractable) {
   override def usesView: Boolean = true
   def resultType: DataType = LongType
   def accFields: Seq[StructField] = Seq(StructField("count", LongType, nullable = false))
@@ -136,17 +151,20 @@ final class CountDistinctFunction(inputType: DataType, retractable: Boolean) ext
 private[operators] final class Arithmetic(inputType: DataType) extends Serializable {
   val integral: Boolean = inputType match {
     case ByteType | ShortType | IntegerType | LongType => true
-    case _ => false
+    case _                                             => false
   }
   val decimal: Boolean = inputType.isInstanceOf[DecimalType]
 
   /** The type sums are kept in. */
-  val sumType: DataType = if (integral) LongType else if (decimal) DecimalType(38, inputType.asInstanceOf[DecimalType].scale) else DoubleType
+  val sumType: DataType =
+    if (integral) LongType else if (decimal) DecimalType(38, inputType.asInstanceOf[DecimalType].scale) else DoubleType
 
   val zero: Any = if (integral) 0L else if (decimal) JBigDecimal.ZERO else 0.0
 
   def widen(value: Any): Any =
-    if (integral) value.asInstanceOf[Number].longValue() else if (decimal) value else value.asInstanceOf[Number].doubleValue()
+    if (integral) value.asInstanceOf[Number].longValue()
+    else if (decimal) value
+    else value.asInstanceOf[Number].doubleValue()
 
   def plus(a: Any, b: Any): Any =
     if (integral) a.asInstanceOf[Long] + b.asInstanceOf[Long]
@@ -154,14 +172,16 @@ private[operators] final class Arithmetic(inputType: DataType) extends Serializa
     else a.asInstanceOf[Double] + b.asInstanceOf[Double]
 
   def negate(a: Any): Any =
-    if (integral) -a.asInstanceOf[Long] else if (decimal) a.asInstanceOf[JBigDecimal].negate() else -a.asInstanceOf[Double]
+    if (integral) -a.asInstanceOf[Long]
+    else if (decimal) a.asInstanceOf[JBigDecimal].negate()
+    else -a.asInstanceOf[Double]
 
   /** A LONG as a value of the integral input type (wrapping around). */
   def narrow(value: Any): Any = inputType match {
-    case ByteType => value.asInstanceOf[Long].toByte
-    case ShortType => value.asInstanceOf[Long].toShort
+    case ByteType    => value.asInstanceOf[Long].toByte
+    case ShortType   => value.asInstanceOf[Long].toShort
     case IntegerType => value.asInstanceOf[Long].toInt
-    case _ => value
+    case _           => value
   }
 
   /** A FLOAT input's DOUBLE sum or average as a FLOAT (as Spark stores the Python engine's result). */
@@ -174,7 +194,7 @@ final class SumFunction(inputType: DataType, retractable: Boolean) extends Aggre
   private val arithmetic = new Arithmetic(inputType)
   def resultType: DataType = inputType match {
     case d: DecimalType => DecimalType(38, d.scale)
-    case t => t
+    case t              => t
   }
   def accFields: Seq[StructField] =
     Seq(StructField("sum", arithmetic.sumType, nullable = true), StructField("count", LongType, nullable = false))
@@ -203,7 +223,7 @@ final class AvgFunction(inputType: DataType, retractable: Boolean) extends Aggre
   private val arithmetic = new Arithmetic(inputType)
   def resultType: DataType = inputType match {
     case d: DecimalType => DecimalType(38, math.max(6, d.scale))
-    case t => t
+    case t              => t
   }
   def accFields: Seq[StructField] =
     Seq(StructField("sum", arithmetic.sumType, nullable = false), StructField("count", LongType, nullable = false))
@@ -219,9 +239,12 @@ final class AvgFunction(inputType: DataType, retractable: Boolean) extends Aggre
   def getValue(acc: Array[Any], view: AggregateView): Any = {
     val count = acc(1).asInstanceOf[Long]
     if (count == 0) null
-    else if (arithmetic.integral) arithmetic.narrow(acc(0).asInstanceOf[Long] / count) // Java's division truncates toward zero
+    else if (arithmetic.integral)
+      arithmetic.narrow(acc(0).asInstanceOf[Long] / count) // Java's division truncates toward zero
     else if (arithmetic.decimal)
-      acc(0).asInstanceOf[JBigDecimal].divide(JBigDecimal.valueOf(count), resultType.asInstanceOf[DecimalType].scale, RoundingMode.HALF_UP)
+      acc(0)
+        .asInstanceOf[JBigDecimal]
+        .divide(JBigDecimal.valueOf(count), resultType.asInstanceOf[DecimalType].scale, RoundingMode.HALF_UP)
     else acc(0).asInstanceOf[Double] / count
   }
   override def result(value: Any): Any = arithmetic.result(value)
@@ -287,7 +310,9 @@ final class ExtremeFunction(inputType: DataType, retractable: Boolean, largest: 
 final class PositionalFunction(inputType: DataType, retractable: Boolean, first: Boolean)
     extends AggregateFunction(inputType, retractable) {
   def resultType: DataType = inputType
-  def accFields: Seq[StructField] = Seq(StructField("values", ArrayType(inputType, containsNull = false), nullable = false))
+  def accFields: Seq[StructField] = Seq(
+    StructField("values", ArrayType(inputType, containsNull = false), nullable = false)
+  )
   def create(): Array[Any] = Array(Vector.empty[Any])
   override def store(acc: Array[Any]): Row = Row(acc(0))
   override def load(row: Row): Array[Any] = Array(row.getSeq[Any](0).toVector)
@@ -328,21 +353,22 @@ final class Aggregates(val calls: Array[AggregateCall], input: StructType, colum
   val functions: Array[AggregateFunction] = calls.map { c =>
     val t = if (c.column == null) null else input(c.column).dataType
     c.function match {
-      case "COUNT" => new CountFunction(t, retractable, star = c.column == null)
+      case "COUNT"          => new CountFunction(t, retractable, star = c.column == null)
       case "COUNT_DISTINCT" => new CountDistinctFunction(t, retractable)
-      case "SUM" => new SumFunction(t, retractable)
-      case "AVG" => new AvgFunction(t, retractable)
-      case "MIN" => new ExtremeFunction(t, retractable, largest = false)
-      case "MAX" => new ExtremeFunction(t, retractable, largest = true)
-      case "FIRST_VALUE" => new PositionalFunction(t, retractable, first = true)
-      case "LAST_VALUE" => new PositionalFunction(t, retractable, first = false)
-      case other => throw new IllegalArgumentException(s"unknown aggregate function $other")
+      case "SUM"            => new SumFunction(t, retractable)
+      case "AVG"            => new AvgFunction(t, retractable)
+      case "MIN"            => new ExtremeFunction(t, retractable, largest = false)
+      case "MAX"            => new ExtremeFunction(t, retractable, largest = true)
+      case "FIRST_VALUE"    => new PositionalFunction(t, retractable, first = true)
+      case "LAST_VALUE"     => new PositionalFunction(t, retractable, first = false)
+      case other            => throw new IllegalArgumentException(s"unknown aggregate function $other")
     }
   }
 
   /** The accumulators' stored form: one struct per function. */
-  val accSchema: StructType = StructType(functions.indices.map(i =>
-    StructField(s"acc_$i", StructType(functions(i).accFields), nullable = false)))
+  val accSchema: StructType = StructType(
+    functions.indices.map(i => StructField(s"acc_$i", StructType(functions(i).accFields), nullable = false))
+  )
 
   def create(): Array[Array[Any]] = functions.map(_.create())
 
@@ -360,7 +386,9 @@ final class Aggregates(val calls: Array[AggregateCall], input: StructType, colum
     else {
       val key = StructType(Seq(StructField("value", f.inputType, nullable = true)))
       val value = StructType(Seq(StructField("count", LongType, nullable = false)))
-      new MapStateView(handle.getMapState(s"${calls(i).function.toLowerCase}_$i", Encoders.row(key), Encoders.row(value), ttl))
+      new MapStateView(
+        handle.getMapState(s"${calls(i).function.toLowerCase}_$i", Encoders.row(key), Encoders.row(value), ttl)
+      )
         .asInstanceOf[AggregateView]
     }
   }.toArray
@@ -387,12 +415,13 @@ final class Aggregates(val calls: Array[AggregateCall], input: StructType, colum
 }
 
 object Aggregates {
+
   /** A value as Python's `repr` shows it in error messages. */
   def repr(value: Any): String = value match {
-    case null => "None"
-    case s: String => s"'$s'"
-    case d: JBigDecimal => s"Decimal('${d.toPlainString}')"
+    case null                 => "None"
+    case s: String            => s"'$s'"
+    case d: JBigDecimal       => s"Decimal('${d.toPlainString}')"
     case b: java.lang.Boolean => if (b) "True" else "False"
-    case other => other.toString
+    case other                => other.toString
   }
 }

@@ -20,8 +20,12 @@ import org.apache.spark.sql.streaming.MapState
  * @param storeValue a value as the state stores it
  * @param readValue a stored value as the operator uses it
  */
-final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], storeKey: K => SK, storeValue: V => SV,
-                                                   readValue: SV => V) {
+final class CachedMapState[K, V <: AnyRef, SK, SV](
+    state: MapState[SK, SV],
+    storeKey: K => SK,
+    storeValue: V => SV,
+    readValue: SV => V
+) {
   // key → (value or null for absent, whether the store may hold the key, whether it changed in this visit)
   private final class Entry(var value: V, var stored: Boolean, var dirty: Boolean)
   private val entries = new java.util.HashMap[K, Entry]()
@@ -82,7 +86,9 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], stor
       }
       if (stored.hasNext) tooLarge = true
       else {
-        loaded.forEach { case (key, value) => if (!entries.containsKey(key)) entries.put(key, new Entry(readValue(value), true, false)) }
+        loaded.forEach { case (key, value) =>
+          if (!entries.containsKey(key)) entries.put(key, new Entry(readValue(value), true, false))
+        }
         complete = true
       }
     }
@@ -108,6 +114,7 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](state: MapState[SK, SV], stor
 }
 
 object CachedMapState {
+
   /** The JVM system property that sets [[completeLimit]] (tests set a small one to take the store's path). */
   val CompleteLimitProperty = "streamjoin.cachedMapState.keysLimit"
 

@@ -28,7 +28,6 @@ class ChangelogNormalizeLogic(specJson: String, input: StructType) extends Keyed
   @transient private var loaded: Boolean = false
   @transient private var changed: Boolean = false
 
-
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     lastRow = handle.getValueState("lastRow", Encoders.row(rowSchema), ttl)
     loaded = false

@@ -41,11 +41,14 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
   }
   private val stateTtl = spec.bool("stateTtl")
   private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))
-  private val stateSchema = StructType(Seq(
-    StructField("row", rowSchema, nullable = true),
-    StructField("time", if (ordered) input(orderIndex).dataType else LongType, nullable = true),
-    StructField("seq", BinaryType, nullable = true),
-    StructField("emitted", BooleanType, nullable = false)))
+  private val stateSchema = StructType(
+    Seq(
+      StructField("row", rowSchema, nullable = true),
+      StructField("time", if (ordered) input(orderIndex).dataType else LongType, nullable = true),
+      StructField("seq", BinaryType, nullable = true),
+      StructField("emitted", BooleanType, nullable = false)
+    )
+  )
 
   @transient private var state: ValueState[Row] = _
   // The key's state during a visit: loaded on its first element, written back in finish.
@@ -77,12 +80,16 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
     KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
       val s = SeqPath.of(r, seqIndex)
       if (r.getString(kindIndex) != RowKind.Insert)
-        throw new IllegalStateException(s"deduplicate consumes an insert-only changelog; got ${r.getString(kindIndex)} at _seq=${SeqPath.show(s)}")
+        throw new IllegalStateException(
+          s"deduplicate consumes an insert-only changelog; got ${r.getString(kindIndex)} at _seq=${SeqPath.show(s)}"
+        )
       val t = if (ordered) {
-        if (r.isNullAt(orderIndex)) throw new IllegalStateException(s"deduplicate: ORDER BY is null at _seq=${SeqPath.show(s)}; it must not be")
+        if (r.isNullAt(orderIndex))
+          throw new IllegalStateException(s"deduplicate: ORDER BY is null at _seq=${SeqPath.show(s)}; it must not be")
         r.get(orderIndex)
       } else null
-      val wm: java.lang.Long = if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
+      val wm: java.lang.Long =
+        if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
       Element(s, RowKind.Insert, KeyedLogic.values(r, columns), time = t, watermark = wm)
     }
 
@@ -100,7 +107,8 @@ class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
     if (!ordered) {
       if (keepFirst) {
         if (emitted) Nil else { emitted = true; Seq(Change(RowKind.Insert, e.row)) }
-      } else if (!stateTtl && !emitted && row != null && sameValues(row, e.row)) Nil // the kept row stays the one emitted
+      } else if (!stateTtl && !emitted && row != null && sameValues(row, e.row))
+        Nil // the kept row stays the one emitted
       else {
         val changes = replace(e.row)
         emitted = changes.length > 1

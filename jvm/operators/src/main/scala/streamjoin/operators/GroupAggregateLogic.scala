@@ -25,13 +25,14 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   private val columnNames = spec.strings("columns")
   private val columns = columnNames.map(KeyedLogic.index(input, _))
   private val groupPositions = spec.strings("groupBy").map(columnNames.indexOf(_))
-  private val aggregates = new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, spec.bool("retractable"))
+  private val aggregates =
+    new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, spec.bool("retractable"))
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val miniBatch = spec.bool("miniBatch")
-  private val stateSchema = StructType(Seq(
-    StructField("count", LongType, nullable = false),
-    StructField("accs", aggregates.accSchema, nullable = false)))
+  private val stateSchema = StructType(
+    Seq(StructField("count", LongType, nullable = false), StructField("accs", aggregates.accSchema, nullable = false))
+  )
 
   @transient private var state: ValueState[Row] = _
   @transient private var views: Array[AggregateView] = _
@@ -41,7 +42,6 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
   @transient private var loaded: Boolean = _
   // Mini-batch: the visited group's elements so far.
   @transient private lazy val bundle = scala.collection.mutable.ArrayBuffer[Element]()
-
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     state = handle.getValueState("groupAggState", Encoders.row(stateSchema), ttl)
@@ -62,7 +62,8 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
     KeyedLogic.changelog(rows, seqIndex, kindIndex, columns)
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] =
-    if (miniBatch) { bundle += e; Nil } else process(Array(e))
+    if (miniBatch) { bundle += e; Nil }
+    else process(Array(e))
 
   override def finishBundle(ctx: KeyContext): Seq[Change] =
     if (bundle.isEmpty) Nil else { val changes = process(bundle.toArray); bundle.clear(); changes }
@@ -97,8 +98,11 @@ class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogi
       val current = aggregates.getValues(accs, views)
       if (first) Seq(Change(RowKind.Insert, key ++ aggregates.results(current)))
       else if (current.sameElements(previous)) Nil
-      else Seq(Change(RowKind.UpdateBefore, key ++ aggregates.results(previous)),
-               Change(RowKind.UpdateAfter, key ++ aggregates.results(current)))
+      else
+        Seq(
+          Change(RowKind.UpdateBefore, key ++ aggregates.results(previous)),
+          Change(RowKind.UpdateAfter, key ++ aggregates.results(current))
+        )
     }
   }
 

@@ -4,7 +4,13 @@ import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  GenericInternalRow,
+  JoinedRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 import org.apache.spark.sql.types._
 
@@ -48,6 +54,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private val upper = spec.long("upperMs")
   private val candidates = spec.bool("candidates")
   private val outer = Array(how == "left" || how == "full", how == "right" || how == "full")
+
   /** How far after its own time a side's row can still match (Flink's `leftRelativeSize` / `rightRelativeSize`). */
   private val windowEnd = Array(upper, -lower)
   // The row of a side that did not match: every column null.
@@ -55,18 +62,25 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   // Bound here, on the driver that builds the operator; shipped to the executors with it.
   private val condition: JoinCondition =
     Option(spec.optString("condition")).map(JoinCondition.bind(_, dataSchemas(0), dataSchemas(1))).orNull
-  private val cacheSchema = StructType(Seq(
-    StructField("row", BinaryType, nullable = false),
-    StructField("matched", BooleanType, nullable = false),
-    StructField("id", LongType, nullable = true)))
+  private val cacheSchema = StructType(
+    Seq(
+      StructField("row", BinaryType, nullable = false),
+      StructField("matched", BooleanType, nullable = false),
+      StructField("id", LongType, nullable = true)
+    )
+  )
   // The output row from `left struct ++ right struct ++ (left id, right id)`: each side's data columns (not its
   // watermark field), then the ids in candidate mode.
   private val outputColumns: Seq[BoundReference] = {
     val width = structSchemas(0).length
     val data = Seq(0, 1).flatMap { side =>
-      structPositions(side).toSeq.map(i => BoundReference(i + side * width, structSchemas(side)(i).dataType, nullable = true))
+      structPositions(side).toSeq.map(i =>
+        BoundReference(i + side * width, structSchemas(side)(i).dataType, nullable = true)
+      )
     }
-    val ids = if (candidates) Seq(0, 1).map(i => BoundReference(width + structSchemas(1).length + i, LongType, nullable = true)) else Nil
+    val ids =
+      if (candidates) Seq(0, 1).map(i => BoundReference(width + structSchemas(1).length + i, LongType, nullable = true))
+      else Nil
     data ++ ids
   }
   @transient private lazy val project: UnsafeProjection = UnsafeProjection.create(outputColumns)
@@ -76,10 +90,13 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
 
   override def packedInput: Seq[String] = Seq("_left", "_right")
   override def packedOutput: Boolean = true
-  override val keyValueSchema: StructType = StructType(Seq(
-    StructField("leftCleanupTimer", LongType, nullable = true),
-    StructField("rightCleanupTimer", LongType, nullable = true),
-    StructField("nextArrival", LongType, nullable = false)))
+  override val keyValueSchema: StructType = StructType(
+    Seq(
+      StructField("leftCleanupTimer", LongType, nullable = true),
+      StructField("rightCleanupTimer", LongType, nullable = true),
+      StructField("nextArrival", LongType, nullable = false)
+    )
+  )
 
   @transient private var caches: Array[SideRows] = _
   // The key's timers and arrival counter during a visit: loaded on first use, written back in finish.
@@ -89,9 +106,15 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
 
   override def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit = {
     caches = Array(0, 1).map { side =>
-      new SideRows(handle.getMapState[(Long, Long), Row](
-        s"${IntervalJoinLogic.Sides(side)}Rows", Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong),
-        Encoders.row(cacheSchema), ttl), side)
+      new SideRows(
+        handle.getMapState[(Long, Long), Row](
+          s"${IntervalJoinLogic.Sides(side)}Rows",
+          Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong),
+          Encoders.row(cacheSchema),
+          ttl
+        ),
+        side
+      )
     }
     loaded = false
   }
@@ -116,8 +139,14 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
 
   /** A cached row: its side's row struct (its bytes and an `UnsafeRow` over them), whether it was joined, its id
    * (candidate mode, else null); whether the state holds it, whether the visit changed it. */
-  private final class Entry(val bytes: Array[Byte], val row: UnsafeRow, var matched: Boolean, val id: java.lang.Long,
-                            var stored: Boolean = false, var dirty: Boolean = true)
+  private final class Entry(
+      val bytes: Array[Byte],
+      val row: UnsafeRow,
+      var matched: Boolean,
+      val id: java.lang.Long,
+      var stored: Boolean = false,
+      var dirty: Boolean = true
+  )
 
   /**
    * A side's cached rows during one visit of the key, by `(time, arrival)`: read from the MapState at most once,
@@ -164,8 +193,12 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
 
   private def decode(stored: Row, side: Int): Entry = {
     val bytes = stored.getAs[Array[Byte]](0)
-    new Entry(bytes, PackedRows.point(bytes, structSchemas(side).length), stored.getBoolean(1),
-      if (stored.isNullAt(2)) null else stored.getLong(2))
+    new Entry(
+      bytes,
+      PackedRows.point(bytes, structSchemas(side).length),
+      stored.getBoolean(1),
+      if (stored.isNullAt(2)) null else stored.getLong(2)
+    )
   }
 
   private def encode(e: Entry): Row = Row(e.bytes, e.matched, e.id)
@@ -180,7 +213,8 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     if (e.kind != RowKind.Insert)
       throw new IllegalStateException(
         s"an interval join consumes insert-only input; got ${e.kind}${rowString(e.packed, e.side)} on the " +
-          s"${if (e.side == 0) "left" else "right"} input")
+          s"${if (e.side == 0) "left" else "right"} input"
+      )
     load(ctx)
     process(ctx, e.packed, rowtime(e, now), operatorTime(ctx.timers.time), e.side)
   }
@@ -270,7 +304,12 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private def pair(left: Entry, right: Entry): Array[Any] = output(left.row, right.row, left.id, right.id)
 
   /** An output change's values: the packed output row of a left and a right row struct (either may be [[nulls]]). */
-  private def output(left: InternalRow, right: InternalRow, leftId: java.lang.Long, rightId: java.lang.Long): Array[Any] = {
+  private def output(
+      left: InternalRow,
+      right: InternalRow,
+      leftId: java.lang.Long,
+      rightId: java.lang.Long
+  ): Array[Any] = {
     joined(left, right)
     val row =
       if (!candidates) joined
@@ -289,7 +328,10 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
         val values = if (side == 0) output(e.row, nulls(1), e.id, null) else output(nulls(0), e.row, null, e.id)
         out += Change(RowKind.Insert, values)
       } else if (!e.matched) {
-        out += Change(RowKind.Insert, if (side == 0) output(e.row, nulls(1), null, null) else output(nulls(0), e.row, null, null))
+        out += Change(
+          RowKind.Insert,
+          if (side == 0) output(e.row, nulls(1), null, null) else output(nulls(0), e.row, null, null)
+        )
       }
     }
 }

@@ -2,7 +2,17 @@ package streamjoin.operators
 
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, BasePredicate, BindReferences, BoundReference, Expression, GenericInternalRow, JoinedRow, Predicate, Unevaluable}
+import org.apache.spark.sql.catalyst.expressions.{
+  Alias,
+  BasePredicate,
+  BindReferences,
+  BoundReference,
+  Expression,
+  GenericInternalRow,
+  JoinedRow,
+  Predicate,
+  Unevaluable
+}
 import org.apache.spark.sql.catalyst.optimizer.{ComputeCurrentTime, ReplaceExpressions}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, OneRowRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
@@ -51,6 +61,7 @@ final class JoinCondition private (predicate: Expression, columns: Array[Array[I
 }
 
 object JoinCondition {
+
   /**
    * Analyse `sql` over the joined row `left ++ right` with the active session's parser, catalog and
    * settings (time zone, ANSI mode), as a filter on the joined rows would be analysed.
@@ -62,9 +73,13 @@ object JoinCondition {
   def bind(sql: String, left: StructType, right: StructType): JoinCondition = {
     val expression = analyse(sql, left, right)
     if (expression.dataType != BooleanType)
-      throw new IllegalArgumentException(s"residual predicate '$sql' is ${expression.dataType.simpleString}, not boolean")
+      throw new IllegalArgumentException(
+        s"residual predicate '$sql' is ${expression.dataType.simpleString}, not boolean"
+      )
     unevaluableIn(expression).foreach { name =>
-      throw new IllegalArgumentException(s"residual predicate '$sql' holds $name, which the jvm engine's join cannot evaluate")
+      throw new IllegalArgumentException(
+        s"residual predicate '$sql' holds $name, which the jvm engine's join cannot evaluate"
+      )
     }
     val read = expression.collect { case b: BoundReference => b.ordinal }.distinct.sorted.toArray
     val (fromLeft, fromRight) = read.partition(_ < left.length)
@@ -114,7 +129,8 @@ object JoinCondition {
     val finished = ReplaceExpressions(analyzed.analyzed)
     finished match {
       case Project(Seq(Alias(e, _)), child) => BindReferences.bindReference(e, child.output)
-      case other => throw new IllegalArgumentException(s"residual predicate '$sql' analysed to an unexpected plan: $other")
+      case other                            =>
+        throw new IllegalArgumentException(s"residual predicate '$sql' analysed to an unexpected plan: $other")
     }
   }
 }

@@ -19,6 +19,7 @@ final case class JoinedChange(kind: String, left: UnsafeRow, right: UnsafeRow)
  *                  (Flink's `JoinCondition`), or null for an equi-join
  */
 sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Array[Boolean], condition: JoinCondition) {
+
   /** Apply one change of `side`; `given` are the other side's matching rows when an earlier step found them, else null. */
   def process(side: Int, kind: String, row: UnsafeRow, given: Seq[UnsafeRow]): Seq[JoinedChange]
 
@@ -47,17 +48,19 @@ sealed abstract class JoinDecisionTree(views: Array[JoinRecordView], outer: Arra
 
   protected def retract(side: Int, row: UnsafeRow): Unit = if (views(side) != null) views(side).retract(row)
 
-  protected def update(side: Int, row: UnsafeRow, associations: Int): Unit = views(side).updateAssociations(row, associations)
+  protected def update(side: Int, row: UnsafeRow, associations: Int): Unit =
+    views(side).updateAssociations(row, associations)
 }
 
 object JoinDecisionTree {
+
   /** Which sides keep association counts (`JoinType.outer`): the null-padded sides, and SEMI/ANTI's left side. */
   def outer(joinType: String): Array[Boolean] = joinType match {
-    case "inner" => Array(false, false)
+    case "inner"                  => Array(false, false)
     case "left" | "semi" | "anti" => Array(true, false)
-    case "right" => Array(false, true)
-    case "full" => Array(true, true)
-    case other => throw new IllegalArgumentException(s"unknown join type $other")
+    case "right"                  => Array(false, true)
+    case "full"                   => Array(true, true)
+    case other                    => throw new IllegalArgumentException(s"unknown join type $other")
   }
 
   /** Whether the output carries the right columns (not for SEMI/ANTI). */

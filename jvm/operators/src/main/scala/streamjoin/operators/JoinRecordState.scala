@@ -22,7 +22,7 @@ final class JoinEntry(val row: UnsafeRow, val count: Int, val associations: Int)
 final case class RowBytes(bytes: Array[Byte]) {
   override def equals(other: Any): Boolean = other match {
     case o: RowBytes => java.util.Arrays.equals(bytes, o.bytes)
-    case _ => false
+    case _           => false
   }
   override def hashCode: Int = java.util.Arrays.hashCode(bytes)
 }
@@ -48,8 +48,13 @@ final case class RowBytes(bytes: Array[Byte]) {
  * @param keyFields the number of columns of a map key (the unique key's, or the row's)
  * @param rowFields the number of columns of the side's row
  */
-final class JoinSideStore(value: ValueState[Row], map: MapState[RowBytes, Row], rowInKey: Boolean, keyFields: Int,
-                          rowFields: Int) {
+final class JoinSideStore(
+    value: ValueState[Row],
+    map: MapState[RowBytes, Row],
+    rowInKey: Boolean,
+    keyFields: Int,
+    rowFields: Int
+) {
   // Entries read or written during the visit; a null value is an entry removed during the visit.
   private var cache = new java.util.LinkedHashMap[UnsafeRow, JoinEntry]()
   private val absent = new java.util.HashSet[UnsafeRow]()
@@ -106,13 +111,16 @@ final class JoinSideStore(value: ValueState[Row], map: MapState[RowBytes, Row], 
   /** Write every changed entry to the state variable. */
   def flush(): Unit = dirty.forEach { key =>
     val entry = cache.get(key)
-    if (map != null) { if (entry == null) map.removeKey(RowBytes(key.getBytes)) else map.updateValue(RowBytes(key.getBytes), encode(entry)) }
-    else if (entry == null) value.clear()
+    if (map != null) {
+      if (entry == null) map.removeKey(RowBytes(key.getBytes))
+      else map.updateValue(RowBytes(key.getBytes), encode(entry))
+    } else if (entry == null) value.clear()
     else value.update(encode(entry))
   }
 }
 
 object JoinSideStore {
+
   /** The key of a ValueState-backed side's one entry. */
   val Single: UnsafeRow = PackedRows.point(Array.emptyByteArray, 0)
 }
@@ -124,6 +132,7 @@ object JoinSideStore {
  * `associations` is how many rows of the other side a row matches (outer sides only; 0 elsewhere).
  */
 sealed abstract class JoinRecordView(protected val store: JoinSideStore) {
+
   /** Add `row`, recording that it matches `associations` rows of the other side. */
   def add(row: UnsafeRow, associations: Int): Unit
 
@@ -167,7 +176,7 @@ object JoinRecordView {
    */
   def valueSchema(layout: String): StructType = layout match {
     case JoinKeyContainsUniqueKey | InputSideHasUniqueKey => StructType(Seq(RowField, Associations))
-    case InputSideHasNoUniqueKey => StructType(Seq(Count, Associations))
+    case InputSideHasNoUniqueKey                          => StructType(Seq(Count, Associations))
     case other => throw new IllegalArgumentException(s"unknown join state layout $other")
   }
 
@@ -180,8 +189,13 @@ object JoinRecordView {
    * @param rowSchema the side's row
    * @param uniqueKey the unique key's positions in the row (InputSideHasUniqueKey)
    */
-  def store(layout: String, value: ValueState[Row], map: MapState[RowBytes, Row], rowSchema: StructType,
-            uniqueKey: Array[Int]): JoinSideStore = {
+  def store(
+      layout: String,
+      value: ValueState[Row],
+      map: MapState[RowBytes, Row],
+      rowSchema: StructType,
+      uniqueKey: Array[Int]
+  ): JoinSideStore = {
     val keyFields = if (layout == InputSideHasUniqueKey) uniqueKey.length else rowSchema.length
     new JoinSideStore(value, map, layout == InputSideHasNoUniqueKey, keyFields, rowSchema.length)
   }
@@ -193,7 +207,8 @@ object JoinRecordView {
   def rowKey(layout: String, rowSchema: StructType, uniqueKey: Array[Int]): UnsafeRow => UnsafeRow =
     if (layout != InputSideHasUniqueKey) _ => JoinSideStore.Single
     else {
-      val project = UnsafeProjection.create(uniqueKey.toSeq.map(i => BoundReference(i, rowSchema(i).dataType, nullable = true)))
+      val project =
+        UnsafeProjection.create(uniqueKey.toSeq.map(i => BoundReference(i, rowSchema(i).dataType, nullable = true)))
       row => project(row).copy()
     }
 
@@ -201,7 +216,7 @@ object JoinRecordView {
   def apply(layout: String, store: JoinSideStore, rowKey: UnsafeRow => UnsafeRow): JoinRecordView =
     layout match {
       case JoinKeyContainsUniqueKey | InputSideHasUniqueKey => new UniqueRowView(store, rowKey)
-      case InputSideHasNoUniqueKey => new RowCountView(store)
+      case InputSideHasNoUniqueKey                          => new RowCountView(store)
       case other => throw new IllegalArgumentException(s"unknown join state layout $other")
     }
 }

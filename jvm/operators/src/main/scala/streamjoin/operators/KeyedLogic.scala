@@ -34,9 +34,9 @@ final class KeyContext(val timers: TimerService, var lateDropped: Long) {
  * the rows it is given.
  */
 abstract class KeyedLogic extends Serializable {
+
   /** Mirror `KeyContext.lateDropped` into the `numLateRecordsDropped` state variable. */
   def countsLateRows: Boolean = false
-
 
   /** Declare the state variables (once per partition and micro-batch). */
   def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit
@@ -93,11 +93,14 @@ object KeyedLogic {
   }
 
   /** A key's rows of one micro-batch in changelog order (by `_seq`); Spark gives no order. */
-  def inOrder(rows: Iterator[Row], seqIndex: Int): Array[Row] = rows.toArray.sortBy(SeqPath.of(_, seqIndex))(SeqPath.ordering)
+  def inOrder(rows: Iterator[Row], seqIndex: Int): Array[Row] =
+    rows.toArray.sortBy(SeqPath.of(_, seqIndex))(SeqPath.ordering)
 
   /** A key's changelog rows of one micro-batch as elements, by `_seq`: RowKind and the values at `columns`. */
   def changelog(rows: Iterator[Row], seqIndex: Int, kindIndex: Int, columns: Array[Int]): Iterator[Element] =
-    inOrder(rows, seqIndex).iterator.map(r => Element(SeqPath.of(r, seqIndex), r.getString(kindIndex), values(r, columns)))
+    inOrder(rows, seqIndex).iterator.map(r =>
+      Element(SeqPath.of(r, seqIndex), r.getString(kindIndex), values(r, columns))
+    )
 
   /** The values at `indexes` of `row`. */
   def values(row: Row, indexes: Array[Int]): Array[Any] = {

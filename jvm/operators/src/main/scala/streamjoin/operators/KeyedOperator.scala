@@ -2,7 +2,6 @@ package streamjoin.operators
 
 import java.time.Duration
 
-
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.catalyst.expressions.GenericRow
 import org.apache.spark.sql.streaming._
@@ -27,8 +26,7 @@ import org.apache.spark.sql.types._
  * @param clock      what the current time is ([[Clock]])
  * @param stateTtlMs state TTL in ms for the logic's state variables, or <= 0 for none
  */
-class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
-    extends StatefulProcessor[Row, Row, Row] {
+class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var timerState: ValueState[Row] = _
   private val keyValueSchema = logic.keyValueSchema
@@ -42,23 +40,26 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val handle = getHandle
     if (keyValueSchema != null && !hasTimers)
-      throw new IllegalArgumentException(s"${logic.getClass.getSimpleName} keeps a key value with the timers, but the clock is $clock")
+      throw new IllegalArgumentException(
+        s"${logic.getClass.getSimpleName} keeps a key value with the timers, but the clock is $clock"
+      )
     if (hasTimers) {
       val schema =
         if (keyValueSchema == null) KeyedOperator.TimerSchema
         else KeyedOperator.TimerSchema.add(StructField("keyValue", keyValueSchema, nullable = true))
       timerState = handle.getValueState("timers", Encoders.row(schema), TTLConfig.NONE)
     }
-    if (logic.countsLateRows) lateState = handle.getValueState("numLateRecordsDropped", Encoders.row(KeyedOperator.LateSchema), TTLConfig.NONE)
+    if (logic.countsLateRows)
+      lateState = handle.getValueState("numLateRecordsDropped", Encoders.row(KeyedOperator.LateSchema), TTLConfig.NONE)
     val ttl = if (stateTtlMs > 0) TTLConfig(Duration.ofMillis(stateTtlMs)) else TTLConfig.NONE
     logic.open(handle, ttl)
   }
 
   private def now(ctx: KeyContext, timerValues: TimerValues): java.lang.Long = clock match {
-    case Clock.Event => timerValues.getCurrentWatermarkInMs
+    case Clock.Event      => timerValues.getCurrentWatermarkInMs
     case Clock.Processing => timerValues.getCurrentProcessingTimeInMs
-    case Clock.Instant => math.max(wallClock(), ctx.timers.time)
-    case _ => null
+    case Clock.Instant    => math.max(wallClock(), ctx.timers.time)
+    case _                => null
   }
 
   /** The key's context, its registered Spark timer, and whether it has a timer row. */
@@ -94,7 +95,11 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
     finish(ctx, sparkTimer, hasTimerRow, out, lateBefore, current)
   }
 
-  override def handleExpiredTimer(key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+  override def handleExpiredTimer(
+      key: Row,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo
+  ): Iterator[Row] = {
     val (ctx, _, hasTimerRow) = load()
     val out = new SeqOutput()
     val current = now(ctx, timerValues)
@@ -109,8 +114,14 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
       out.add(cause, logic.onTimer(ctx, timestamp))
     }
 
-  private def finish(ctx: KeyContext, registered: java.lang.Long, hasTimerRow: Boolean, out: SeqOutput,
-                     lateBefore: Long, current: java.lang.Long): Iterator[Row] = {
+  private def finish(
+      ctx: KeyContext,
+      registered: java.lang.Long,
+      hasTimerRow: Boolean,
+      out: SeqOutput,
+      lateBefore: Long,
+      current: java.lang.Long
+  ): Iterator[Row] = {
     logic.finish(ctx)
     if (hasTimers) {
       val wanted = if (clock == Clock.Event || clock == Clock.Processing) ctx.timers.nextWakeup else null
@@ -122,7 +133,8 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
       // With no timer pending, a time no later than the clock's current one is not kept: the key's next visit
       // advances to the clock's time then, at least as late (the watermark and the batch's processing time only
       // move forward), before anything reads it. Without this, every key ever seen keeps a timer row.
-      val restoredOnNextVisit = keyValueSchema == null && current != null && clock != Clock.Instant && ctx.timers.time <= current
+      val restoredOnNextVisit =
+        keyValueSchema == null && current != null && clock != Clock.Instant && ctx.timers.time <= current
       if (ctx.timers.timers.isEmpty && (ctx.timers.time == Long.MinValue || keyCleared || restoredOnNextVisit)) {
         if (hasTimerRow) timerState.clear() // a clear is a write (a RocksDB tombstone) even where nothing is stored
       } else {
@@ -131,7 +143,8 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
         ctx.timers.timers.forEach { t => times(i) = t; i += 1 }
         timerState.update(
           if (keyValueSchema == null) Row(ctx.timers.time, times.toSeq, wanted)
-          else Row(ctx.timers.time, times.toSeq, wanted, ctx.keyValue))
+          else Row(ctx.timers.time, times.toSeq, wanted, ctx.keyValue)
+        )
       }
     }
     if (lateState != null && ctx.lateDropped != lateBefore) lateState.update(Row(ctx.lateDropped))
@@ -146,18 +159,21 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long)
 }
 
 object KeyedOperator {
-  val TimerSchema: StructType = StructType(Seq(
-    StructField("time", LongType, nullable = false),
-    StructField("timers", ArrayType(LongType, containsNull = false), nullable = false),
-    StructField("sparkTimer", LongType, nullable = true)))
+  val TimerSchema: StructType = StructType(
+    Seq(
+      StructField("time", LongType, nullable = false),
+      StructField("timers", ArrayType(LongType, containsNull = false), nullable = false),
+      StructField("sparkTimer", LongType, nullable = true)
+    )
+  )
 
   val LateSchema: StructType = StructType(Seq(StructField("count", LongType, nullable = false)))
 
   /** The `timeMode` of `transformWithState` for a clock (state TTL needs processing time). */
   def timeMode(clock: String, stateTtlMs: Long): TimeMode = clock match {
-    case Clock.Event => TimeMode.EventTime()
+    case Clock.Event      => TimeMode.EventTime()
     case Clock.Processing => TimeMode.ProcessingTime()
-    case Clock.Instant => TimeMode.None()
-    case _ => if (stateTtlMs > 0) TimeMode.ProcessingTime() else TimeMode.None()
+    case Clock.Instant    => TimeMode.None()
+    case _                => if (stateTtlMs > 0) TimeMode.ProcessingTime() else TimeMode.None()
   }
 }

@@ -33,8 +33,15 @@ import org.apache.spark.unsafe.types.UTF8String
  * @param clock      [[Clock]] name
  * @param stateTtlMs state TTL in ms, <= 0 for none
  */
-final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson: String, logicClass: String,
-                     spec: String, clock: String, stateTtlMs: Long) {
+final class LocalRun(
+    inputJson: String,
+    keys: java.util.List[String],
+    outputJson: String,
+    logicClass: String,
+    spec: String,
+    clock: String,
+    stateTtlMs: Long
+) {
   private val input = DataType.fromJson(inputJson).asInstanceOf[StructType]
   private val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
   private val keySchema = StructType(keys.asScala.map(c => input(c)).toSeq)
@@ -44,7 +51,8 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
     ExpressionEncoder(PackedRows.packedSchema(input, operator.logic.packedInput)).resolveAndBind().createDeserializer()
   private val readKey = ExpressionEncoder(keySchema).resolveAndBind().createDeserializer()
   private val writeOutput = ExpressionEncoder(
-    if (operator.logic.packedOutput) PackedRows.packedOutputSchema(output) else output).resolveAndBind().createSerializer()
+    if (operator.logic.packedOutput) PackedRows.packedOutputSchema(output) else output
+  ).resolveAndBind().createSerializer()
   private var wallClockMs = 0L
   operator.wallClock = () => wallClockMs
   private val tester = new TwsTester[Row, Row, Row](
@@ -52,13 +60,18 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
     List(),
     KeyedOperator.timeMode(clock, stateTtlMs),
     OutputMode.Append(),
-    Some((_: Row) => Long.MaxValue))
+    Some((_: Row) => Long.MaxValue)
+  )
 
   /** One visit of a key (`keyJson`: its values) with rows `rowsJson`; the output rows, as JSON. */
   def test(keyJson: String, rowsJson: String): String = {
     val key = readKey(InternalJson.row(LocalRun.mapper.readTree(keyJson), keySchema))
-    val rows = LocalRun.mapper.readTree(rowsJson).elements().asScala
-      .map(n => readInput(packInput(InternalJson.row(n, input)))).toList
+    val rows = LocalRun.mapper
+      .readTree(rowsJson)
+      .elements()
+      .asScala
+      .map(n => readInput(packInput(InternalJson.row(n, input))))
+      .toList
     changes(tester.test(key, rows))
   }
 
@@ -75,7 +88,12 @@ final class LocalRun(inputJson: String, keys: java.util.List[String], outputJson
     val out = LocalRun.mapper.createArrayNode()
     rows.foreach { r =>
       val internal = writeOutput(r)
-      out.add(InternalJson.rowJson(if (operator.logic.packedOutput) PackedRows.unpackRow(internal, output) else internal, output))
+      out.add(
+        InternalJson.rowJson(
+          if (operator.logic.packedOutput) PackedRows.unpackRow(internal, output) else internal,
+          output
+        )
+      )
     }
     LocalRun.mapper.writeValueAsString(out)
   }
@@ -94,23 +112,26 @@ private[operators] object InternalJson {
   def row(node: JsonNode, schema: StructType): InternalRow =
     new GenericInternalRow(schema.fields.indices.map(i => read(node.get(i), schema(i).dataType)).toArray[Any])
 
-  def read(node: JsonNode, t: DataType): Any = if (node == null || node.isNull) null else t match {
-    case BooleanType => node.asBoolean()
-    case ByteType => node.asInt().toByte
-    case ShortType => node.asInt().toShort
-    case IntegerType | DateType => node.asInt()
-    case LongType | TimestampType | TimestampNTZType => node.asLong()
-    case FloatType => double(node).toFloat
-    case DoubleType => double(node)
-    case d: DecimalType => Decimal(new java.math.BigDecimal(node.asText()), d.precision, d.scale)
-    case _: StringType => UTF8String.fromString(node.asText())
-    case BinaryType => org.apache.commons.codec.binary.Hex.decodeHex(node.asText())
-    case ArrayType(element, _) => new GenericArrayData(node.elements().asScala.map(read(_, element)).toArray[Any])
-    case s: StructType => row(node, s)
-    case other => throw new IllegalArgumentException(s"LocalRun does not read $other values")
-  }
+  def read(node: JsonNode, t: DataType): Any = if (node == null || node.isNull) null
+  else
+    t match {
+      case BooleanType                                 => node.asBoolean()
+      case ByteType                                    => node.asInt().toByte
+      case ShortType                                   => node.asInt().toShort
+      case IntegerType | DateType                      => node.asInt()
+      case LongType | TimestampType | TimestampNTZType => node.asLong()
+      case FloatType                                   => double(node).toFloat
+      case DoubleType                                  => double(node)
+      case d: DecimalType        => Decimal(new java.math.BigDecimal(node.asText()), d.precision, d.scale)
+      case _: StringType         => UTF8String.fromString(node.asText())
+      case BinaryType            => org.apache.commons.codec.binary.Hex.decodeHex(node.asText())
+      case ArrayType(element, _) => new GenericArrayData(node.elements().asScala.map(read(_, element)).toArray[Any])
+      case s: StructType         => row(node, s)
+      case other                 => throw new IllegalArgumentException(s"LocalRun does not read $other values")
+    }
 
-  private def double(node: JsonNode): Double = if (node.isTextual) java.lang.Double.parseDouble(node.asText()) else node.asDouble()
+  private def double(node: JsonNode): Double =
+    if (node.isTextual) java.lang.Double.parseDouble(node.asText()) else node.asDouble()
 
   def rowJson(row: InternalRow, schema: StructType): ArrayNode = {
     val out = new ArrayNode(com.fasterxml.jackson.databind.node.JsonNodeFactory.instance)
@@ -121,22 +142,26 @@ private[operators] object InternalJson {
     out
   }
 
-  private def write(v: Any, t: DataType): JsonNode = if (v == null) NullNode.instance else t match {
-    case BooleanType => BooleanNode.valueOf(v.asInstanceOf[Boolean])
-    case ByteType | ShortType | IntegerType | LongType | DateType | TimestampType | TimestampNTZType =>
-      LongNode.valueOf(v.asInstanceOf[Number].longValue())
-    case FloatType | DoubleType =>
-      val d = v.asInstanceOf[Number].doubleValue()
-      if (d.isNaN || d.isInfinite) TextNode.valueOf(d.toString) else DoubleNode.valueOf(d)
-    case _: DecimalType => TextNode.valueOf(v.asInstanceOf[Decimal].toJavaBigDecimal.toPlainString)
-    case _: StringType => TextNode.valueOf(v.toString)
-    case BinaryType => TextNode.valueOf(org.apache.commons.codec.binary.Hex.encodeHexString(v.asInstanceOf[Array[Byte]]))
-    case ArrayType(element, _) =>
-      val a = v.asInstanceOf[ArrayData]
-      val out = new ArrayNode(com.fasterxml.jackson.databind.node.JsonNodeFactory.instance)
-      (0 until a.numElements()).foreach(i => out.add(if (a.isNullAt(i)) NullNode.instance else write(a.get(i, element), element)))
-      out
-    case s: StructType => rowJson(v.asInstanceOf[InternalRow], s)
-    case other => throw new IllegalArgumentException(s"LocalRun does not write $other values")
-  }
+  private def write(v: Any, t: DataType): JsonNode = if (v == null) NullNode.instance
+  else
+    t match {
+      case BooleanType => BooleanNode.valueOf(v.asInstanceOf[Boolean])
+      case ByteType | ShortType | IntegerType | LongType | DateType | TimestampType | TimestampNTZType =>
+        LongNode.valueOf(v.asInstanceOf[Number].longValue())
+      case FloatType | DoubleType =>
+        val d = v.asInstanceOf[Number].doubleValue()
+        if (d.isNaN || d.isInfinite) TextNode.valueOf(d.toString) else DoubleNode.valueOf(d)
+      case _: DecimalType => TextNode.valueOf(v.asInstanceOf[Decimal].toJavaBigDecimal.toPlainString)
+      case _: StringType  => TextNode.valueOf(v.toString)
+      case BinaryType     =>
+        TextNode.valueOf(org.apache.commons.codec.binary.Hex.encodeHexString(v.asInstanceOf[Array[Byte]]))
+      case ArrayType(element, _) =>
+        val a = v.asInstanceOf[ArrayData]
+        val out = new ArrayNode(com.fasterxml.jackson.databind.node.JsonNodeFactory.instance)
+        (0 until a.numElements())
+          .foreach(i => out.add(if (a.isNullAt(i)) NullNode.instance else write(a.get(i, element), element)))
+        out
+      case s: StructType => rowJson(v.asInstanceOf[InternalRow], s)
+      case other         => throw new IllegalArgumentException(s"LocalRun does not write $other values")
+    }
 }

@@ -18,6 +18,7 @@ import org.apache.spark.sql.types.{DataType, StructType}
  * state TTL — and hands over a plain description; this side only runs it.
  */
 object Operators {
+
   /** The Spark version this jar was built for (from the Maven build). */
   lazy val builtForSpark: String = properties.getProperty("spark.version")
 
@@ -30,7 +31,8 @@ object Operators {
   private lazy val properties: Properties = {
     val p = new Properties()
     val in = getClass.getResourceAsStream("/streamjoin/operators.properties")
-    try p.load(in) finally in.close()
+    try p.load(in)
+    finally in.close()
     p
   }
 
@@ -47,8 +49,15 @@ object Operators {
    * @param stateTtlMs state TTL in ms, <= 0 for none
    * @return the output changelog, `outputJson`'s columns
    */
-  def apply(df: DataFrame, keys: java.util.List[String], outputJson: String, logicClass: String, spec: String,
-            clock: String, stateTtlMs: Long): DataFrame = {
+  def apply(
+      df: DataFrame,
+      keys: java.util.List[String],
+      outputJson: String,
+      logicClass: String,
+      spec: String,
+      clock: String,
+      stateTtlMs: Long
+  ): DataFrame = {
     val keyColumns = keys.asScala.toArray
     val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
     val keySchema = StructType(keyColumns.map(c => df.schema(c)))
@@ -57,7 +66,8 @@ object Operators {
     val packedOutput = processor.logic.packedOutput
     implicit val outputEncoder: Encoder[Row] =
       Encoders.row(if (packedOutput) PackedRows.packedOutputSchema(output) else output)
-    val changes = input.groupBy(keyColumns.map(c => col(s"`$c`")).toIndexedSeq: _*)
+    val changes = input
+      .groupBy(keyColumns.map(c => col(s"`$c`")).toIndexedSeq: _*)
       .as[Row, Row](Encoders.row(keySchema), Encoders.row(input.schema))
       .transformWithState(processor, KeyedOperator.timeMode(clock, stateTtlMs), OutputMode.Append())
       .toDF()
@@ -69,7 +79,8 @@ object Operators {
    * [[apply]] runs per key, and what [[LocalRun]] drives in process.
    */
   def operator(input: StructType, logicClass: String, spec: String, clock: String, stateTtlMs: Long): KeyedOperator = {
-    val logic = Class.forName(logicClass)
+    val logic = Class
+      .forName(logicClass)
       .getConstructor(classOf[String], classOf[StructType])
       .newInstance(spec, input)
       .asInstanceOf[KeyedLogic]

@@ -27,7 +27,8 @@ class OverAggregateLogic(specJson: String, input: StructType) extends KeyedLogic
   private val function = OverFunction(
     spec.string("function"),
     new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, bounded),
-    if (bounded) spec.long("offset") else 0L)
+    if (bounded) spec.long("offset") else 0L
+  )
   private val orderBy = spec.optString("orderBy")
   private val rowtimeIndex = if (orderBy == null) -1 else KeyedLogic.index(input, spec.string("rowtimeColumn"))
   private val watermarkIndex = Option(spec.optString("watermarkColumn")).map(KeyedLogic.index(input, _)).getOrElse(-1)
@@ -47,12 +48,20 @@ class OverAggregateLogic(specJson: String, input: StructType) extends KeyedLogic
       val seq = SeqPath.of(r, seqIndex)
       val kind = r.getString(kindIndex)
       if (kind != RowKind.Insert)
-        throw new IllegalStateException(s"over_aggregate consumes an insert-only changelog; got $kind at _seq=${SeqPath.show(seq)}")
-      val time: java.lang.Long = if (orderBy == null) null else {
-        if (r.isNullAt(rowtimeIndex)) throw new IllegalStateException(s"over_aggregate: $orderBy is null at _seq=${SeqPath.show(seq)}; it must not be")
-        r.getLong(rowtimeIndex)
-      }
-      val wm: java.lang.Long = if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
+        throw new IllegalStateException(
+          s"over_aggregate consumes an insert-only changelog; got $kind at _seq=${SeqPath.show(seq)}"
+        )
+      val time: java.lang.Long =
+        if (orderBy == null) null
+        else {
+          if (r.isNullAt(rowtimeIndex))
+            throw new IllegalStateException(
+              s"over_aggregate: $orderBy is null at _seq=${SeqPath.show(seq)}; it must not be"
+            )
+          r.getLong(rowtimeIndex)
+        }
+      val wm: java.lang.Long =
+        if (watermarkIndex >= 0 && !r.isNullAt(watermarkIndex)) r.getLong(watermarkIndex) else null
       Element(seq, RowKind.Insert, KeyedLogic.values(r, columns), time = time, watermark = wm)
     }
 

@@ -22,33 +22,49 @@ import org.apache.spark.sql.types._
  * The MapStates are read and written through a key visit's [[CachedMapState]]: a visit buffers
  * hundreds of rows of a few times and fires a timer per time, each touching the same entries.
  */
-final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: StatefulProcessorHandle, ttl: TTLConfig,
-                      bounded: Boolean) {
+final class OverState(
+    aggregates: Aggregates,
+    rowSchema: StructType,
+    handle: StatefulProcessorHandle,
+    ttl: TTLConfig,
+    bounded: Boolean
+) {
   private val argsSchema = StructType(aggregates.functions.indices.map { i =>
     val t = aggregates.functions(i).inputType
     StructField(s"arg_$i", if (t == null) BooleanType else t, nullable = true) // COUNT(*) has no argument
   })
-  private val valueSchema = StructType(Seq(
-    StructField("accs", aggregates.accSchema, nullable = false),
-    StructField("lastTriggeringTs", LongType, nullable = false),
-    StructField("cleanupTs", LongType, nullable = true),
-    StructField("head", LongType, nullable = false),
-    StructField("tail", LongType, nullable = false)))
-  private val rowsSchema = StructType(Seq(StructField("rows", ArrayType(rowSchema, containsNull = false), nullable = false)))
-  private val frameSchema = StructType(Seq(
-    StructField("time", LongType, nullable = false), StructField("args", argsSchema, nullable = false)))
+  private val valueSchema = StructType(
+    Seq(
+      StructField("accs", aggregates.accSchema, nullable = false),
+      StructField("lastTriggeringTs", LongType, nullable = false),
+      StructField("cleanupTs", LongType, nullable = true),
+      StructField("head", LongType, nullable = false),
+      StructField("tail", LongType, nullable = false)
+    )
+  )
+  private val rowsSchema = StructType(
+    Seq(StructField("rows", ArrayType(rowSchema, containsNull = false), nullable = false))
+  )
+  private val frameSchema = StructType(
+    Seq(StructField("time", LongType, nullable = false), StructField("args", argsSchema, nullable = false))
+  )
 
   private val value: ValueState[Row] = handle.getValueState("overState", Encoders.row(valueSchema), ttl)
   private val pending = new CachedMapState[Long, ArrayBuffer[Array[Any]], Long, Row](
-    handle.getMapState("pending", Encoders.scalaLong, Encoders.row(rowsSchema), ttl), identity,
+    handle.getMapState("pending", Encoders.scalaLong, Encoders.row(rowsSchema), ttl),
+    identity,
     rows => Row(rows.map(r => Row.fromSeq(r.toSeq)).toSeq),
-    stored => stored.getSeq[Row](0).iterator.map(_.toSeq.toArray).to(ArrayBuffer))
+    stored => stored.getSeq[Row](0).iterator.map(_.toSeq.toArray).to(ArrayBuffer)
+  )
   private val frame =
     if (!bounded) null
-    else new CachedMapState[Long, OverState.FrameRow, Long, Row](
-      handle.getMapState("frame", Encoders.scalaLong, Encoders.row(frameSchema), ttl), identity,
-      f => Row(f.time, Row.fromSeq(f.args.toSeq)),
-      stored => OverState.FrameRow(stored.getLong(0), stored.getStruct(1).toSeq.toArray))
+    else
+      new CachedMapState[Long, OverState.FrameRow, Long, Row](
+        handle.getMapState("frame", Encoders.scalaLong, Encoders.row(frameSchema), ttl),
+        identity,
+        f => Row(f.time, Row.fromSeq(f.args.toSeq)),
+        stored => OverState.FrameRow(stored.getLong(0), stored.getStruct(1).toSeq.toArray)
+      )
   val views: Array[AggregateView] = aggregates.openViews(handle, ttl)
 
   var accs: Array[Array[Any]] = _
@@ -124,6 +140,7 @@ final class OverState(aggregates: Aggregates, rowSchema: StructType, handle: Sta
 }
 
 object OverState {
+
   /** A frame entry: the emitted row's time and its aggregate arguments. */
   final case class FrameRow(time: Long, args: Array[Any])
 }
@@ -184,7 +201,8 @@ abstract class OverFunction(val aggregates: Aggregates) extends Serializable {
     var more = true
     while (more && s.frameSize > 0) {
       val (time, args) = s.frameOldest
-      if (time < limit) { aggregates.retract(s.accs, s.views, args); s.frameDropOldest() } else more = false
+      if (time < limit) { aggregates.retract(s.accs, s.views, args); s.frameDropOldest() }
+      else more = false
     }
   }
 
@@ -199,19 +217,20 @@ abstract class OverFunction(val aggregates: Aggregates) extends Serializable {
 }
 
 object OverFunction {
+
   /**
    * The function named as its Python twin (`streamjoin.runtime.over_functions`); `offset` is the
    * frame's rows (current row counted) or milliseconds, ignored for unbounded frames.
    */
   def apply(name: String, aggregates: Aggregates, offset: Long): OverFunction = name match {
-    case "RowTimeRowsBoundedPrecedingFunction" => new RowTimeRowsBounded(aggregates, offset)
-    case "RowTimeRangeBoundedPrecedingFunction" => new RowTimeRangeBounded(aggregates, offset)
-    case "RowTimeRowsUnboundedPrecedingFunction" => new RowTimeUnbounded(aggregates, rows = true)
+    case "RowTimeRowsBoundedPrecedingFunction"    => new RowTimeRowsBounded(aggregates, offset)
+    case "RowTimeRangeBoundedPrecedingFunction"   => new RowTimeRangeBounded(aggregates, offset)
+    case "RowTimeRowsUnboundedPrecedingFunction"  => new RowTimeUnbounded(aggregates, rows = true)
     case "RowTimeRangeUnboundedPrecedingFunction" => new RowTimeUnbounded(aggregates, rows = false)
-    case "ProcTimeRowsBoundedPrecedingFunction" => new ProcTimeRows(aggregates, offset)
-    case "ProcTimeUnboundedPrecedingFunction" => new ProcTimeRows(aggregates, 0L)
-    case "ProcTimeRangeBoundedPrecedingFunction" => new ProcTimeRangeBounded(aggregates, offset)
-    case other => throw new IllegalArgumentException(s"unknown OVER function $other")
+    case "ProcTimeRowsBoundedPrecedingFunction"   => new ProcTimeRows(aggregates, offset)
+    case "ProcTimeUnboundedPrecedingFunction"     => new ProcTimeRows(aggregates, 0L)
+    case "ProcTimeRangeBoundedPrecedingFunction"  => new ProcTimeRangeBounded(aggregates, offset)
+    case other                                    => throw new IllegalArgumentException(s"unknown OVER function $other")
   }
 }
 
@@ -239,7 +258,9 @@ final class RowTimeRangeBounded(aggregates: Aggregates, offset: Long) extends Ov
   override def onTimer(s: OverState, ctx: KeyContext, time: Long): Seq[Array[Any]] = {
     if (s.cleanupTs != null && s.cleanupTs <= time) { s.clear(); return Nil }
     val rows = take(s, time)
-    val out = if (rows != null && rows.nonEmpty) { retractOlderThan(s, time - offset); emitPeers(s, time, rows, keep = true) } else Nil
+    val out = if (rows != null && rows.nonEmpty) {
+      retractOlderThan(s, time - offset); emitPeers(s, time, rows, keep = true)
+    } else Nil
     s.lastTriggeringTs = time
     out
   }

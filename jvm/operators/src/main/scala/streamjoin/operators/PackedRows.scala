@@ -3,7 +3,14 @@ package streamjoin.operators
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GenericInternalRow, UnaryExpression, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  Expression,
+  GenericInternalRow,
+  UnaryExpression,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.streamjoin.Columns
@@ -28,6 +35,7 @@ import org.apache.spark.unsafe.Platform
  * and [[unpackRow]] (the same encoding).
  */
 object PackedRows {
+
   /** The packed output's row column: BINARY, the output columns (without `_rowkind`, `_seq`) as `UnsafeRow` bytes. */
   val RowColumn = "_row"
 
@@ -42,14 +50,17 @@ object PackedRows {
 
   /** The schema of a packed output: [[RowColumn]], `_rowkind`, `_seq`. */
   def packedOutputSchema(output: StructType): StructType =
-    StructType(StructField(RowColumn, BinaryType, nullable = false) +: output.fields.filter(f => changelogColumns(f.name)))
+    StructType(
+      StructField(RowColumn, BinaryType, nullable = false) +: output.fields.filter(f => changelogColumns(f.name))
+    )
 
   /** `df` with each of `columns` packed ([[PackRow]]), in place. */
   def pack(df: DataFrame, columns: Seq[String]): DataFrame =
     if (columns.isEmpty) df
-    else df.select(df.schema.fieldNames.toIndexedSeq.map { c =>
-      if (columns.contains(c)) Columns.of(PackRow(UnresolvedAttribute.quoted(c))).as(c) else col(s"`$c`")
-    }: _*)
+    else
+      df.select(df.schema.fieldNames.toIndexedSeq.map { c =>
+        if (columns.contains(c)) Columns.of(PackRow(UnresolvedAttribute.quoted(c))).as(c) else col(s"`$c`")
+      }: _*)
 
   /** A packed output as `output`'s columns. */
   def unpack(df: DataFrame, output: StructType): DataFrame = {
@@ -110,7 +121,8 @@ case class PackRow(child: Expression) extends UnaryExpression with CodegenFallba
 case class UnpackRow(child: Expression, schema: StructType) extends UnaryExpression with CodegenFallback {
   override def dataType: DataType = schema
 
-  override protected def nullSafeEval(input: Any): Any = PackedRows.point(input.asInstanceOf[Array[Byte]], schema.length)
+  override protected def nullSafeEval(input: Any): Any =
+    PackedRows.point(input.asInstanceOf[Array[Byte]], schema.length)
 
   override protected def withNewChildInternal(newChild: Expression): UnpackRow = copy(child = newChild)
 }

@@ -4,7 +4,13 @@ import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  GenericInternalRow,
+  JoinedRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
 import org.apache.spark.sql.types.{DataType, IntegerType, StructType}
 
@@ -43,7 +49,8 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   }
   private val stored: Array[Boolean] = Array(0, 1).map(spec.node("stored").get(_).asBoolean)
   private val keyPrefix = spec.string("keyPrefix")
-  protected val keyIndexes: Array[Int] = input.fieldNames.indices.filter(input.fieldNames(_).startsWith(keyPrefix)).toArray
+  protected val keyIndexes: Array[Int] =
+    input.fieldNames.indices.filter(input.fieldNames(_).startsWith(keyPrefix)).toArray
   protected val sideIndex: Int = KeyedLogic.index(input, "_side")
   protected val rowIndexes: Array[Int] = Array(KeyedLogic.index(input, "_left"), KeyedLogic.index(input, "_right"))
   protected val kindIndex: Int = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
@@ -57,7 +64,9 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   private val nulls: Array[InternalRow] = rowSchemas.map(s => new GenericInternalRow(s.length))
   // The output row from `left ++ right`: the left columns, then the right columns (not for SEMI/ANTI).
   private val outputColumns: Seq[BoundReference] = {
-    val left = rowSchemas(0).fields.toSeq.zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, nullable = true) }
+    val left = rowSchemas(0).fields.toSeq.zipWithIndex.map { case (f, i) =>
+      BoundReference(i, f.dataType, nullable = true)
+    }
     val right = rowSchemas(1).fields.toSeq.zipWithIndex.map { case (f, i) =>
       BoundReference(rowSchemas(0).length + i, f.dataType, nullable = true)
     }
@@ -65,7 +74,8 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   }
   @transient private lazy val project: UnsafeProjection = UnsafeProjection.create(outputColumns)
   @transient private lazy val joined = new JoinedRow()
-  @transient private lazy val rowKeys = Array(0, 1).map(side => JoinRecordView.rowKey(layouts(side), rowSchemas(side), uniqueKeys(side)))
+  @transient private lazy val rowKeys =
+    Array(0, 1).map(side => JoinRecordView.rowKey(layouts(side), rowSchemas(side), uniqueKeys(side)))
 
   override def packedInput: Seq[String] = Seq("_left", "_right")
   override def packedOutput: Boolean = true
@@ -84,24 +94,28 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
     for (side <- 0 to 1 if stored(side)) {
       val name = RegularJoinLogic.StateNames(side)
       val valueEncoder = Encoders.row(JoinRecordView.valueSchema(layouts(side)))
-      if (JoinRecordView.keyed(layouts(side))) maps(side) = handle.getMapState(name, Encoders.product[RowBytes], valueEncoder, ttl)
+      if (JoinRecordView.keyed(layouts(side)))
+        maps(side) = handle.getMapState(name, Encoders.product[RowBytes], valueEncoder, ttl)
       else values(side) = handle.getValueState(name, valueEncoder, ttl)
     }
     stores = null
   }
 
   /** The decision tree over the views of this step (the candidate step joins inner). */
-  protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree = JoinDecisionTree(joinType, views, condition)
+  protected def decisionTree(views: Array[JoinRecordView]): JoinDecisionTree =
+    JoinDecisionTree(joinType, views, condition)
 
   /** The decision tree of the current key's visit, over stores opened on first use. */
   protected def visitTree(): JoinDecisionTree = {
     if (stores == null) {
       stores = Array(0, 1).map { side =>
-        if (stored(side)) JoinRecordView.store(layouts(side), values(side), maps(side), rowSchemas(side), uniqueKeys(side))
+        if (stored(side))
+          JoinRecordView.store(layouts(side), values(side), maps(side), rowSchemas(side), uniqueKeys(side))
         else null
       }
-      tree = decisionTree(Array(0, 1).map(side =>
-        if (stored(side)) JoinRecordView(layouts(side), stores(side), rowKeys(side)) else null))
+      tree = decisionTree(
+        Array(0, 1).map(side => if (stored(side)) JoinRecordView(layouts(side), stores(side), rowKeys(side)) else null)
+      )
     }
     tree
   }
@@ -121,10 +135,13 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   override def elements(rows: Iterator[Row]): Iterator[Element] = {
     val all = rows.toArray
     visitKey(all)
-    all.map { r =>
-      val side = r.getInt(sideIndex)
-      Element(SeqPath.of(r, seqIndex), kindOf(r), null, side = side, packed = sideRow(r, side))
-    }.sortBy(e => (e.seq, e.side))(SeqPath.withSide).iterator
+    all
+      .map { r =>
+        val side = r.getInt(sideIndex)
+        Element(SeqPath.of(r, seqIndex), kindOf(r), null, side = side, packed = sideRow(r, side))
+      }
+      .sortBy(e => (e.seq, e.side))(SeqPath.withSide)
+      .iterator
   }
 
   override def onElement(ctx: KeyContext, e: Element, now: java.lang.Long): Seq[Change] = {
@@ -145,6 +162,7 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
 }
 
 object RegularJoinLogic {
+
   /** State variable names per side, as the Python engine names them. */
   val StateNames: Array[String] = Array("left_records", "right_records")
 
@@ -169,7 +187,8 @@ class RegularJoinCandidateLogic(specJson: String, input: StructType) extends Reg
     keyIndexes.toSeq.map(input(_).dataType) ++ Seq(IntegerType, rowSchemas(0), rowSchemas(1), IntegerType)
   @transient private lazy val project =
     UnsafeProjection.create(outputTypes.zipWithIndex.map { case (t, i) => BoundReference(i, t, nullable = true) })
-  @transient private lazy val toInternal = keyIndexes.map(i => CatalystTypeConverters.createToCatalystConverter(input(i).dataType))
+  @transient private lazy val toInternal =
+    keyIndexes.map(i => CatalystTypeConverters.createToCatalystConverter(input(i).dataType))
   // The visited key's values in Spark's internal form.
   @transient private var internalKey: Array[Any] = _
 

@@ -33,7 +33,13 @@ final case class Change(kind: String, values: Array[Any])
  * @param packed    for a logic whose input is packed ([[KeyedLogic.packedInput]]): the row as Spark's `UnsafeRow`
  *                  (its struct's columns, the per-row watermark field included), with `row` null; else null
  */
-final case class Element(seq: Array[Byte], kind: String, row: Array[Any], side: Int = 0, time: Any = null,
-                         watermark: java.lang.Long = null,
-                         matches: Seq[org.apache.spark.sql.catalyst.expressions.UnsafeRow] = null,
-                         packed: org.apache.spark.sql.catalyst.expressions.UnsafeRow = null)
+final case class Element(
+    seq: Array[Byte],
+    kind: String,
+    row: Array[Any],
+    side: Int = 0,
+    time: Any = null,
+    watermark: java.lang.Long = null,
+    matches: Seq[org.apache.spark.sql.catalyst.expressions.UnsafeRow] = null,
+    packed: org.apache.spark.sql.catalyst.expressions.UnsafeRow = null
+)

@@ -11,6 +11,7 @@ import org.apache.spark.sql.Row
  * input change caused. Ordered so, the changes of a micro-batch come as Flink processes them at parallelism 1.
  */
 object SeqPath {
+
   /** The root of the changes that a timer fires before a key's rows: the smallest, then the timer's time. */
   val TimerRoot: Array[Byte] = new Array[Byte](8)
 

@@ -30,17 +30,23 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private val left = spec.string("how") == "left"
   private val appendOnlyVersions = spec.bool("appendOnlyVersions")
   private val nulls = new Array[Any](dataSchemas(1).length)
-  private val probeSchema = StructType(Seq(
-    StructField("rowtime", LongType, nullable = false),
-    StructField("kind", StringType, nullable = false),
-    StructField("row", dataSchemas(0), nullable = false)))
-  private val versionSchema = StructType(Seq(
-    StructField("kind", StringType, nullable = false),
-    StructField("row", dataSchemas(1), nullable = false)))
-  override val keyValueSchema: StructType = StructType(Seq(
-    StructField("nextIndex", LongType, nullable = false),
-    StructField("timer", LongType, nullable = true),
-    StructField("latestVersion", LongType, nullable = true)))
+  private val probeSchema = StructType(
+    Seq(
+      StructField("rowtime", LongType, nullable = false),
+      StructField("kind", StringType, nullable = false),
+      StructField("row", dataSchemas(0), nullable = false)
+    )
+  )
+  private val versionSchema = StructType(
+    Seq(StructField("kind", StringType, nullable = false), StructField("row", dataSchemas(1), nullable = false))
+  )
+  override val keyValueSchema: StructType = StructType(
+    Seq(
+      StructField("nextIndex", LongType, nullable = false),
+      StructField("timer", LongType, nullable = true),
+      StructField("latestVersion", LongType, nullable = true)
+    )
+  )
 
   @transient private var probes: MapState[Long, Row] = _
   @transient private var versions: MapState[Long, Row] = _
@@ -92,7 +98,8 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
     if (appendOnlyVersions) {
       if (e.kind != RowKind.Insert)
         throw new IllegalStateException(
-          s"an append-only versioned input must contain only +I rows, got ${e.kind}${e.row.mkString("[", ", ", "]")}")
+          s"an append-only versioned input must contain only +I rows, got ${e.kind}${e.row.mkString("[", ", ", "]")}"
+        )
       latestVersion == null || time >= latestVersion
     } else e.kind != RowKind.UpdateBefore
 
@@ -112,7 +119,8 @@ class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
         val row = probe.getStruct(2).toSeq.toArray[Any]
         val at = java.util.Arrays.binarySearch(times, rowTime)
         val position = if (at >= 0) at else -at - 2 // the last version time at or before rowTime
-        val version = if (position < 0) null else found.getOrElseUpdate(times(position), versions.getValue(times(position)))
+        val version =
+          if (position < 0) null else found.getOrElseUpdate(times(position), versions.getValue(times(position)))
         if (version != null && RowKind.isAccumulate(version.getString(0)))
           out += Change(probe.getString(1), row ++ version.getStruct(1).toSeq)
         else if (left) out += Change(probe.getString(1), row ++ nulls)

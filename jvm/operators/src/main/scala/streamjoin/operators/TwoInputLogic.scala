@@ -105,8 +105,8 @@ object TwoInputLogic {
   /** A TIMESTAMP value as epoch ms, floored (`keyed_two_input._millis`, Spark's `unix_millis`). */
   def millis(value: Any): Long = value match {
     case t: java.sql.Timestamp => t.getTime // whole ms: sub-ms nanos are dropped, i.e. floored
-    case i: java.time.Instant => i.toEpochMilli
-    case null => throw new IllegalStateException("a rowtime is null; it must not be")
+    case i: java.time.Instant  => i.toEpochMilli
+    case null                  => throw new IllegalStateException("a rowtime is null; it must not be")
     case other => throw new IllegalArgumentException(s"rowtime of type ${other.getClass.getName}, expected TIMESTAMP")
   }
 }

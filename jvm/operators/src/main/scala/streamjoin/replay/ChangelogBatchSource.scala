@@ -42,7 +42,11 @@ class ChangelogBatchSource extends TableProvider with DataSourceRegister {
   override def inferSchema(options: CaseInsensitiveStringMap): StructType =
     throw new IllegalArgumentException(s"$shortName needs a schema: spark.readStream.schema(...)")
 
-  override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table =
+  override def getTable(
+      schema: StructType,
+      partitioning: Array[Transform],
+      properties: util.Map[String, String]
+  ): Table =
     new ChangelogBatchTable(schema)
 }
 
@@ -54,15 +58,17 @@ class ChangelogBatchTable(tableSchema: StructType) extends Table with SupportsRe
 
   override def capabilities(): util.Set[TableCapability] = util.EnumSet.of(TableCapability.MICRO_BATCH_READ)
 
-  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder = () => new Scan {
-    override def readSchema(): StructType = tableSchema
+  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder = () =>
+    new Scan {
+      override def readSchema(): StructType = tableSchema
 
-    override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream = {
-      val folder = Option(options.get("path")).getOrElse(
-        throw new IllegalArgumentException("ChangelogBatchSource needs the batch files' folder: load(folder)"))
-      new ChangelogBatchStream(new Path(folder), tableSchema)
+      override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream = {
+        val folder = Option(options.get("path")).getOrElse(
+          throw new IllegalArgumentException("ChangelogBatchSource needs the batch files' folder: load(folder)")
+        )
+        new ChangelogBatchStream(new Path(folder), tableSchema)
+      }
     }
-  }
 }
 
 /** Offset of a [[ChangelogBatchStream]]: the number of batch files consumed. */
@@ -87,7 +93,9 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
   private var availableNowEnd: Option[Long] = None
 
   private def relist(): Unit = {
-    val files = if (fs.exists(folder)) fs.listStatus(folder).filter(f => BatchFileName.matches(f.getPath.getName)) else Array.empty[FileStatus]
+    val files =
+      if (fs.exists(folder)) fs.listStatus(folder).filter(f => BatchFileName.matches(f.getPath.getName))
+      else Array.empty[FileStatus]
     val listed = files.sortBy(_.getPath.getName)
     if (!listed.map(_.getPath).startsWith(known.map(_.getPath))) {
       throw new IllegalStateException(s"$folder: batch files were removed or renamed under a running stream")
@@ -105,7 +113,9 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
   override def deserializeOffset(json: String): Offset = BatchIndex(json.trim.toLong)
 
   override def latestOffset(): Offset =
-    throw new UnsupportedOperationException("ChangelogBatchStream serves one file per trigger: latestOffset(start, limit)")
+    throw new UnsupportedOperationException(
+      "ChangelogBatchStream serves one file per trigger: latestOffset(start, limit)"
+    )
 
   /** One more file than `start` when there is one (`limit` is ignored: always one file per micro-batch). */
   override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
@@ -124,7 +134,8 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
 
   override def planInputPartitions(start: Offset, end: Offset): Array[InputPartition] = {
     val (from, to) = (start.asInstanceOf[BatchIndex].files, end.asInstanceOf[BatchIndex].files)
-    if (filesUpTo(to) < to) throw new IllegalStateException(s"$folder holds ${known.size} batch files; offset $to asks for more")
+    if (filesUpTo(to) < to)
+      throw new IllegalStateException(s"$folder holds ${known.size} batch files; offset $to asks for more")
     (from until to).map { i =>
       val file = known(i.toInt)
       BatchFile(PartitionedFile(InternalRow.empty, SparkPath.fromPath(file.getPath), 0, file.getLen)): InputPartition
@@ -132,9 +143,16 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
   }
 
   // Serializable, as the file source's: it carries the Hadoop configuration as a broadcast to the tasks.
-  private lazy val parquetReader: PartitionedFile => Iterator[InternalRow] = new ParquetFileFormat().buildReaderWithPartitionValues(
-    session, schema, new StructType(), schema, Nil, Map(FileFormat.OPTION_RETURNING_BATCH -> "false"),
-    session.sessionState.newHadoopConf())
+  private lazy val parquetReader: PartitionedFile => Iterator[InternalRow] =
+    new ParquetFileFormat().buildReaderWithPartitionValues(
+      session,
+      schema,
+      new StructType(),
+      schema,
+      Nil,
+      Map(FileFormat.OPTION_RETURNING_BATCH -> "false"),
+      session.sessionState.newHadoopConf()
+    )
 
   override def createReaderFactory(): PartitionReaderFactory = new BatchFileReaderFactory(parquetReader)
 
@@ -150,17 +168,18 @@ class ChangelogBatchStream(folder: Path, schema: StructType) extends MicroBatchS
  * them (UnsafeRows it reuses: each valid until the next `next()`, as `PartitionReader.get` allows).
  */
 class BatchFileReaderFactory(read: PartitionedFile => Iterator[InternalRow]) extends PartitionReaderFactory {
-  override def createReader(partition: InputPartition): PartitionReader[InternalRow] = new PartitionReader[InternalRow] {
-    private val rows = read(partition.asInstanceOf[BatchFile].file)
-    private var current: InternalRow = _
+  override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
+    new PartitionReader[InternalRow] {
+      private val rows = read(partition.asInstanceOf[BatchFile].file)
+      private var current: InternalRow = _
 
-    override def next(): Boolean = rows.hasNext && { current = rows.next(); true }
+      override def next(): Boolean = rows.hasNext && { current = rows.next(); true }
 
-    override def get(): InternalRow = current
+      override def get(): InternalRow = current
 
-    // The Parquet reader closes its file itself, when the task completes.
-    override def close(): Unit = ()
-  }
+      // The Parquet reader closes its file itself, when the task completes.
+      override def close(): Unit = ()
+    }
 }
 
 private object BatchFileName {
