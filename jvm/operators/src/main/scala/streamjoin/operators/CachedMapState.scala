@@ -10,7 +10,7 @@ import org.apache.spark.sql.streaming.MapState
  *
  * Why: an operator that touches the same few entries many times per visit — the OVER aggregation's
  * rows waiting for a time, its frame's oldest row, a MIN/MAX view's count of a value — paid a state
- * store read, an encode and a write per touch (a JFR profile of the jvm OVER: 60 % of its time in
+ * store read, an encode and a write per touch (a JFR profile of the jvm OVER: most of its time in
  * `MapState` gets, updates and removes of a handful of entries). Spark's `MapState` is scoped to the
  * grouping key of the current `handleInputRows`/`handleExpiredTimer` call, so the cache must be
  * flushed and emptied before the call returns ([[flush]] from the logic's `finish`).
@@ -73,7 +73,7 @@ final class CachedMapState[K, V <: AnyRef, SK, SV](
    * written first); later calls of the visit iterate the cache. Why: a MIN/MAX with retraction looks for the
    * next extreme among all of its view's values each time the extreme leaves (as Flink's
    * `MaxWithRetractAggFunction` does), which in an OVER frame is many times per visit; each look was a scan
-   * of the state store, and its length grows with the frame (issue 14: cost per row as the state per key grows).
+   * of the state store, and its length grows with the frame (so the cost per row grew with the state per key).
    */
   def keys(readKey: SK => K): Iterator[K] = {
     if (!complete && !tooLarge) {

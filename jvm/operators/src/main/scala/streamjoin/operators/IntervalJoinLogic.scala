@@ -152,8 +152,8 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
    * A side's cached rows during one visit of the key, by `(time, arrival)`: read from the MapState at most once,
    * when first looked at, and written back (the rows the visit added or changed, and removed) in [[finish]].
    * Why: the key's rows of a micro-batch each looked at the other side's whole cache, a state store scan per row,
-   * and each cached row was one write even when it left in the same visit; in a profile of the interval join's
-   * benchmark the scans were 37 % of the task time and the writes 14 %.
+   * and each cached row was one write even when it left in the same visit: in a profile of the interval join's
+   * benchmark the scans and the writes were a large share of the task time.
    */
   private final class SideRows(state: MapState[(Long, Long), Row], side: Int) {
     private val rows = new java.util.TreeMap[(Long, Long), Entry](IntervalJoinLogic.ByTimeAndArrival)

@@ -24,11 +24,11 @@ import org.apache.spark.unsafe.Platform
  * Why: Spark hands a `StatefulProcessor` external `Row`s and takes them back, so a logic over `Row`s
  * pays a conversion per column per row three or four times — the input (`String`, `BigDecimal`,
  * `Timestamp` objects), each state write and read (through the state's `Row` encoder), the output —
- * where Spark's native join keeps `UnsafeRow`s throughout. Measured (bench/RESULTS.md): the conversions were
- * ~4 % of the jvm interval join's CPU, and packing the regular join saved 2–5 % of its time (15 % where a key
- * holds 10× the rows); the state store calls are most of the rest. A packed struct column reaches the logic
- * as one byte array, which the logic points an `UnsafeRow` at and stores as it is; a packed output is
- * the output columns' `UnsafeRow` bytes, which the query unpacks into columns after the operator.
+ * where Spark's native join keeps `UnsafeRow`s throughout. Packing saves those conversions, and saves more
+ * where a key holds more rows (the figures are in bench/RESULTS.md); the state store calls are most of what
+ * is left. A packed struct column reaches the logic as one byte array, which the logic points an `UnsafeRow`
+ * at and stores as it is; a packed output is the output columns' `UnsafeRow` bytes, which the query unpacks
+ * into columns after the operator.
  *
  * A logic opts in with [[KeyedLogic.packedInput]] and [[KeyedLogic.packedOutput]]; [[Operators.apply]]
  * packs and unpacks with the expressions [[PackRow]] and [[UnpackRow]], [[LocalRun]] with [[packer]]

@@ -26,7 +26,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  * through its file index, writes its own metadata log and plans a Parquet scan on every trigger; this one
  * lists the folder only when every file it knows of is consumed, and the batch's one task reads its file
  * with Spark's Parquet reader (built once per stream). (The rows are not read on the driver into the
- * partition: a benchmark's 60,000-row batch made a 17 MB task, serialized and deserialized every batch.)
+ * partition: a benchmark's large batches made tasks of many megabytes, serialized and deserialized every batch.)
  *
  * Use: `spark.readStream.schema(s).format("streamjoin.replay.ChangelogBatchSource").load(folder)`; the
  * schema is required (the files' columns, `_rowkind` and `_seq` among them). The offset is the number of
