@@ -36,9 +36,13 @@ OPERATORS_SRC := jvm/operators/pom.xml $(shell find jvm/operators/src -type f 2>
 operators: $(OPERATORS_JAR)
 
 # Installed as a new file renamed over the old one: a running Spark session keeps reading the jar it opened.
+# `package` runs the Scala tests too; next to the jar goes the tools jar, the test-only harness LocalRun that
+# the differential tests load (streamjoin.testing.engines).
 $(OPERATORS_JAR): $(OPERATORS_SRC)
 	mvn --batch-mode --quiet -f jvm/operators/pom.xml package
-	mkdir -p $(dir $@) && cp jvm/operators/target/streamjoin-operators-0.1.0.jar $@.tmp && mv $@.tmp $@
+	mkdir -p $(dir $@) && cp jvm/operators/target/streamjoin-operators-0.1.0-tools.jar $(dir $@)tools.jar.tmp && \
+	    mv $(dir $@)tools.jar.tmp $(dir $@)streamjoin-operators-tools.jar
+	cp jvm/operators/target/streamjoin-operators-0.1.0.jar $@.tmp && mv $@.tmp $@
 
 $(SETUP_STAMP): pyproject.toml jvm/kafka-broker/pom.xml jvm/spark-packages/pom.xml $(OPERATORS_JAR)
 	$(PYTHON) -m venv $(VENV)

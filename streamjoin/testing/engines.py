@@ -10,7 +10,9 @@ watermark / processing-time steps of a schedule, to
 * the python shell (``KeyedProcessor``) through PySpark's ``TwsTester``
   (``pyspark.sql.streaming.tws_tester``), and
 * the jvm shell (``streamjoin.operators.KeyedOperator`` with the logic's Scala twin) through
-  Spark's Scala ``TwsTester``, reached over py4j as ``streamjoin.operators.LocalRun``,
+  Spark's Scala ``TwsTester``, reached over py4j as ``streamjoin.operators.LocalRun``: a test-only
+  class of the tools jar that ``make operators`` puts next to the operators jar
+  (:func:`tools_jar`), loaded by a class loader of its own under the operators jar's,
 
 and returns both changelogs, step by step. Values are compared in Spark's internal form (a
 TIMESTAMP as microseconds, a DECIMAL at its type's scale, a FLOAT at single precision), as a
@@ -37,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -55,6 +58,7 @@ from pyspark.sql.types import (
 )
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
+from streamjoin.jvm import operators_jar
 from streamjoin.runtime.processor import KeyedProcessor
 
 __all__ = [
@@ -67,6 +71,7 @@ __all__ = [
     "capture",
     "run_engines",
     "run_two_steps",
+    "tools_jar",
     "visits",
 ]
 
@@ -215,7 +220,8 @@ def run_engines(
         timeMode=processor.time_mode,
         eventTimeExtractor=(lambda row: 2**62) if event_time else None,
     )
-    jvm = spark.sparkContext._jvm.streamjoin.operators.LocalRun(
+    jvm = _local_run(
+        spark,
         schema.json(),
         list(captured.key),
         output.json(),
@@ -352,6 +358,45 @@ class _TupleKey(StatefulProcessor):
 
     def close(self) -> None:
         self.processor.close()
+
+
+def tools_jar() -> Path:
+    """The jar of the operators' test-only harness ``LocalRun``, which ``make operators`` builds from
+    ``jvm/operators/src/test`` next to the operators jar (``.local/jars/operators/streamjoin-operators-tools.jar``)."""
+    return operators_jar().with_name("streamjoin-operators-tools.jar")
+
+
+def _local_run(spark: Any, schema_json: str, key: list[str], output_json: str, *args: Any) -> Any:
+    """A new ``streamjoin.operators.LocalRun`` (its constructor's arguments: see ``LocalRun.scala``).
+
+    The session's jars hold the operators jar only; the tools jar is loaded here by a class loader of
+    its own whose parent is the operators jar's, so that ``LocalRun`` sees the operators, Spark and
+    Jackson, once per session (py4j then calls its methods on the instance as on any object).
+    """
+    context = spark.sparkContext
+    gateway = context._gateway
+    jvm = context._jvm
+    local_run = getattr(context, "_streamjoin_local_run", None)
+    if local_run is None:
+        jar = tools_jar()
+        if not jar.exists():
+            raise AssertionError(f"no {jar}: `make operators` builds it (the differential tests need it)")
+        operators = jvm.java.lang.Class.forName(
+            "streamjoin.operators.Operators", False, jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        )
+        urls = gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+        loader = jvm.java.net.URLClassLoader(urls, operators.getClassLoader())
+        local_run = loader.loadClass("streamjoin.operators.LocalRun").getConstructors()[0]
+        context._streamjoin_local_run = local_run
+    keys = jvm.java.util.ArrayList()
+    for column in key:
+        keys.add(column)
+    values = [schema_json, keys, output_json, *args]
+    arguments = gateway.new_array(jvm.java.lang.Object, len(values))
+    for i, value in enumerate(values):
+        arguments[i] = value
+    return local_run.newInstance(arguments)
 
 
 def _attempt(call: Callable[[], Any]) -> Any:

@@ -16,8 +16,8 @@ final class JoinEntry(val row: UnsafeRow, val count: Int, val associations: Int)
 
 /**
  * A map state key: an `UnsafeRow`'s bytes, equal when the bytes are. Spark's state store compares keys by their
- * encoding anyway; the in-memory state of Spark's `TwsTester` (the differential tests, [[LocalRun]]) compares them
- * as objects, where a bare `Array[Byte]` is equal only to itself.
+ * encoding anyway; the in-memory state of Spark's `TwsTester` (the unit tests, the differential tests' `LocalRun`
+ * of the tools jar) compares them as objects, where a bare `Array[Byte]` is equal only to itself.
  */
 final case class RowBytes(bytes: Array[Byte]) {
   override def equals(other: Any): Boolean = other match {

@@ -32,7 +32,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) exte
   private val keyValueSchema = logic.keyValueSchema
   @transient private var lateState: ValueState[Row] = _
 
-  /** The wall clock of the `instant` clock, epoch ms ([[LocalRun]] drives it in the differential tests). */
+  /** The wall clock of the `instant` clock, epoch ms (the tests set it: the tools jar's `LocalRun`, the unit tests). */
   private[operators] var wallClock: () => Long = () => System.currentTimeMillis()
 
   private def hasTimers: Boolean = clock != Clock.None

@@ -76,7 +76,7 @@ object Operators {
 
   /**
    * The [[KeyedOperator]] running `logicClass` over prepared input rows of schema `input` — what
-   * [[apply]] runs per key, and what [[LocalRun]] drives in process.
+   * [[apply]] runs per key, and what the tools jar's `LocalRun` drives in process (and the unit tests).
    */
   def operator(input: StructType, logicClass: String, spec: String, clock: String, stateTtlMs: Long): KeyedOperator = {
     val logic = Class

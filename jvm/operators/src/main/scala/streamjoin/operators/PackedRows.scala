@@ -31,8 +31,8 @@ import org.apache.spark.unsafe.Platform
  * into columns after the operator.
  *
  * A logic opts in with [[KeyedLogic.packedInput]] and [[KeyedLogic.packedOutput]]; [[Operators.apply]]
- * packs and unpacks with the expressions [[PackRow]] and [[UnpackRow]], [[LocalRun]] with [[packer]]
- * and [[unpackRow]] (the same encoding).
+ * packs and unpacks with the expressions [[PackRow]] and [[UnpackRow]], the tests' harnesses (the tools jar's
+ * `LocalRun`, the unit tests) with [[packer]] and [[unpackRow]] (the same encoding).
  */
 object PackedRows {
 
