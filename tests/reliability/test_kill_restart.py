@@ -19,13 +19,25 @@ from tests.reliability.chaos import MOMENTS, PIPELINES, CheckpointView, run_tria
 from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_going_back
 
 #: (pipelines in the trial's process, engine, the (target pipeline, moment) of each kill, broker faults). A kill
-#: stops the whole process: in the last trial the kill also hits the two pipelines it does not aim at, at whatever
-#: moment each is in. The regular join is killed between the sink's Delta commit and the checkpoint commit, the
-#: window in which a replayed batch must still commit its state stores; the temporal join during a
-#: micro-batch, with a broker stop and restart on the same data folder (``make chaos --broker-faults N``); the
-#: interval join, killed during its state store commit, shares a process with the dedup + group aggregate and OVER
-#: (two Spark driver starts instead of six). 3–6 minutes a trial alone on 2 cores; ``make chaos`` aims three kills
-#: at each pipeline in every trial.
+#: stops the whole process: it also hits the pipelines it does not aim at, at whatever moment each is in.
+#: ``make test`` runs :data:`TOGETHER`: every stateful pipeline in one process (one Spark driver start per run),
+#: killed three times, once at each moment, with a broker stop and restart on the same data folder between
+#: two of the kills. ``make test-all`` also runs :data:`TRIALS`, the trials of smaller processes, 3–6 minutes
+#: each alone on 2 cores: the regular join killed between the sink's Delta commit and the checkpoint commit, the
+#: window in which a replayed batch must still commit its state stores; the temporal join during a micro-batch,
+#: with a broker fault (``make chaos --broker-faults N``); the interval join killed during its state store
+#: commit, sharing a process with the dedup + group aggregate and OVER. ``make chaos`` aims three kills at each
+#: pipeline in every trial.
+TOGETHER = (
+    PIPELINES,
+    "jvm",
+    (
+        ("lineitem_with_order", "after_delta_commit"),
+        ("orders_in_eur", "micro_batch"),
+        ("orders_shipped_fast", "state_commit"),
+    ),
+    1,
+)
 TRIALS = [
     (("lineitem_with_order",), "jvm", (("lineitem_with_order", "after_delta_commit"),), 0),
     (("orders_in_eur",), "jvm", (("orders_in_eur", "micro_batch"),), 1),
@@ -38,16 +50,22 @@ TRIALS = [
 ]
 
 
-def test_the_trials_cover_every_pipeline_and_moment():
-    assert {name for pipelines, *_ in TRIALS for name in pipelines} == set(PIPELINES)
-    assert {moment for _, _, aims, _ in TRIALS for _, moment in aims} == set(MOMENTS)
-    assert all(target in pipelines for pipelines, _, aims, _ in TRIALS for target, _ in aims)
+@pytest.mark.parametrize("trials", [[TOGETHER], TRIALS], ids=["together", "apart"])
+def test_the_trials_cover_every_pipeline_and_moment(trials):
+    assert {name for pipelines, *_ in trials for name in pipelines} == set(PIPELINES)
+    assert {moment for _, _, aims, _ in trials for _, moment in aims} == set(MOMENTS)
+    assert all(target in pipelines for pipelines, _, aims, _ in trials for target, _ in aims)
+    assert any(broker_faults for *_, broker_faults in trials)
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("pipelines", "engine", "aims", "broker_faults"),
-    [pytest.param(*t, marks=pytest.mark.xdist_group(f"kill_{t[0][0]}"), id="+".join(t[0])) for t in TRIALS],
+    [pytest.param(*TOGETHER, marks=pytest.mark.xdist_group("kill_together"), id="together")]
+    + [
+        pytest.param(*t, marks=[pytest.mark.xdist_group(f"kill_{t[0][0]}"), pytest.mark.slow], id="+".join(t[0]))
+        for t in TRIALS
+    ],
 )
 def test_killed_pipelines_restart_with_nothing_lost_or_doubled(pipelines, engine, aims, broker_faults, spark, tmp_path):
     results = run_trial(
