@@ -77,7 +77,7 @@ class SourceWindow:
     watermark_delay_ms: int
 
     def rowtimes(self, first: dt.date, last: dt.date) -> tuple[dt.datetime | None, dt.datetime]:
-        """The rowtime window ``[start, end]`` (UTC, naive) for the days ``first``..``last``; ``start`` None: unbounded."""
+        """The rowtime window ``[start, end]`` (UTC, naive) of days ``first``..``last``; ``start`` None: unbounded."""
         start = dt.datetime.combine(first, dt.time())
         end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time())
         before = None if self.before_ms is None else start - dt.timedelta(milliseconds=self.before_ms)
@@ -118,9 +118,11 @@ def backfill_plan(statement: PlannedStatement) -> BackfillPlan:
     """
     sink = statement.sink
     table = sink.table
+    assert table is not None  # an INSERT's
     source, node = table.source, table.node
     name = table.name
-    if len(table.partition_keys) != 1 or table.column(table.partition_keys[0]).type.root != "DATE":
+    day_column = table.column(table.partition_keys[0]) if len(table.partition_keys) == 1 else None
+    if day_column is None or day_column.declared_type.root != "DATE":
         raise error(
             ValidationError,
             source,
@@ -143,6 +145,7 @@ class _Walker:
 
     def refuse(self, node: Node, why: str, rule: str = _RULE) -> UnsupportedPlanError:
         table = self.statement.sink_table
+        assert table is not None  # an INSERT's
         return error(
             UnsupportedPlanError,
             table.source,
@@ -155,7 +158,7 @@ class _Walker:
     def day(self, node: Node, name: str) -> None:
         """Follow the day column ``name`` of ``node`` to the time it is the day of."""
         if isinstance(node, Calc):
-            expr = dict((f.name, e) for f, e in node.projections)[name]
+            expr = {f.name: e for f, e in node.projections}[name]
             if isinstance(expr, exp.Column):
                 return self.day(node.inputs[0], expr.name)
             if isinstance(expr, exp.Cast) and expr.to.is_type("date") and isinstance(expr.this, exp.Column):
@@ -169,7 +172,7 @@ class _Walker:
     def time(self, node: Node, name: str, before: int | None, after: int) -> None:
         """Record the windows the inputs of ``node`` need for its rows with ``name`` in ``[S - before, E + after)``."""
         if isinstance(node, Calc):
-            expr = dict((f.name, e) for f, e in node.projections)[name]
+            expr = {f.name: e for f, e in node.projections}[name]
             # The planner casts a rowtime to a plain TIMESTAMP where it leaves a time attribute: the same instant.
             if isinstance(expr, exp.Cast) and expr.to.this in exp.DataType.TEMPORAL_TYPES - {exp.DType.DATE}:
                 expr = expr.this
@@ -246,6 +249,7 @@ class _Walker:
                 f"({table.rowtime or 'none'}): only a rowtime bounds a Kafka read",
                 "backfill-day-column",
             )
+        assert table.watermark is not None  # it has a rowtime: name
         window = SourceWindow(table.name, name, before, after, table.watermark.delay_ms)
         known = self.windows.get(table.name)
         self.windows[table.name] = known.union(window) if known else window

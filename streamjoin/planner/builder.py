@@ -25,10 +25,11 @@ Every error names the file, line and column, the table or column, and the rule
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TypeVar
 
 from sqlglot import exp
 
-from streamjoin.errors import UnsupportedPlanError
+from streamjoin.errors import StreamJoinError, UnsupportedPlanError
 from streamjoin.planner.catalog import Catalog
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.expressions import Scope, Typer, and_all, conjuncts, field_column, resolve
@@ -44,6 +45,8 @@ from streamjoin.planner.rules.subquery import is_subquery_predicate, plan_subque
 from streamjoin.planner.rules.union import plan_union_all
 
 __all__ = ["QueryPlanner", "check_ranks", "merge_calc"]
+
+_Error = TypeVar("_Error", bound=StreamJoinError)
 
 _RANK_FUNCTIONS = (exp.RowNumber,)
 _UNSUPPORTED_CLAUSES = {
@@ -75,7 +78,7 @@ class QueryPlanner:
 
     # ------------------------------------------------------------------ helpers
 
-    def error(self, kind: type[Exception], node: exp.Expr | None, message: str, rule: str) -> Exception:
+    def error(self, kind: type[_Error], node: exp.Expr | None, message: str, rule: str) -> _Error:
         """``kind`` (ValidationError / UnsupportedPlanError) for ``node`` of the current source, naming ``rule``
         (:func:`streamjoin.planner.diagnostics.error`); the caller raises it."""
         return error(kind, self.source, node, message, rule)
@@ -149,12 +152,15 @@ class QueryPlanner:
         scope = relation.scope(self.source, outer)
         node = relation.node
 
-        plain, subqueries = [], []
+        plain: list[exp.Expr] = []
+        subqueries: list[exp.Expr] = []
         for c in where:
             (subqueries if is_subquery_predicate(c) else plain).append(c)
         plain = [c for c in plain if not apply_rank_filter(self, c, scope, node)]
         if plain:
-            condition = resolve(and_all(plain), scope)
+            conjunction = and_all(plain)
+            assert conjunction is not None  # plain is not empty
+            condition = resolve(conjunction, scope)
             self.typer(node).check_boolean(condition, "WHERE")
             node = self.calc(node, self.identity(node), condition)
         for predicate in subqueries:

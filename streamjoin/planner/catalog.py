@@ -45,9 +45,20 @@ class Column:
     """A table column: physical, or computed (``pt AS PROCTIME()``, ``total AS price * qty``)."""
 
     name: str
-    type: SqlType
+    type: SqlType | None  # None: a computed column other than PROCTIME(), typed by the planner
     computed: exp.Expr | None = None
     node: exp.Expr | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def declared_type(self) -> SqlType:
+        """The type of a physical column or of a ``PROCTIME()`` one.
+
+        Raises:
+            ValueError: for a computed column, which the planner types from its expression.
+        """
+        if self.type is None:
+            raise ValueError(f"column '{self.name}' is computed: the planner types it from its expression")
+        return self.type
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,7 @@ class TableDef:
     def physical_schema(self) -> StructType:
         """The physical columns as Spark fields (what the connector reads), all nullable: a source may
         deliver nulls anywhere (a null primary key is the connector's dead letter, not Spark's assumption)."""
-        return StructType([StructField(c.name, c.type.spark, True) for c in self.physical_columns])
+        return StructType([StructField(c.name, c.declared_type.spark, True) for c in self.physical_columns])
 
     def column(self, name: str) -> Column | None:
         """The column called ``name``, or ``None``."""
@@ -111,11 +122,14 @@ class TableDef:
     @property
     def proctime(self) -> str | None:
         """The ``PROCTIME()`` column, or ``None``."""
-        return next((c.name for c in self.columns if c.type.time_attribute == "PROCTIME"), None)
+        return next((c.name for c in self.columns if c.type and c.type.time_attribute == "PROCTIME"), None)
 
     @property
     def source_kinds(self) -> frozenset[RowKind]:
-        """The RowKinds this table produces as a source (its ``changelogMode``): :func:`streamjoin.planner.connectors.source_kinds`."""
+        """The RowKinds this table produces as a source (its ``changelogMode``).
+
+        See :func:`streamjoin.planner.connectors.source_kinds`.
+        """
         return connectors.source_kinds(self.options)
 
     def kafka_source(self) -> KafkaSource:
@@ -183,7 +197,9 @@ def _watermark(
     column_type = columns[column].type
     # A computed rowtime is typed by the planner, which checks it there.
     if column_type is not None and (
-        column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or column_type.precision > 3
+        column_type.root not in ("TIMESTAMP", "TIMESTAMP_LTZ")
+        or column_type.precision is None
+        or column_type.precision > 3
     ):
         raise error(
             ValidationError,
@@ -354,6 +370,7 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
                 )
             declared.add(column_name)
             if column_name in columns:
+                assert like is not None  # the columns so far are the LIKE table's
                 _check_overwrite(item, columns[column_name], like, name, source)
             if column_name in _RESERVED:
                 raise error(
@@ -396,8 +413,11 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
                     ValidationError, source, item, f"table '{name}' declares more than one WATERMARK", "one-watermark"
                 )
             base = like.table.watermark if like and like.takes("WATERMARKS") else None
-            if base and not (like.strategies["WATERMARKS"] == "OVERWRITING" and base.column == item.this.name):
-                message = f"table '{name}' declares a WATERMARK and its LIKE table '{like.table.name}' has one (on '{base.column}')"
+            if like and base and not (like.strategies["WATERMARKS"] == "OVERWRITING" and base.column == item.this.name):
+                message = (
+                    f"table '{name}' declares a WATERMARK and its LIKE table '{like.table.name}' "
+                    f"has one (on '{base.column}')"
+                )
                 raise error(ValidationError, source, item, like.message(message, "WATERMARKS"), "one-watermark")
             watermark_node = item
         elif isinstance(item, exp.PrimaryKey):
@@ -437,7 +457,7 @@ def table_from_ddl(create: exp.Create, source: SqlSource, tables: Mapping[str, T
     elif like and like.strategies["CONSTRAINTS"] == "INCLUDING":
         primary_key = like.table.primary_key
     for key in primary_key:
-        columns[key] = Column(key, columns[key].type.with_nullable(False), None, columns[key].node)
+        columns[key] = Column(key, columns[key].declared_type.with_nullable(False), None, columns[key].node)
     watermark = _watermark(watermark_node, columns, name, source) if watermark_node is not None else None
     if watermark is None and like and like.takes("WATERMARKS") and like.table.watermark:
         watermark = like.table.watermark
@@ -507,7 +527,10 @@ def _options(create: exp.Create, table: str, source: SqlSource, like: _Like | No
             )
         key = prop.this.name
         if like and key in like.table.options and like.strategies["OPTIONS"] == "INCLUDING":
-            message = f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' ('{connectors.redact(like.table.options)[key]}')"
+            message = (
+                f"table '{table}': option '{key}' is also set by its LIKE table '{like.table.name}' "
+                f"('{connectors.redact(like.table.options)[key]}')"
+            )
             raise error(ValidationError, source, prop, like.message(message, "OPTIONS"), "table-options")
         options[key] = _option_value(prop.args["value"], source)
     return options

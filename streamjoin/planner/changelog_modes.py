@@ -43,6 +43,7 @@ from streamjoin.planner.plan import (
     TableScan,
     TemporalJoin,
     Union,
+    UpdateKind,
 )
 
 __all__ = ["assign_update_kinds", "drops_update_before", "finish_plan", "producer", "sink_kind"]
@@ -104,6 +105,7 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
         )
     required = "BEFORE_AND_AFTER"
     if kind == "upsert" and not query.is_insert_only:
+        assert sink.table is not None  # an upsert sink is a declared table
         pk = set(sink.table.primary_key)
         if any(k and set(k) <= pk for k in query.upsert_keys):
             required = "ONLY_UPDATE_AFTER"
@@ -135,7 +137,7 @@ def _filters_by_value(node: Node) -> bool:
     return not keys or not used <= set(keys[0])
 
 
-def _normalized(scan: TableScan, own: str, keyed_deletes: bool, state_ttl_ms: int | None) -> Node:
+def _normalized(scan: TableScan, own: UpdateKind, keyed_deletes: bool, state_ttl_ms: int | None) -> Node:
     """An upsert source scan, behind a ChangelogNormalize where Flink 2.3 keeps one (docs/semantics.md §1).
 
     Flink adds it to every upsert source and removes it again when the consumer needs no ``-U``, takes deletes
@@ -148,7 +150,8 @@ def _normalized(scan: TableScan, own: str, keyed_deletes: bool, state_ttl_ms: in
     if not scan.table.primary_key:
         raise UnsupportedPlanError(
             f"table '{scan.table.name}' is an upsert changelog (no UPDATE_BEFORE) without a PRIMARY KEY, and its "
-            "consumer needs full rows; ChangelogNormalize keys it by the primary key: declare PRIMARY KEY (...) NOT ENFORCED"
+            "consumer needs full rows; ChangelogNormalize keys it by the primary key: "
+            "declare PRIMARY KEY (...) NOT ENFORCED"
         )
     normalize = ChangelogNormalize(scan, scan.table.primary_key, state_ttl_ms)
     normalize.update_kind = own
@@ -158,7 +161,7 @@ def _normalized(scan: TableScan, own: str, keyed_deletes: bool, state_ttl_ms: in
 def assign_update_kinds(
     node: Node, required: str, *, keyed_deletes: bool = False, state_ttl_ms: int | None = None
 ) -> Node:
-    """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; returns the (maybe wrapped) node.
+    """Set ``update_kind`` on ``node`` and below for a consumer that needs ``required``; the (maybe wrapped) node.
 
     Args:
         keyed_deletes: the consumer takes deletes that carry only the key (Flink's DELETE_BY_KEY): an upsert
@@ -188,6 +191,7 @@ def assign_update_kinds(
             node.inputs[i] = visit(node.inputs[i], _requirement(node, i))
         node.update_kind = node.inputs[0].update_kind if "U" in node.modify_kinds else "NONE"
         return node
+    own: UpdateKind
     if "U" not in node.modify_kinds:
         own = "NONE"
     elif isinstance(node, SinkUpsertMaterializer):

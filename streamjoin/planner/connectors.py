@@ -1,11 +1,18 @@
 """Connectors of declared tables: the ``WITH`` options each accepts, their checks, and what a table reads as a source.
 
-| connector | options |
-| --- | --- |
-| ``kafka`` | ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` = ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular expression the whole ``database`` / ``table`` must match), ``scan.record.max-size`` |
-| ``upsert-kafka`` | ``topic``, ``key.format`` = ``json``, ``value.format`` = ``json`` (all required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``key.fields-prefix``, ``value.fields-include`` = ``ALL`` (default) / ``EXCEPT_KEY``, ``scan.record.max-size``; a ``PRIMARY KEY`` is required |
-| ``delta`` | ``path`` (default: ``<lakehouse>/<table>``), ``backfill.start-date`` (``YYYY-MM-DD``: the first day of a day-partitioned sink's Dagster daily partitions) |
-| ``values`` | ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``) |
+The options of each connector:
+
+- ``kafka``: ``topic`` (required), ``format`` = ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json``
+  (required), ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``scan.startup.mode`` =
+  ``earliest-offset`` / ``latest-offset``, ``json.rowkind-field`` (streamjoin: a JSON field carrying
+  ``+I``/``-U``/``+U``/``-D``), ``canal-json.database.include`` / ``canal-json.table.include`` (a regular
+  expression the whole ``database`` / ``table`` must match), ``scan.record.max-size``;
+- ``upsert-kafka``: ``topic``, ``key.format`` = ``json``, ``value.format`` = ``json`` (all required),
+  ``properties.bootstrap.servers``, ``properties.<kafka setting>``, ``key.fields-prefix``, ``value.fields-include``
+  = ``ALL`` (default) / ``EXCEPT_KEY``, ``scan.record.max-size``; a ``PRIMARY KEY`` is required;
+- ``delta``: ``path`` (default: ``<lakehouse>/<table>``), ``backfill.start-date`` (``YYYY-MM-DD``: the first day
+  of a day-partitioned sink's Dagster daily partitions);
+- ``values``: ``changelog-mode`` = e.g. ``I`` or ``I,UB,UA,D`` (default ``I``).
 
 ``scan.record.max-size`` (streamjoin; a size in Flink's ``MemorySize`` syntax: ``'8mb'``, ``'512 kb'``, ``'1048588'``
 bytes; default 1048588 bytes, Kafka's default ``message.max.bytes``): a larger record (key + value) is a dead letter
@@ -13,8 +20,9 @@ bytes; default 1048588 bytes, Kafka's default ``message.max.bytes``): a larger r
 
 ``upsert-kafka`` is Flink's ``UpsertKafkaDynamicTableFactory``: the primary key is read from the record key,
 a record is an INSERT and a tombstone (null value) a DELETE of its key; the table declares Flink's upsert
-changelog mode ``[UA, D]`` (its ``DecodingFormatWrapper``; the rows come as INSERTs), which the planner normalizes where a consumer needs full rows (docs/semantics.md §1.8); it
-always reads the topic from the earliest offset, as Flink does.
+changelog mode ``[UA, D]`` (its ``DecodingFormatWrapper``; the rows come as INSERTs), which the planner
+normalizes where a consumer needs full rows (docs/semantics.md §1.8); it always reads the topic from the
+earliest offset, as Flink does.
 
 Deployment values: a ``properties.*`` option may name environment variables, ``${VAR}``
 (``'properties.sasl.jaas.config' = '${KAFKA_JAAS}'``), substituted when the table's Kafka source is
@@ -28,14 +36,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlglot import exp
 
 from streamjoin.changelog import RowKind
 from streamjoin.connectors.formats import CDC_FORMATS, FORMATS, pattern_error
 from streamjoin.connectors.kafka import KafkaSource
-from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.errors import StreamJoinError, UnsupportedPlanError, ValidationError
 from streamjoin.planner.diagnostics import SqlSource, error
 
 if TYPE_CHECKING:
@@ -115,8 +123,9 @@ _MEMORY_UNITS = {
 
 
 def parse_memory_size(text: str) -> int:
-    """Flink's ``MemorySize`` text (``'8mb'``, ``'512 kb'``, ``'1048588'``: a number and an optional unit, 1 kb = 1024 bytes)
-    in bytes.
+    """Flink's ``MemorySize`` text in bytes.
+
+    The text is a number and an optional unit, 1 kb = 1024 bytes: ``'8mb'``, ``'512 kb'``, ``'1048588'``.
 
     Raises:
         ValueError: anything else, naming the units (``MemorySize.parse``'s rule).
@@ -140,7 +149,7 @@ def redact(options: dict[str, str]) -> dict[str, str]:
 
 
 def option_value(table: TableDef, key: str) -> str | None:
-    """Option ``key`` of ``table`` with every ``${VAR}`` replaced by the environment variable ``VAR``; ``None`` when unset.
+    """Option ``key`` of ``table``, each ``${VAR}`` replaced by the environment variable ``VAR``; ``None`` when unset.
 
     Only ``properties.*`` options are substituted (the Kafka client settings a deployment supplies).
 
@@ -149,7 +158,12 @@ def option_value(table: TableDef, key: str) -> str | None:
             pointing at the option (rule ``option-environment``); the message never holds the option's value.
     """
     value = table.options.get(key)
-    if value is None or not key.startswith("properties."):
+    return None if value is None else _substituted(table, key, value)
+
+
+def _substituted(table: TableDef, key: str, value: str) -> str:
+    """``value`` of option ``key``, each ``${VAR}`` replaced in a ``properties.*`` option (:func:`option_value`)."""
+    if not key.startswith("properties."):
         return value
 
     def substitute(match: re.Match) -> str:
@@ -193,17 +207,17 @@ def check_options(
         UnsupportedPlanError: a ``scan.startup.mode`` other than ``earliest-offset`` / ``latest-offset``.
     """
 
-    def fail(message: str, rule: str = "table-options", kind: type[Exception] = ValidationError) -> NoReturn:
+    def fail(message: str, rule: str = "table-options", kind: type[StreamJoinError] = ValidationError) -> NoReturn:
         raise error(kind, source, at, f"table '{table}': {message}", rule)
 
     connector = options.get("connector")
     if connector not in CONNECTORS:
         fail(f"'connector' must be one of {', '.join(CONNECTORS)}; got {connector!r}", "table-connector")
     allowed = CONNECTORS[connector]
-    for key in options:
+    for key, value in options.items():
         if key not in allowed and not (connector in KAFKA_CONNECTORS and key.startswith("properties.")):
             fail(f"unsupported option '{key}' for connector '{connector}'; supported: {', '.join(allowed)}")
-        if _ENV_REFERENCE.search(options[key]) and not key.startswith("properties."):
+        if _ENV_REFERENCE.search(value) and not key.startswith("properties."):
             fail(
                 f"option '{key}' names an environment variable; only 'properties.*' options are substituted",
                 "option-environment",
@@ -237,11 +251,11 @@ def _check_kafka(options: dict[str, str], fail) -> None:
             f"scan.startup.mode {mode!r} is not supported; supported: {', '.join(_STARTUP_MODES)}",
             kind=UnsupportedPlanError,
         )
-    for key in options:
+    for key, value in options.items():
         prefix = key.split(".")[0]
         if prefix in ("json", "canal-json") and options["format"] != prefix:
             fail(f"{key} applies to format '{prefix}' only")
-        if prefix == "canal-json" and (problem := pattern_error(options[key])):
+        if prefix == "canal-json" and (problem := pattern_error(value)):
             fail(f"{key} {problem}")
 
 
@@ -253,7 +267,8 @@ def _check_upsert_kafka(options: dict[str, str], primary_key: tuple[str, ...], f
         fmt = options[f"{which}.format"]
         if fmt in CDC_FORMATS:
             fail(
-                f"'upsert-kafka' connector doesn't support '{fmt}' as {which} format, because '{fmt}' is not in insert-only mode",
+                f"'upsert-kafka' connector doesn't support '{fmt}' as {which} format, "
+                f"because '{fmt}' is not in insert-only mode",
                 "table-format",
             )
         if fmt not in _UPSERT_FORMATS:
@@ -287,7 +302,8 @@ def source_kinds(options: dict[str, str]) -> frozenset[RowKind]:
 
     ``kafka``: ``json`` is insert-only unless ``json.rowkind-field`` names a RowKind field; ``debezium-json``,
     ``canal-json`` and ``maxwell-json`` are full changelogs. ``upsert-kafka``: ``[UA, D]``, as Flink's
-    ``UpsertKafkaDynamicTableFactory`` declares it (its records are INSERTs, read as upserts). ``values`` follows ``changelog-mode``; ``delta`` is insert-only.
+    ``UpsertKafkaDynamicTableFactory`` declares it (its records are INSERTs, read as upserts). ``values`` follows
+    ``changelog-mode``; ``delta`` is insert-only.
     """
     connector = options["connector"]
     if connector == "kafka":
@@ -313,14 +329,16 @@ def kafka_source(table: TableDef) -> KafkaSource:
     """
     options = table.options
     spark_options = {
-        f"kafka.{k[len('properties.') :]}": option_value(table, k)
-        for k in options
+        f"kafka.{k[len('properties.') :]}": _substituted(table, k, v)
+        for k, v in options.items()
         if k.startswith("properties.") and k != "properties.bootstrap.servers"
     }
     mode = options.get("scan.startup.mode", "earliest-offset")
     if mode != "earliest-offset":
         spark_options["startingOffsets"] = _STARTUP_MODES[mode]
-    physical_rowtime = table.rowtime if table.rowtime and table.column(table.rowtime).computed is None else None
+    rowtime_column = table.column(table.rowtime) if table.rowtime else None
+    physical_rowtime = table.rowtime if rowtime_column is not None and rowtime_column.computed is None else None
+    format_options: dict[str, Any]
     if table.connector == "upsert-kafka":
         format_options = {
             "format": "json",
@@ -345,7 +363,7 @@ def kafka_source(table: TableDef) -> KafkaSource:
         schema=table.physical_schema,
         primary_key=table.primary_key,
         rowtime=physical_rowtime,
-        watermark_delay_ms=table.watermark.delay_ms if physical_rowtime else 0,
+        watermark_delay_ms=table.watermark.delay_ms if physical_rowtime and table.watermark else 0,
         options=spark_options,
         **format_options,
     )

@@ -5,16 +5,19 @@ the offending table, column or clause, 1-based), what is wrong (naming the
 table or column), and the rule that was broken, so the user can fix the SQL
 without reading our code. Example::
 
-    sql/orders.sql:14:10: unknown column 'o_totalprise' in the FROM clause; columns in scope: o_orderkey, ... [rule: column-exists]
+    sql/orders.sql:14:10: unknown column 'o_totalprise' in the FROM clause; columns: o_orderkey, … [rule: column-exists]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlglot import exp
 
 from streamjoin.errors import StreamJoinError
+
+_Error = TypeVar("_Error", bound=StreamJoinError)
 
 __all__ = ["SqlSource", "error", "locate"]
 
@@ -41,12 +44,12 @@ def locate(node: exp.Expr | None) -> tuple[int, int] | None:
 
 
 def error(
-    kind: type[StreamJoinError],
+    kind: type[_Error],
     source: SqlSource | None,
     node: exp.Expr | None,
     message: str,
     rule: str,
-) -> StreamJoinError:
+) -> _Error:
     """An exception of ``kind`` whose message is ``FILE:LINE:COL: message [rule: rule]``.
 
     Args:

@@ -53,6 +53,7 @@ def _build_timestampdiff(args: list) -> exp.Expr:
     plain = isinstance(unit, exp.Var) or (isinstance(unit, exp.Column) and not unit.table and not unit.this.quoted)
     if len(args) != 3 or not plain:
         return exp.Anonymous(this="TIMESTAMPDIFF", expressions=list(args))
+    assert unit is not None  # plain
     return exp.TimestampDiff(this=args[2], expression=args[1], unit=exp.var(unit.name.upper()))
 
 
@@ -108,6 +109,7 @@ class FlinkParser(BaseParser):
                     self.raise_error(
                         f"expected a feature after {strategy} (ALL, CONSTRAINTS, GENERATED, OPTIONS, WATERMARKS, …)"
                     )
+                assert feature is not None  # raise_error raises at the dialect's error level (IMMEDIATE)
                 options.append(exp.Property(this=exp.var(strategy), value=exp.var(feature.name.upper())))
             self._match_r_paren()
         return self.expression(exp.LikeProperty(this=table, expressions=options))
@@ -178,7 +180,8 @@ class Flink(Dialect):
 
     Example:
         >>> import sqlglot
-        >>> sqlglot.parse_one("SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k", read=Flink).sql(Flink)
+        >>> sql = "SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k"
+        >>> sqlglot.parse_one(sql, read=Flink).sql(Flink)
         'SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.t AS x ON o.k = x.k'
     """
 
@@ -225,7 +228,8 @@ def interval_ms(interval: exp.Expr) -> int:
     units = [u[:-1] if u.endswith("S") and u[:-1] in _UNIT_MS else u for u in units]
     if not units or any(u not in _UNIT_MS for u in units):
         raise ValidationError(
-            f"interval {interval.sql(Flink)}: only day-time intervals (DAY, HOUR, MINUTE, SECOND) have a length in milliseconds"
+            f"interval {interval.sql(Flink)}: "
+            "only day-time intervals (DAY, HOUR, MINUTE, SECOND) have a length in milliseconds"
         )
     sign = -1 if text.startswith("-") else 1
     text = text.lstrip("+-")
@@ -235,7 +239,7 @@ def interval_ms(interval: exp.Expr) -> int:
     if len(fields) != len(span):
         raise ValidationError(f"interval {interval.sql(Flink)}: '{text}' does not fit {' TO '.join(units)}")
     try:
-        total = sum(Decimal(value) * _UNIT_MS[name] for value, name in zip(fields, span))
+        total = sum((Decimal(value) * _UNIT_MS[name] for value, name in zip(fields, span)), Decimal(0))
     except InvalidOperation:
         raise ValidationError(f"interval {interval.sql(Flink)}: '{text}' is not a number") from None
     if total != total.to_integral_value():

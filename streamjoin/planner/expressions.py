@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Aggregate functions (their sqlglot classes), as Flink names them.
-AGGREGATES = {
+AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Count: "COUNT",
     exp.Sum: "SUM",
     exp.Avg: "AVG",
@@ -220,7 +220,8 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
                     ValidationError,
                     scope.source,
                     node,
-                    f"column '{node.sql(Flink)}' of the outer query is used where only IN/EXISTS subquery conditions may use it",
+                    f"column '{node.sql(Flink)}' of the outer query is used "
+                    "where only IN/EXISTS subquery conditions may use it",
                     "correlation",
                 )
             return field_column(column.field, node)
@@ -229,7 +230,7 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
     return expression.copy().transform(replace, copy=False)
 
 
-def _check_timestampdiff(node: exp.Expr, source: SqlSource) -> None:
+def _check_timestampdiff(node: exp.TimestampDiff | exp.Anonymous, source: SqlSource) -> None:
     """Refuse a ``TIMESTAMPDIFF`` call Flink refuses (not a unit keyword and two time points), or whose unit is
     not planned here (:data:`TIMESTAMPDIFF_UNITS`)."""
     if isinstance(node, exp.Anonymous):
@@ -433,11 +434,12 @@ class Typer:
         common = common_type(lt, rt)
         if common is None or common.root != "DECIMAL" or lt.root != rt.root:
             return common
+        (left_precision, left_scale), (right_precision, right_scale) = lt.decimal_digits, rt.decimal_digits
         if isinstance(node, exp.Mul):
-            return SqlType("DECIMAL", min(38, lt.precision + rt.precision), min(38, lt.scale + rt.scale))
+            return SqlType("DECIMAL", min(38, left_precision + right_precision), min(38, left_scale + right_scale))
         if isinstance(node, exp.Div):
-            scale = max(6, lt.scale + rt.precision + 1)
-            return SqlType("DECIMAL", min(38, lt.precision - lt.scale + rt.scale + scale), min(scale, 38))
+            scale = max(6, left_scale + right_precision + 1)
+            return SqlType("DECIMAL", min(38, left_precision - left_scale + right_scale + scale), min(scale, 38))
         return common
 
     def _branches(self, node: exp.Expr) -> SqlType | None:
@@ -492,6 +494,7 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
             lt, rt = division_types[id(node)]
             if lt is not None and rt is not None and lt.is_integral and rt.is_integral:
                 result = common_type(lt, rt)
+                assert result is not None  # two integral types widen to one
                 return exp.cast(exp.IntDiv(this=node.this, expression=node.expression), result.root)
         return flink_functions(node)
 
@@ -557,7 +560,7 @@ def _months() -> str:
     return f"({m} - IF(ADD_MONTHS({d1}, {m}) = {d2} AND {earlier}, 1, 0))"
 
 
-def timestampdiff_spark(unit: str, t1: exp.Expr, t2: exp.Expr) -> exp.Expr:
+def timestampdiff_spark(unit: str | None, t1: exp.Expr, t2: exp.Expr) -> exp.Expr:
     """A Spark expression for Flink's ``TIMESTAMPDIFF(unit, t1, t2)`` over Spark-spelled time points (an INT).
 
     What Flink 2.3 computes (Calcite's ``TimestampDiffConvertlet``: ``CAST((t2 - t1) unit AS INT)``), pinned by

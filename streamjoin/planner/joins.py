@@ -22,7 +22,7 @@ from streamjoin.planner.dialect import interval_ms
 
 __all__ = ["IntervalBounds", "extract_interval", "split_equi", "time_term"]
 
-_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+_FLIP: dict[type[exp.Expr], type[exp.Expr]] = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 
 
 def split_equi(
@@ -72,7 +72,7 @@ class IntervalBounds:
     conditions: tuple[exp.Expr, ...]
 
 
-def _comparisons(condition: exp.Expr) -> list[tuple[type, exp.Expr, exp.Expr]]:
+def _comparisons(condition: exp.Expr) -> list[tuple[type[exp.Expr], exp.Expr, exp.Expr]]:
     condition = condition.unnest()
     if isinstance(condition, exp.Between):
         return [(exp.GTE, condition.this, condition.args["low"]), (exp.LTE, condition.this, condition.args["high"])]

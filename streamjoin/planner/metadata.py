@@ -124,7 +124,7 @@ def join_input_spec(join_keys: Sequence[str], upsert_keys: Keys) -> JoinInputSid
         'JoinKeyContainsUniqueKey'
     """
     inside = [k for k in upsert_keys if set(k) <= set(join_keys)]
-    unique_key = (inside or list(upsert_keys) or [None])[0]
+    unique_key = next(iter(inside or upsert_keys), None)
     positions = None
     if unique_key:
         # Relative to the join key columns; columns outside it get positions past them.

@@ -17,7 +17,7 @@ load is the one its asset runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -47,10 +47,11 @@ class SqlPipeline(Pipeline):
         catalog: the script's tables and views (the batch query reads the views, :mod:`streamjoin.batch`).
     """
 
-    statement: PlannedStatement | None = field(default=None, compare=False, repr=False)
-    sink_table: TableDef | None = field(default=None, compare=False, repr=False)
-    source: SqlSource | None = field(default=None, compare=False, repr=False)
-    catalog: Catalog | None = field(default=None, compare=False, repr=False)
+    # Keyword-only, without defaults: after Pipeline's fields, which have them.
+    statement: PlannedStatement = field(kw_only=True, compare=False, repr=False)
+    sink_table: TableDef = field(kw_only=True, compare=False, repr=False)
+    source: SqlSource = field(kw_only=True, compare=False, repr=False)
+    catalog: Catalog = field(kw_only=True, compare=False, repr=False)
 
     def changelog(self, tables: Mapping[str, DataFrame], lakehouse: Lakehouse) -> DataFrame:
         """The statement's plan translated over ``tables``; looked-up Delta tables without a ``path`` option
@@ -58,7 +59,7 @@ class SqlPipeline(Pipeline):
         return _translate(self.statement, self.source, lakehouse, tables)
 
     def sink(self, lakehouse: Lakehouse) -> DeltaSink:
-        """The Delta sink: the table's ``path`` option, else ``<lakehouse>/<name>``; partitioned as the table declares."""
+        """The Delta sink at the table's ``path`` option, else ``<lakehouse>/<name>``, partitioned as the table says."""
         path = self.sink_table.options.get("path") if self.sink_table else None
         partition_by = self.sink_table.partition_keys if self.sink_table else ()
         return DeltaSink(
@@ -77,7 +78,7 @@ class SqlPipeline(Pipeline):
         return self.statement.explain
 
 
-def _delta_path(lakehouse: Lakehouse | None):
+def _delta_path(lakehouse: Lakehouse | None) -> Callable[[TableDef], str]:
     def path(table: TableDef) -> str:
         if "path" in table.options:
             return table.options["path"]
@@ -111,6 +112,7 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
     pipelines = []
     for statement in script.inserts:
         table = statement.sink_table
+        assert table is not None  # an INSERT's
         if table.connector != "delta" or not table.primary_key:
             raise UnsupportedPlanError(
                 f"{script.source.name}: INSERT INTO '{table.name}': pipelines write Delta tables with a PRIMARY KEY; "
@@ -124,8 +126,8 @@ def sql_pipelines(script: Script) -> list[SqlPipeline]:
                 continue
             if scan.table.connector not in KAFKA_CONNECTORS:
                 raise UnsupportedPlanError(
-                    f"{script.source.name}: table '{scan.table.name}' ({scan.table.connector}) cannot be a pipeline source; "
-                    f"pipelines read Kafka tables ({', '.join(KAFKA_CONNECTORS)})"
+                    f"{script.source.name}: table '{scan.table.name}' ({scan.table.connector}) "
+                    f"cannot be a pipeline source; pipelines read Kafka tables ({', '.join(KAFKA_CONNECTORS)})"
                 )
             sources[scan.table.name] = scan.table.kafka_source()
         pipelines.append(

@@ -369,7 +369,9 @@ class RegularJoin(_Join):
 
 
 class IntervalJoin(_Join):
-    """An interval join (Flink's ``IntervalJoin``): ``right.time - left.time`` in ``[lower_ms, upper_ms]``; docs/semantics.md §3.
+    """An interval join (Flink's ``IntervalJoin``): ``right.time - left.time`` in ``[lower_ms, upper_ms]``.
+
+    See docs/semantics.md §3.
 
     ``left_time`` / ``right_time`` are rowtime fields, or proctime fields (``rowtime=False``).
     ``post_filter`` is the rest of the condition (the residual), part of the match for every join type (§3.5).
@@ -470,6 +472,12 @@ class LookupJoin(_Join):
         self.modify_kinds = left.modify_kinds
         self.unique_keys, self.upsert_keys = metadata.forwarded_keys(left)
 
+    @property
+    def right(self) -> TableScan:
+        right = self.inputs[1]
+        assert isinstance(right, TableScan)  # as built
+        return right
+
     def source_tables(self) -> set[str]:
         return self.left.source_tables()
 
@@ -484,7 +492,9 @@ class LookupJoin(_Join):
 
 
 class OverAggregate(Node):
-    """``agg(…) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``; docs/semantics.md §5.
+    """``agg(…) OVER (PARTITION BY … ORDER BY time {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``.
+
+    See docs/semantics.md §5.
 
     ``order_by`` is a rowtime field, or a proctime field (``rowtime=False``); ``preceding`` is a row
     count (ROWS) or milliseconds (RANGE), ``None`` for UNBOUNDED.
@@ -541,6 +551,8 @@ class Deduplicate(Node):
     """
 
     supports_only_update_after = True
+    #: The ROW_NUMBER() call while no outer ``WHERE rn = 1`` has filtered it yet (set by the rank rule).
+    pending: exp.Expr | None
 
     def __init__(
         self,
@@ -548,7 +560,7 @@ class Deduplicate(Node):
         keys: list[str],
         order_by: str,
         time: str | None,
-        keep: str,
+        keep: Literal["first", "last"],
         rank_field: str,
         state_ttl_ms: int | None = None,
     ):
@@ -613,7 +625,7 @@ class GroupAggregate(Node):
         self.mini_batch = mini_batch
         self.group_by = group_by
         self.aggregates = aggregates
-        self.fields = [Field(g, input.field(g).type.plain() if input.field(g).type else None) for g in group_by]
+        self.fields = [Field(g, t.plain() if (t := input.field(g).type) else None) for g in group_by]
         self.fields += [Field(a.output, a.type) for a in aggregates]
         self.modify_kinds = frozenset("IU") if input.is_insert_only else ALL_KINDS
         self.unique_keys, self.upsert_keys = metadata.grouping_keys(group_by)
@@ -678,7 +690,10 @@ class ChangelogNormalize(Node):
 
 
 class SinkUpsertMaterializer(Node):
-    """Keeps per sink key the rows the changelog holds, so out-of-order changes end in the right row (docs/semantics.md §1)."""
+    """Keeps per sink key the rows the changelog holds, so out-of-order changes end in the right row.
+
+    See docs/semantics.md §1.
+    """
 
     name = "SinkUpsertMaterializer"
 

@@ -190,7 +190,7 @@ def parse_sql(text: str, source: SqlSource) -> list[exp.Expr]:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line"), first.get("col")
         highlight = first.get("highlight") or ""
-        where = f"{source.name}:{line}:{max(1, col - len(highlight) + 1)}" if line else source.name
+        where = f"{source.name}:{line}:{max(1, col - len(highlight) + 1)}" if line and col is not None else source.name
         description = (first.get("description") or str(e)).split(" <Token")[0]
         raise ValidationError(f"{where}: syntax error: {description} near '{highlight}' [rule: syntax]") from None
     except TokenError as e:
@@ -248,26 +248,28 @@ def _sink_statement(
             ValidationError,
             source,
             target,
-            f"INSERT INTO '{name}': the query has {len(relation.columns)} columns ({', '.join(c.name for c in relation.columns)}), "
+            f"INSERT INTO '{name}': the query has {len(relation.columns)} columns "
+            f"({', '.join(c.name for c in relation.columns)}), "
             f"the sink has {len(sink_columns)} ({', '.join(c.name for c in sink_columns)})",
             "sink-columns",
         )
-    projections = []
+    projections: list[tuple[Field, exp.Expr]] = []
     for column, sink_column in zip(relation.columns, sink_columns):
         query_type = query.field(column.field).type
-        value = field_column(column.field)
-        if query_type is not None and common_type(query_type, sink_column.type) is None:
+        sink_type = sink_column.declared_type
+        value: exp.Expr = field_column(column.field)
+        if query_type is not None and common_type(query_type, sink_type) is None:
             raise error(
                 ValidationError,
                 source,
                 target,
                 f"INSERT INTO '{name}': column '{column.name}' of the query is {query_type}, but sink column "
-                f"'{sink_column.name}' is {sink_column.type}",
+                f"'{sink_column.name}' is {sink_type}",
                 "sink-types",
             )
-        if query_type is None or query_type.sql != sink_column.type.sql:
-            value = exp.cast(value, exp.DataType.build(sink_column.type.sql, dialect=Flink))
-        projections.append((Field(sink_column.name, sink_column.type), value))
+        if query_type is None or query_type.sql != sink_type.sql:
+            value = exp.cast(value, exp.DataType.build(sink_type.sql, dialect=Flink))
+        projections.append((Field(sink_column.name, sink_type), value))
     return Sink(merge_calc(query, projections), table, [f for f, _ in projections]), target
 
 
@@ -368,7 +370,7 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
 
 
 def catalog_scripts(path: str | Path) -> list[Path]:
-    """The initialization scripts of the pipeline at ``path`` by convention: ``catalog/*.sql`` next to it, in name order."""
+    """The initialization scripts of the pipeline at ``path`` by convention: ``catalog/*.sql`` beside it, by name."""
     return sorted((Path(path).parent / "catalog").glob("*.sql"))
 
 

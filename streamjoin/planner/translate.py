@@ -32,10 +32,12 @@ them operators use Spark's watermark, which moves once per micro-batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import cast
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.connectors.watermark import with_source_watermark
@@ -49,6 +51,7 @@ from streamjoin.planner.plan import (
     ChangelogNormalize,
     Deduplicate,
     DropUpdateBefore,
+    Field,
     GroupAggregate,
     IntervalJoin,
     LookupJoin,
@@ -66,6 +69,7 @@ from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import interval_join
 from streamjoin.runtime.over_aggregate import over_aggregate
+from streamjoin.runtime.over_functions import Frame
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
@@ -83,6 +87,11 @@ def _first_line(error: Exception) -> str:
 
 def _col(name: str):
     return F.col(f"`{name}`")
+
+
+def _spark_type(field: Field) -> DataType:
+    assert field.type is not None, f"field '{field.name}' has no type"
+    return field.type.spark
 
 
 class Translator:
@@ -144,7 +153,7 @@ class Translator:
     # -------------------------------------------------------------- nodes
 
     def translate(self, node: Node) -> DataFrame:
-        """The changelog DataFrame of ``node`` (its fields + ``_rowkind`` + ``_seq``; hidden columns kept where possible).
+        """The changelog DataFrame of ``node``: its fields + ``_rowkind`` + ``_seq``, hidden columns kept if possible.
 
         Raises:
             UnsupportedPlanError: a scanned table without an input stream, a lookup join without a Delta location.
@@ -165,6 +174,7 @@ class Translator:
                 df = df.withColumn(f.name, F.expr(spark_sql(node.computed[f.name], typer)))
         table = node.table
         if table.rowtime in node.computed:
+            assert table.watermark is not None  # it has a rowtime
             df = with_source_watermark(df, table.rowtime, table.watermark.delay_ms)
         return self._data(df, node, hidden=True)
 
@@ -231,6 +241,7 @@ class Translator:
             # No equi key: one group, as Flink runs such a join with parallelism 1.
             left, right = left.withColumn("$const_l", F.lit(0)), right.withColumn("$const_r", F.lit(0))
             on = [("$const_l", "$const_r")]
+        assert node.kind in ("inner", "left", "right", "full")  # join_kind refuses SEMI and ANTI JOIN
         joined = interval_join(
             left,
             right,
@@ -249,6 +260,7 @@ class Translator:
 
     def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:
         left, right, on, row_wm = self._join_inputs(node, watermark=True)
+        assert node.kind in ("inner", "left")  # plan_temporal refuses the others
         return temporal_join(
             left,
             right,
@@ -282,6 +294,7 @@ class Translator:
             )
         table = table.select(*[_col(f).alias(n) for f, n in zip(node.right.field_names, node.right_names)])
         on = node.equi_pairs
+        assert node.kind in ("inner", "left")  # plan_temporal refuses the others
         return lookup_join(probe, table, on=on, how=node.kind)
 
     def _OverAggregate(self, node: OverAggregate) -> DataFrame:
@@ -296,7 +309,8 @@ class Translator:
             df,
             partition_by=node.partition_by,
             order_by=node.order_by if node.rowtime else None,
-            frame=node.frame,
+            # 'rows' or 'range'; an UNBOUNDED GROUPS frame's 'groups' is refused there (ValidationError).
+            frame=cast(Frame, node.frame),
             aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
             watermark_column=row_wm,
             **bound,
@@ -353,7 +367,7 @@ class Translator:
         # Columns no consumer reads were projected out before it (normalize_projection): they leave it NULL.
         kept = set(input.field_names)
         return normalized.select(
-            *[_col(f.name) if f.name in kept else F.lit(None).cast(f.type.spark).alias(f.name) for f in node.fields],
+            *[_col(f.name) if f.name in kept else F.lit(None).cast(_spark_type(f)).alias(f.name) for f in node.fields],
             *_CHANGELOG,
         )
 

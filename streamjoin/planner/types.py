@@ -74,7 +74,8 @@ class SqlType:
 
     Args:
         root: ``INT``, ``BIGINT``, ``DECIMAL``, ``VARCHAR``, ``TIMESTAMP``, ... (see the module table), or ``NULL``.
-        precision: length / precision (``VARCHAR(n)``, ``DECIMAL(p, s)``, ``TIMESTAMP(p)``), ``None`` when the root has none.
+        precision: length / precision (``VARCHAR(n)``, ``DECIMAL(p, s)``, ``TIMESTAMP(p)``), ``None`` when the root
+            has none.
         scale: ``DECIMAL`` scale.
         nullable: ``False`` for ``NOT NULL``.
         time_attribute: ``"ROWTIME"`` / ``"PROCTIME"`` for time attributes.
@@ -88,8 +89,22 @@ class SqlType:
 
     @property
     def family(self) -> str:
-        """``numeric``, ``string``, ``binary``, ``boolean``, ``date``, ``timestamp`` or ``null``: what compares with what."""
+        """What compares with what.
+
+        ``numeric``, ``string``, ``binary``, ``boolean``, ``date``, ``timestamp`` or ``null``.
+        """
         return _FAMILIES[self.root]
+
+    @property
+    def decimal_digits(self) -> tuple[int, int]:
+        """A DECIMAL's ``(precision, scale)``: every DECIMAL the planner makes has both.
+
+        Raises:
+            ValueError: for a type without them.
+        """
+        if self.precision is None or self.scale is None:
+            raise ValueError(f"{self.root} has no precision and scale")
+        return self.precision, self.scale
 
     @property
     def is_integral(self) -> bool:
@@ -115,7 +130,7 @@ class SqlType:
             "TIMESTAMP": T.TimestampType(),
             "TIMESTAMP_LTZ": T.TimestampType(),
             "NULL": T.NullType(),
-        }.get(self.root) or T.DecimalType(self.precision, self.scale)
+        }.get(self.root) or T.DecimalType(*self.decimal_digits)
 
     def plain(self) -> SqlType:
         """The same type without time attribute (what a regular join or an aggregate makes of a rowtime)."""
@@ -233,8 +248,9 @@ def common_type(left: SqlType, right: SqlType) -> SqlType | None:
     if left.family == "numeric":
         wider = max(left, right, key=lambda t: _NUMERIC_ORDER.index(t.root))
         if wider.root == "DECIMAL" and left.root == right.root == "DECIMAL":
-            scale = max(left.scale, right.scale)
-            integer = max(left.precision - left.scale, right.precision - right.scale)
+            (left_precision, left_scale), (right_precision, right_scale) = left.decimal_digits, right.decimal_digits
+            scale = max(left_scale, right_scale)
+            integer = max(left_precision - left_scale, right_precision - right_scale)
             return SqlType("DECIMAL", min(38, integer + scale), scale)
         return wider.plain()
     return left.plain()

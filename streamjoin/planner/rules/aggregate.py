@@ -72,7 +72,7 @@ def _aggregate_type(planner: QueryPlanner, function: str, t: SqlType | None, cal
     if function == "SUM" and t.root == "DECIMAL":
         return SqlType("DECIMAL", 38, t.scale)
     if function == "AVG" and t.root == "DECIMAL":
-        return SqlType("DECIMAL", 38, max(6, t.scale))
+        return SqlType("DECIMAL", 38, max(6, t.decimal_digits[1]))
     return t.with_nullable(True)
 
 
@@ -144,6 +144,7 @@ def plan_aggregate(
         )
     computed = {f.name for f, _ in extra}
     needed = [n for n in dict.fromkeys(group_fields + [a.arg for a in calls if a.arg]) if n not in computed]
+    pre: Node
     if extra:
         pre = Calc(node, [(node.field(n), field_column(n)) for n in needed] + extra)
     else:

@@ -68,7 +68,7 @@ def plan_join(
                 continue
             found = [scope.lookup(col) for col in columns_of(c)]
             if all(f is not None and not f[1] for f in found):
-                fields = {f[0].field for f in found}
+                fields = {f[0].field for f in found if f is not None}
                 if fields & set(left.node.field_names) and fields & set(right_names):
                     conditions.append(c)
                     where.remove(c)
@@ -86,7 +86,7 @@ def plan_join(
 
 def _time_fields(node: Node, names: dict[str, str] | None = None) -> dict[str, str]:
     """Output name → ``ROWTIME``/``PROCTIME`` of ``node``'s time attributes."""
-    out = {}
+    out: dict[str, str] = {}
     for f in node.fields:
         if f.type is not None and f.type.time_attribute:
             out[names[f.name] if names else f.name] = f.type.time_attribute
@@ -149,9 +149,10 @@ def choose_join(
             raise planner.error(
                 ValidationError,
                 c,
-                f"regular join condition '{c.sql(Flink)}' uses time attribute '{used[0].name}': a regular join keeps every "
-                "row forever, so its condition may not use time attributes; bound both sides' rowtimes "
-                "(e.g. b.t BETWEEN a.t - INTERVAL '1' HOUR AND a.t) for an interval join, or CAST the time attribute to TIMESTAMP",
+                f"regular join condition '{c.sql(Flink)}' uses time attribute '{used[0].name}': a regular join keeps "
+                "every row forever, so its condition may not use time attributes; bound both sides' rowtimes "
+                "(e.g. b.t BETWEEN a.t - INTERVAL '1' HOUR AND a.t) for an interval join, "
+                "or CAST the time attribute to TIMESTAMP",
                 "regular-join-time-attributes",
             )
     return RegularJoin(kind, left, right, left_keys, right_keys, and_all(rest), planner.state_ttl_ms)
@@ -166,7 +167,9 @@ def _check_watermarks_for_bounds(
     """
     left_ts = {f.name for f in left.fields if f.type is not None and f.type.family == "timestamp"}
     right_ts = {
-        r for r, o in original.items() if right.field(o).type is not None and right.field(o).type.family == "timestamp"
+        r
+        for r, o in original.items()
+        if (right_type := right.field(o).type) is not None and right_type.family == "timestamp"
     }
     bounds = extract_interval(rest, left_ts, right_ts)
     if bounds is None:

@@ -125,8 +125,8 @@ def plan_over(planner: QueryPlanner, relation: Relation, items, named: dict[str,
         raise planner.error(
             ValidationError,
             ordered,
-            f"OVER window ORDER BY '{ordered.this.sql(Flink)}' ({described}): in streaming, OVER windows must be ordered by a "
-            "time attribute (a rowtime with WATERMARK FOR, or PROCTIME())",
+            f"OVER window ORDER BY '{ordered.this.sql(Flink)}' ({described}): in streaming, OVER windows must be "
+            "ordered by a time attribute (a rowtime with WATERMARK FOR, or PROCTIME())",
             "over-order-by-time",
         )
     if ordered.args.get("desc"):

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sqlglot import exp
 
@@ -71,13 +71,13 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
         raise planner.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes a column", "rank-order")
     order_field = node.field(order_resolved.name)
     time = order_field.type.time_attribute if order_field.type else None
-    keep = "last" if ordered.args.get("desc") else "first"
+    keep: Literal["first", "last"] = "last" if ordered.args.get("desc") else "first"
     if time is None and keep == "first":
         raise planner.error(
             UnsupportedPlanError,
             ordered,
-            f"ROW_NUMBER() ORDER BY '{ordered.this.sql(Flink)}' ASC is a Top-1 Rank on a non-time column, which is not supported; "
-            "order by a time attribute (deduplication) or DESC",
+            f"ROW_NUMBER() ORDER BY '{ordered.this.sql(Flink)}' ASC is a Top-1 Rank on a non-time column, "
+            "which is not supported; order by a time attribute (deduplication) or DESC",
             "rank-order",
         )
     if not node.is_insert_only:
@@ -92,8 +92,9 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
         raise planner.error(
             UnsupportedPlanError,
             window,
-            "table.exec.state.ttl is set, but a deduplication keeping the first row on event time has no state TTL here "
-            "(it runs on Spark's event-time timers, and Spark expires state in processing time); remove the setting",
+            "table.exec.state.ttl is set, but a deduplication keeping the first row on event time has no state TTL "
+            "here (it runs on Spark's event-time timers, and Spark expires state in processing time); "
+            "remove the setting",
             "state-ttl",
         )
     dedup = Deduplicate(
@@ -132,7 +133,8 @@ def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, 
         raise planner.error(
             UnsupportedPlanError,
             condition,
-            f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported",
+            f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; "
+            "only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported",
             "rank-filter",
         )
     current.pending = None
@@ -151,6 +153,7 @@ def check_ranks(root: Node, source: SqlSource) -> None:
                 UnsupportedPlanError,
                 source,
                 node.pending,
-                f"ROW_NUMBER() AS {node.rank_field} must be filtered by an outer WHERE {node.rank_field} = 1 (deduplication)",
+                f"ROW_NUMBER() AS {node.rank_field} must be filtered by an outer "
+                f"WHERE {node.rank_field} = 1 (deduplication)",
                 "rank-filter",
             )

@@ -94,7 +94,8 @@ def scan(planner: QueryPlanner, table: TableDef) -> Relation:
                 ValidationError,
                 table.source,
                 table.node,
-                f"WATERMARK FOR '{table.rowtime}' of table '{table.name}': the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p)",
+                f"WATERMARK FOR '{table.rowtime}' of table '{table.name}': "
+                "the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p)",
                 "watermark-type",
             )
     node = TableScan(table, fields, computed)

@@ -48,7 +48,8 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
     sub_where = conjuncts(query.args["where"].this) if query.args.get("where") else []
     right = planner.plan_from(query, sub_where, None)
     right_scope = right.scope(planner.source)
-    local, correlated = [], []
+    local: list[exp.Expr] = []
+    correlated: list[exp.Expr] = []
     for c in sub_where:
         outer_refs = [col for col in columns_of(c) if right_scope.lookup(col) is None]
         (correlated if outer_refs else local).append(c)
@@ -69,7 +70,9 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
     else:
         right_node = right.node
         if local:
-            condition = resolve(and_all(local), right_scope)
+            conjunction = and_all(local)
+            assert conjunction is not None  # local is not empty
+            condition = resolve(conjunction, right_scope)
             planner.typer(right_node).check_boolean(condition, "WHERE")
             right_node = planner.calc(right_node, planner.identity(right_node), condition)
         right_columns = right.columns
@@ -92,6 +95,7 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
                 ValidationError, query, "an IN subquery must select exactly one column", "in-subquery-columns"
             )
         needle = resolve(inner.this, Scope(left_columns, planner.source, outer_scope.outer))
+        selected: exp.Expr
         if is_aggregating:
             selected = field_column(rename[right_columns[0].field], query.expressions[0])
         else:
@@ -127,7 +131,11 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
     pairs, rest = ([], conditions) if null_aware else split_equi(conditions, set(left.field_names), set(right_names))
     original = {v: k for k, v in rename.items()}
     for c in rest:
-        times = [col.name for col in c.find_all(exp.Column) if (types.get(col.name) and types[col.name].time_attribute)]
+        times = [
+            col.name
+            for col in c.find_all(exp.Column)
+            if (col_type := types.get(col.name)) is not None and col_type.time_attribute
+        ]
         if times:
             raise planner.error(
                 ValidationError,

@@ -87,7 +87,8 @@ def plan_temporal(
         raise planner.error(
             UnsupportedPlanError,
             rest[0],
-            f"a temporal join condition may only equate left columns with the right table's key; '{rest[0].sql(Flink)}' is not supported",
+            "a temporal join condition may only equate left columns with the right table's key; "
+            f"'{rest[0].sql(Flink)}' is not supported",
             "temporal-join-condition",
         )
     left_keys = [l for l, _ in pairs]
@@ -100,8 +101,8 @@ def plan_temporal(
                 f"a lookup join needs an equality on columns of '{name}'",
                 "lookup-join-condition",
             )
-        node = LookupJoin(kind, left.node, right.node, left_keys, right_keys)
-        return Relation(node, columns)
+        lookup = LookupJoin(kind, left.node, right.node, left_keys, right_keys)
+        return Relation(lookup, columns)
     versioned, primary_key, rowtime, append_only = _versioned(planner, right.node, name, item)
     if set(right_keys) != set(primary_key):
         raise planner.error(
@@ -139,7 +140,7 @@ def _versioned(planner: QueryPlanner, node: Node, name: str, at: exp.Expr) -> tu
                 f"versioned view '{name}' may not select its ROW_NUMBER column",
                 "temporal-join-versioned-view",
             )
-        log = Calc(below.inputs[0], projections)
+        calc = Calc(below.inputs[0], projections)
         names = {e.name: f.name for f, e in projections if isinstance(e, exp.Column)}
         if below.order_by not in names or not all(k in names for k in below.keys):
             raise planner.error(
@@ -148,13 +149,14 @@ def _versioned(planner: QueryPlanner, node: Node, name: str, at: exp.Expr) -> tu
                 f"versioned view '{name}' must select its key and rowtime",
                 "temporal-join-versioned-view",
             )
-        log = log if not log.is_identity else below.inputs[0]
+        log = calc if not calc.is_identity else below.inputs[0]
         return log, tuple(names[k] for k in below.keys), names[below.order_by], True
     if not node.unique_keys:
         raise planner.error(
             ValidationError,
             at,
-            f"the versioned table '{name}' of an event-time temporal join needs a PRIMARY KEY (… NOT ENFORCED), but none can be found",
+            f"the versioned table '{name}' of an event-time temporal join needs a PRIMARY KEY (… NOT ENFORCED), "
+            "but none can be found",
             "temporal-join-primary-key",
         )
     rowtimes = [f.name for f in node.fields if f.is_rowtime]
@@ -162,7 +164,8 @@ def _versioned(planner: QueryPlanner, node: Node, name: str, at: exp.Expr) -> tu
         raise planner.error(
             ValidationError,
             at,
-            f"the versioned table '{name}' of an event-time temporal join needs a rowtime: declare WATERMARK FOR its version time",
+            f"the versioned table '{name}' of an event-time temporal join needs a rowtime: "
+            "declare WATERMARK FOR its version time",
             "temporal-join-watermark",
         )
     return node, node.unique_keys[0], rowtimes[0], False

@@ -43,7 +43,7 @@ def plan_union_all(planner: QueryPlanner, query: exp.Union, outer: Scope | None)
         fields.append(Field(a.name, common))
     inputs = []
     for relation in (left, right):
-        projections = [
+        projections: list[tuple[Field, exp.Expr]] = [
             (
                 f,
                 field_column(c.field)
