@@ -62,7 +62,7 @@ __all__ = [
 #: Aggregate function names accepted in an :class:`AggregateCall`.
 FUNCTIONS = ("COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "FIRST_VALUE", "LAST_VALUE")
 
-_INTEGRAL_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
+_INTEGRAL_BITS: dict[type[DataType | None], int] = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
 _NUMERIC = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType)
 _MAX_DECIMAL_PRECISION = 38
 
@@ -146,6 +146,12 @@ class AggregateFunction(ABC):
     @abstractmethod
     def result_type(self) -> DataType:
         """Spark type of the result (Flink's result type)."""
+
+    @property
+    def _column_type(self) -> DataType:
+        """``input_type`` of a function over a column: every one but ``COUNT(*)``."""
+        assert self.input_type is not None, f"{type(self).__name__} aggregates a column"
+        return self.input_type
 
     @abstractmethod
     def create(self) -> list:
@@ -257,7 +263,7 @@ class _Sum(AggregateFunction):
     def result_type(self) -> DataType:
         if isinstance(self.input_type, DecimalType):
             return DecimalType(_MAX_DECIMAL_PRECISION, self.input_type.scale)
-        return self.input_type
+        return self._column_type
 
     def create(self) -> list:
         return [None, 0]
@@ -286,7 +292,7 @@ class _Avg(AggregateFunction):
     def result_type(self) -> DataType:
         if isinstance(self.input_type, DecimalType):
             return DecimalType(_MAX_DECIMAL_PRECISION, max(6, self.input_type.scale))
-        return self.input_type
+        return self._column_type
 
     def create(self) -> list:
         return [0, 0]
@@ -313,7 +319,9 @@ class _Avg(AggregateFunction):
             quotient = abs(total) // abs(count)
             return _wrap(quotient if (total >= 0) == (count > 0) else -quotient, bits)
         if isinstance(self.input_type, DecimalType):
-            scale = self.result_type.scale
+            result_type = self.result_type
+            assert isinstance(result_type, DecimalType)  # as the input's
+            scale = result_type.scale
             with decimal.localcontext() as ctx:
                 ctx.prec = _MAX_DECIMAL_PRECISION + 10
                 return (decimal.Decimal(total) / count).quantize(
@@ -338,7 +346,7 @@ class _Extreme(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        return self.input_type
+        return self._column_type
 
     def _better(self, a, b) -> bool:
         return a > b if self.largest else a < b
@@ -396,7 +404,7 @@ class _Positional(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        return self.input_type
+        return self._column_type
 
     def create(self) -> list:
         return []

@@ -216,7 +216,7 @@ class _DeduplicateLogic(KeyedLogic):
 
     def __init__(
         self,
-        keep: str,
+        keep: Literal["first", "last"],
         ordered: bool,
         event_time: bool,
         columns: list[str],
@@ -347,8 +347,10 @@ def deduplicate(
         require_columns(df, [order_by], "deduplicate order_by")
     event_time = order_by is not None and keep == "first"
     if event_time and not is_timestamp:
+        assert order_by is not None  # event_time
         raise ValidationError(
-            f"deduplicate keep='first' ORDER BY {order_by!r} needs a TIMESTAMP rowtime with a watermark; it is {types[order_by]}"
+            f"deduplicate keep='first' ORDER BY {order_by!r} needs a TIMESTAMP rowtime with a watermark; "
+            f"it is {types[order_by]}"
         )
     check_state_ttl(state_ttl_ms, "deduplicate")
     if state_ttl_ms is not None and event_time:

@@ -91,30 +91,32 @@ class GroupAggFunction:
         for a group without state the leading retractions are dropped, the rest are accumulated or
         retracted in order, and the group's count at the end decides what is emitted (module docstring).
         """
-        first = state.accs is None
-        if first:
+        accs = state.accs
+        first = accs is None
+        if accs is None:
             while changes and changes[0][0].is_retract:
                 changes = changes[1:]
             if not changes:
                 return []
-            state.accs, fresh_views = self.aggregates.create()
+            accs, fresh_views = self.aggregates.create()
+            state.accs = accs
             for i, view in fresh_views.items():
                 state.views.setdefault(i, view)
-        previous = self.aggregates.get_values(state.accs, state.views)
+        previous = self.aggregates.get_values(accs, state.views)
         for kind, row in changes:
             args = self.aggregates.args(row)
             if kind.is_accumulate:
-                self.aggregates.accumulate(state.accs, state.views, args)
+                self.aggregates.accumulate(accs, state.views, args)
                 state.count += 1
             else:
-                self.aggregates.retract(state.accs, state.views, args)
+                self.aggregates.retract(accs, state.views, args)
                 state.count -= 1
         if state.count == 0:
             state.accs = None
             for view in state.views.values():
                 view.clear()
             return [] if first else [(RowKind.DELETE, key + previous)]
-        current = self.aggregates.get_values(state.accs, state.views)
+        current = self.aggregates.get_values(accs, state.views)
         if first:
             return [(RowKind.INSERT, key + current)]
         if current == previous:
@@ -159,10 +161,10 @@ class _MapStateView(MutableMapping):
         self._state.removeKey((value,))
 
     def __iter__(self) -> Iterator:
-        return (_as_row_value(k[0]) for k in self._state.keys())
+        return (_as_row_value(k[0]) for k in self._state.keys())  # noqa: SIM118 - a MapState, not iterable itself
 
     def __len__(self) -> int:
-        return sum(1 for _ in self._state.keys())
+        return sum(1 for _ in self._state.keys())  # noqa: SIM118 - a MapState, not iterable itself
 
     def items(self):
         return [(_as_row_value(k[0]), v[0]) for k, v in self._state.iterator()]
@@ -199,7 +201,7 @@ class _GroupAggLogic(KeyedLogic):
         super().open(handle, state_ttl_ms)
         aggregates = Aggregates(self.calls, self.types, self.columns, retractable=self.retractable)
         self.fn = GroupAggFunction(aggregates)
-        self.views = {}
+        self.views: dict[int, MutableMapping] = {}
         for i in aggregates.view_indexes:
             call = self.calls[i]
             key_schema = StructType([StructField("value", self.types[call.column])])

@@ -514,6 +514,7 @@ def interval_join(
     )
     _log.info("%s", _explain(how, bounds, pairs, left_time is not None, condition, in_join))
     if two_steps:
+        assert condition is not None  # two steps evaluate a residual
         return pad_after_residual(joined, condition=condition, on=pairs, outer=(join.left_outer, join.right_outer))
     if condition is not None and not in_join:
         return joined.filter(F.coalesce(F.expr(condition), F.lit(False)))
@@ -536,5 +537,6 @@ def _explain(
             residual = "Spark filter on candidate pairs between two stateful steps; outer rows padded at expiry"
     return (
         f"IntervalJoin(joinType=[{_FLINK_TYPE_NAMES[how]}], windowBounds=[isRowTime={str(rowtime).lower()}, "
-        f"leftLowerBound={-bounds.upper_ms}, leftUpperBound={-bounds.lower_ms}], where=[{where}], residual=[{residual}])"
+        f"leftLowerBound={-bounds.upper_ms}, leftUpperBound={-bounds.lower_ms}], "
+        f"where=[{where}], residual=[{residual}])"
     )

@@ -1,4 +1,6 @@
-"""The residual predicate of an outer interval join on the python engine: Spark evaluates it between two stateful steps (docs/semantics.md §3).
+"""The residual predicate of an outer interval join on the python engine (docs/semantics.md §3).
+
+Spark evaluates it between two stateful steps.
 
 Flink's ``TimeIntervalJoin`` evaluates the non-equi rest of the join condition
 with each pair of rows in the window (its generated ``IntervalJoinFunction``):

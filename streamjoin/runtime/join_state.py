@@ -361,6 +361,7 @@ class TwsRecordStore:
     def flush(self) -> None:
         """Write every changed entry to the state variable."""
         for key in self._dirty:
+            assert self._entries is not None  # loaded by the change that made the key dirty
             value = self._entries[key]
             if self._is_map:
                 if value is None:

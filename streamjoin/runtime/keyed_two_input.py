@@ -31,7 +31,7 @@ from streamjoin.changelog import RowKind
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
-from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, TimerService
+from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, KeyTimers, TimerService
 from streamjoin.runtime.two_input import ordered_changes, union_inputs
 from streamjoin.runtime.tws import output_schema, require_columns, unshared_exchange, without_watermark_columns
 
@@ -49,10 +49,10 @@ class KeyedTwoInputLogic(Protocol):
     def new_state(self, key: tuple) -> Any: ...
 
     def on_row(
-        self, state: Any, side: int, kind: RowKind, row: tuple, rowtime: int, time: int, timers: TimerService
+        self, state: Any, side: int, kind: RowKind, row: tuple, rowtime: int, time: int, timers: KeyTimers
     ) -> list[tuple[RowKind, tuple]]: ...
 
-    def on_timer(self, state: Any, timestamp: int, time: int, timers: TimerService) -> list[tuple[RowKind, tuple]]: ...
+    def on_timer(self, state: Any, timestamp: int, time: int, timers: KeyTimers) -> list[tuple[RowKind, tuple]]: ...
 
     def jvm_logic(self) -> JvmLogic | None:
         """The Scala twin (a ``TwoInputLogic`` in ``jvm/operators``) and its own parameters, or None."""
@@ -108,9 +108,11 @@ class LocalKeyedDriver:
         self._drop_if_empty(key)
         self._record(emitted, self._rows_seen)
         self._rows_seen += 1
-        self._max_time[side] = rowtime if self._max_time[side] is None else max(self._max_time[side], rowtime)
-        if None not in self._max_time:
-            advanced = self.advance_watermark(min(t - d for t, d in zip(self._max_time, self._delays)))
+        seen = self._max_time[side]
+        self._max_time[side] = rowtime if seen is None else max(seen, rowtime)
+        maxima = [t for t in self._max_time if t is not None]
+        if len(maxima) == len(self._max_time):
+            advanced = self.advance_watermark(min(t - d for t, d in zip(maxima, self._delays)))
             self._record(advanced, self._rows_seen)
             emitted += advanced
         return emitted
@@ -154,7 +156,7 @@ class LocalKeyedDriver:
         if self.states[key].is_empty:
             del self.states[key]
 
-    def _timer_service(self, key) -> TimerService:
+    def _timer_service(self, key) -> KeyTimers:
         """``key``'s view of the driver's timers, with :class:`TimerService`'s ``register``/``delete``;
         the driver keeps one heap for all keys so that timers fire across keys in time order."""
         driver = self
@@ -266,7 +268,7 @@ def join_pairs(on: Sequence[str | tuple[str, str]], what: str) -> list[tuple[str
         if isinstance(item, str):
             pairs.append((item, item))
         elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(c, str) for c in item):
-            pairs.append(tuple(item))
+            pairs.append((item[0], item[1]))
         else:
             raise ValidationError(f"{what} on= item {item!r} is neither a column name nor a (left, right) pair")
     return pairs
@@ -334,6 +336,7 @@ def keyed_two_input(
             "or neither (processing time)"
         )
     if left_time is not None:
+        assert right_time is not None  # both or neither, as checked above
         _check_rowtime(left, left_time, "left rowtime")
         _check_rowtime(right, right_time, "right rowtime")
     if row_watermark_column is not None:
@@ -356,7 +359,7 @@ def keyed_two_input(
     clash = sorted(set(data[0]) & set(data[1]))
     if clash:
         raise ValidationError(f"columns {clash} are on both inputs; rename them on one side before the join")
-    rowtime = None if left_time is None else (data[0].index(left_time), data[1].index(right_time))
+    rowtime = None if left_time is None or right_time is None else (data[0].index(left_time), data[1].index(right_time))
 
     fields = [StructField(c, both.left_schema[c].dataType, True) for c in data[0]]
     fields += [StructField(c, both.right_schema[c].dataType, True) for c in data[1]]

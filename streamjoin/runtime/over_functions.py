@@ -1,4 +1,6 @@
-"""OVER process functions: the per-partition-key logic of ``agg(col) OVER (… {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``.
+"""OVER process functions: the per-partition-key logic of an OVER aggregate.
+
+That is ``agg(col) OVER (… {ROWS|RANGE} BETWEEN … PRECEDING AND CURRENT ROW)``.
 
 Flink's ``flink-table-runtime/.../operators/over/`` in plain Python, state passed
 in, no Spark: the executable specification that
@@ -65,11 +67,11 @@ class OverWindow:
 
     def function(self, input_types: dict[str, DataType], input_columns: Sequence[str]) -> OverFunction:
         """The Flink process function for this window (as ``StreamExecOverAggregate`` picks it)."""
-        bounded = self.preceding is not None
-        aggs = Aggregates(self.aggregates, input_types, input_columns, retractable=bounded)
+        preceding = self.preceding
+        aggs = Aggregates(self.aggregates, input_types, input_columns, retractable=preceding is not None)
         rows = self.frame == "rows"
         if self.order_by is not None:
-            if not bounded:
+            if preceding is None:
                 return (
                     RowTimeRowsUnboundedPrecedingFunction(aggs)
                     if rows
@@ -77,13 +79,13 @@ class OverWindow:
                 )
             if rows:
                 # Flink's precedingOffset for ROWS counts the current row.
-                return RowTimeRowsBoundedPrecedingFunction(aggs, self.preceding + 1)
-            return RowTimeRangeBoundedPrecedingFunction(aggs, self.preceding)
-        if not bounded:
+                return RowTimeRowsBoundedPrecedingFunction(aggs, preceding + 1)
+            return RowTimeRangeBoundedPrecedingFunction(aggs, preceding)
+        if preceding is None:
             return ProcTimeUnboundedPrecedingFunction(aggs)
         if rows:
-            return ProcTimeRowsBoundedPrecedingFunction(aggs, self.preceding + 1)
-        return ProcTimeRangeBoundedPrecedingFunction(aggs, self.preceding)
+            return ProcTimeRowsBoundedPrecedingFunction(aggs, preceding + 1)
+        return ProcTimeRangeBoundedPrecedingFunction(aggs, preceding)
 
 
 @dataclass
@@ -206,6 +208,8 @@ class OverFunction:
 
 class _BoundedPrecedingFunction(OverFunction):
     """A bounded frame: ``offset`` rows (ROWS, counting the current row) or milliseconds (RANGE)."""
+
+    offset: int
 
     def __init__(self, aggregates: Aggregates, offset: int) -> None:
         super().__init__(aggregates)

@@ -112,7 +112,7 @@ class Element:
             them (the regular join's residual predicate), else None.
     """
 
-    seq: int
+    seq: bytes
     kind: RowKind
     row: tuple
     side: int = 0
@@ -315,6 +315,7 @@ class KeyedProcessor(StatefulProcessor):
         if last_seq is not None:
             out.add(last_seq, logic.finish_bundle(state))
         if self.clock == "instant":
+            assert now is not None  # the instant clock always tells the time
             # Every row of this key's instant has arrived: the instant is over.
             self._advance(state, now + 1, out, last_seq)
         return self._finish(state, out, late_before)
@@ -323,7 +324,9 @@ class KeyedProcessor(StatefulProcessor):
         state = self.logic.load(tuple(key))
         state.spark_timer = None  # Spark deletes the timer that just expired
         out = _Output()
-        self._advance(state, self._now(state, timerValues), out, None)
+        now = self._now(state, timerValues)
+        assert now is not None  # only a logic with a clock sets timers
+        self._advance(state, now, out, None)
         return self._finish(state, out, getattr(state, "late_dropped", 0))
 
     def _advance(self, state, time: int, out: _Output, seq: bytes | None) -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, overload
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
@@ -118,7 +118,7 @@ class _JoinLogic(KeyedLogic):
         self._condition = condition
 
     def open(self, handle: StatefulProcessorHandle, state_ttl_ms: int | None) -> None:
-        self._variables = [None, None]
+        self._variables: list[Any] = [None, None]  # per side: its ValueState or MapState, None when not stored
         for side in (LEFT, RIGHT):
             if not self._stored[side]:
                 continue
@@ -203,6 +203,7 @@ class _CandidateLogic(_JoinLogic):
         out = [(kind, (*state.key, side, *event, 0))]
         if not state.null_key:
             for number, (_, left, right) in enumerate(state.logic.process(side, kind, row), 1):
+                assert left is not None and right is not None  # an inner join's pair
                 out.append((kind, (*state.key, side, left_struct(*left), right_struct(*right), number)))
         return out
 
@@ -221,7 +222,9 @@ class _AssociateLogic(_JoinLogic):
                 kind = RowKind.from_short(r[ROWKIND_COLUMN])
                 events.append(Element(r[SEQ_COLUMN], kind, row_of(r[this]), side=side, matches=[]))
             else:
-                events[-1].matches.append(row_of(r[other]))
+                matches = events[-1].matches
+                assert matches is not None  # its change came first, with matches=[]
+                matches.append(row_of(r[other]))
         return events
 
 
@@ -280,6 +283,10 @@ def derive_output_keys(
     return ordered(unique), ordered(upsert)
 
 
+@overload
+def _positions(names: Sequence[str], schema: StructType, what: str) -> tuple[int, ...]: ...
+@overload
+def _positions(names: None, schema: StructType, what: str) -> None: ...
 def _positions(names: Sequence[str] | None, schema: StructType, what: str) -> tuple[int, ...] | None:
     if names is None:
         return None
@@ -340,7 +347,7 @@ def _explain(
     in_join: bool,
     two_steps: bool,
     state_ttl_ms: int | None,
-    upsert_keys: tuple[tuple[str, ...], ...],
+    upsert_keys: Sequence[Sequence[str]],
 ) -> str:
     where = " AND ".join(f"{l} = {r}" for l, r in on) or "true"
     if condition is not None:
@@ -429,8 +436,8 @@ def regular_join(
         The output changelog DataFrame: the left columns, then the right columns (not
         for SEMI/ANTI), all nullable, then ``_rowkind`` (STRING) and ``_seq`` (BINARY: the
         input change's ``_seq`` followed by the index of this change among those it
-        caused, :func:`~streamjoin.runtime.processor.child_seq`). One line describing the physical operator, Flink-style (state
-        layouts, distribution, residual, TTL, upsert keys), is logged at INFO by
+        caused, :func:`~streamjoin.runtime.processor.child_seq`). One line describing the physical operator,
+        Flink-style (state layouts, distribution, residual, TTL, upsert keys), is logged at INFO by
         ``streamjoin.runtime.regular_join``. The output's unique and upsert keys are
         the planner's (:func:`derive_output_keys`): a sink whose primary key is not an
         upsert key needs the SinkUpsertMaterializer
@@ -485,6 +492,7 @@ def regular_join(
         if condition is not None and not in_join:
             changelog = changelog.filter(F.coalesce(F.expr(condition), F.lit(False)))
     else:
+        assert condition is not None  # two_steps
         candidates_schema = _candidate_schema(both)
         candidate_step = KeyedProcessor(
             _CandidateLogic(spec, schemas, (True, True)), candidates_schema.names, state_ttl_ms=state_ttl_ms

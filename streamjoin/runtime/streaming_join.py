@@ -112,8 +112,10 @@ class _JoinLogic:
         if given is not None:
             # Look every count up before any is updated, as Flink's AssociatedRecords does.
             if self._outer[1 - side]:
+                assert other is not None  # an outer side is stored: it keeps association counts
                 return [(m, other.associations(m)) for m in given]
             return [(m, 0) for m in given]
+        assert other is not None  # without given matches, they are looked up in the other side's state
         condition = self._condition
         if condition is None:
             return other.records()
@@ -122,15 +124,19 @@ class _JoinLogic:
         return [(m, n) for m, n in other.records() if condition(m, row)]
 
     def _add(self, side: int, row: tuple, associations: int = 0) -> None:
-        if self._views[side] is not None:
-            self._views[side].add_record(row, associations)
+        view = self._views[side]
+        if view is not None:
+            view.add_record(row, associations)
 
     def _retract(self, side: int, row: tuple) -> None:
-        if self._views[side] is not None:
-            self._views[side].retract_record(row)
+        view = self._views[side]
+        if view is not None:
+            view.retract_record(row)
 
     def _update(self, side: int, row: tuple, associations: int) -> None:
-        self._views[side].update_associations(row, associations)
+        view = self._views[side]
+        assert view is not None  # association counts are kept in the side's state
+        view.update_associations(row, associations)
 
 
 class StreamingJoin(_JoinLogic):
@@ -383,11 +389,14 @@ class JoinSpec:
             tuple(right_unique_key) if right_unique_key else None,
         )
         if layouts is None:
-            layouts = tuple(choose_layout(self.keys[side], self.unique_keys[side]) for side in (LEFT, RIGHT))
+            layouts = (
+                choose_layout(self.keys[LEFT], self.unique_keys[LEFT]),
+                choose_layout(self.keys[RIGHT], self.unique_keys[RIGHT]),
+            )
         for side, name in ((LEFT, "left"), (RIGHT, "right")):
             if layouts[side] is not StateLayout.INPUT_SIDE_HAS_NO_UNIQUE_KEY and self.unique_keys[side] is None:
                 raise ValidationError(f"the {name} state layout {layouts[side].value} needs the {name} unique key")
-        self.layouts: tuple[StateLayout, StateLayout] = tuple(layouts)
+        self.layouts: tuple[StateLayout, StateLayout] = (layouts[LEFT], layouts[RIGHT])
 
     def view(self, side: int, store) -> JoinRecordStateView:
         """The state view of ``side`` over ``store``."""

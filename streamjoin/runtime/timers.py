@@ -19,13 +19,22 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-__all__ = ["MAX_TIME", "MIN_TIME", "TimerService"]
+__all__ = ["MAX_TIME", "MIN_TIME", "KeyTimers", "TimerService"]
 
 #: Time before any watermark (Flink's ``Long.MIN_VALUE``).
 MIN_TIME = -(2**63)
 #: The end-of-input watermark (Flink's ``Long.MAX_VALUE``): nothing fires after it.
 MAX_TIME = 2**63 - 1
+
+
+class KeyTimers(Protocol):
+    """What an operator's logic does with its key's timers: :class:`TimerService`'s ``register`` and ``delete``."""
+
+    def register(self, at: int) -> None: ...
+
+    def delete(self, at: int) -> None: ...
 
 
 @dataclass

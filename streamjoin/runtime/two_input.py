@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row
@@ -179,6 +180,10 @@ def union_inputs(left: DataFrame, right: DataFrame, left_keys: Sequence[str], ri
     return TwoInput(frame, key_columns, left_schema, right_schema)
 
 
+@overload
+def row_of(struct: dict | Row) -> tuple: ...
+@overload
+def row_of(struct: None) -> None: ...
 def row_of(struct: dict | Row | None) -> tuple | None:
     """A struct value as a processor receives it (a dict in field order, or a Row) as a tuple."""
     if struct is None:

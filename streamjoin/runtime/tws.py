@@ -91,7 +91,10 @@ def unshared_exchange(df: DataFrame) -> DataFrame:
 
 
 def output_schema(fields: Sequence[StructField]) -> StructType:
-    """``fields`` plus ``_rowkind`` (STRING) and ``_seq`` (BINARY, a path: :func:`~streamjoin.runtime.processor.child_seq`)."""
+    """``fields`` plus ``_rowkind`` (STRING) and ``_seq`` (BINARY).
+
+    ``_seq`` is a path: :func:`~streamjoin.runtime.processor.child_seq`.
+    """
     return StructType(
         list(fields) + [StructField(ROWKIND_COLUMN, StringType(), False), StructField(SEQ_COLUMN, BinaryType(), False)]
     )
