@@ -4,9 +4,11 @@
 
     streamjoin kafka start [--port PORT] [--data-dir DIR] | status [--data-dir DIR] | stop [--data-dir DIR]
     streamjoin explain [-i INIT.sql]... sql/PIPELINE.sql
-    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql... [--available-now [--end-of-input]] [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
+    streamjoin run [-i INIT.sql]... sql/PIPELINE.sql... [--available-now [--end-of-input]]
+                   [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
     streamjoin replay CASE.json... --out-dir DIR [--micro-batch-rows N] [--parallelism K]
-    streamjoin backfill [-i INIT.sql]... sql/PIPELINE.sql --from YYYY-MM-DD --to YYYY-MM-DD [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
+    streamjoin backfill [-i INIT.sql]... sql/PIPELINE.sql --from YYYY-MM-DD --to YYYY-MM-DD
+                        [--bootstrap-servers HOST:PORT] [--lakehouse ROOT]
 
 ``-i`` names initialization scripts planned before the file (tables and
 settings only, as Flink's ``sql-client.sh -i``); without it, the files of
@@ -52,6 +54,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from streamjoin.errors import (
     ChangelogError,
@@ -146,7 +149,11 @@ def _parser() -> argparse.ArgumentParser:
         parents=[debug],
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    sub = {"parents": [debug], "epilog": _EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    sub: dict[str, Any] = {
+        "parents": [debug],
+        "epilog": _EPILOG,
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
     explain = commands.add_parser("explain", help="print the plan of every statement of a SQL file", **sub)
     explain.add_argument("file", type=_input_file)
     explain.add_argument(
@@ -230,7 +237,7 @@ def _port(text: str) -> int:
 
 
 _ENGINE_ARGS = ("--engine",)
-_ENGINE_OPTIONS = {
+_ENGINE_OPTIONS: dict[str, Any] = {
     "choices": ["jvm", "python"],
     "default": os.environ.get("STREAMJOIN_ENGINE", "jvm"),
     "help": "operator engine (default: $STREAMJOIN_ENGINE, else jvm)",
@@ -304,7 +311,7 @@ def _run(args) -> int:
 
 
 def _kafka_servers(args, pipelines) -> str:
-    """``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else what the tables declare, else the local broker."""
+    """``--bootstrap-servers``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the tables' servers, else the local broker."""
     from streamjoin.connectors.kafka_service import resolve_bootstrap_servers
     from streamjoin.planner import bootstrap_servers
 
@@ -334,8 +341,8 @@ def _backfill(args) -> int:
     for pipeline in pipelines:
         result = backfill(pipeline, spark, lakehouse, servers, args.first, args.last)
         print(
-            f"{pipeline.name}: days {result.first}..{result.last} replaced: {result.rows} rows, {result.changes} changes; "
-            f"records read {result.run.records_read}; rowtime windows {result.windows}",
+            f"{pipeline.name}: days {result.first}..{result.last} replaced: {result.rows} rows, "
+            f"{result.changes} changes; records read {result.run.records_read}; rowtime windows {result.windows}",
             flush=True,
         )
     return 0
@@ -376,26 +383,28 @@ def _kafka(args) -> int:
         )
         return 0
     if args.action == "stop":
-        state, clean = stop_service(args.data_dir)
-        if state is None:
+        stopped, clean = stop_service(args.data_dir)
+        if stopped is None:
             print("Kafka is not running")
         else:
             how = "controlled shutdown" if clean else "killed: no controlled shutdown in time"
-            print(f"Kafka stopped at {state.bootstrap_servers} (pid {state.pid}, {how}; log {state.log_path})")
+            print(f"Kafka stopped at {stopped.bootstrap_servers} (pid {stopped.pid}, {how}; log {stopped.log_path})")
         return 0
-    status, state = service_status(args.data_dir)
+    status, found = service_status(args.data_dir)
     if status == ServiceStatus.STOPPED:
         print("Kafka stopped: start it with `make kafka` or `streamjoin kafka start`")
     elif status == ServiceStatus.DEAD:
+        assert found is not None  # only a stopped broker has none
         print(
-            f"Kafka dead: pid {state.pid} of {Path(state.data_dir) / STATE_FILE} is gone (see {state.log_path}); "
+            f"Kafka dead: pid {found.pid} of {Path(found.data_dir) / STATE_FILE} is gone (see {found.log_path}); "
             "`streamjoin kafka start` replaces it"
         )
     else:
+        assert found is not None
         health = "running" if status == ServiceStatus.RUNNING else "not answering a metadata request"
         print(
-            f"Kafka {health} at {state.bootstrap_servers} (pid {state.pid}, since {state.started_at}, "
-            f"data {state.data_dir}, log {state.log_path})"
+            f"Kafka {health} at {found.bootstrap_servers} (pid {found.pid}, since {found.started_at}, "
+            f"data {found.data_dir}, log {found.log_path})"
         )
     return int(status)
 
@@ -439,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"explain": _explain, "run": _run, "replay": _replay, "backfill": _backfill, "kafka": _kafka}[
             args.command
         ](args)
-    except (Exception, KeyboardInterrupt) as e:
+    except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - every error becomes one line on stderr
         if debug:
             traceback.print_exc()
         if isinstance(e, KeyboardInterrupt):

@@ -1,13 +1,14 @@
-"""Connectors: Kafka in (decode ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` into changelog rows, dead letters;
-the decoders are in :mod:`~streamjoin.connectors.formats`),
+"""Connectors: Kafka in (decode ``json`` / ``debezium-json`` / ``canal-json`` / ``maxwell-json`` into changelog
+rows, dead letters; the decoders are in :mod:`~streamjoin.connectors.formats`),
 Kafka cluster chores, the embedded broker, and changelog files for tests and case replay.
 
 Public API (each name is imported from its module on first use):
 
 - :class:`KafkaSource`, :func:`read_kafka`, :func:`decode`, :func:`changelog_rows`, :func:`dead_letters`,
   :data:`DEAD_LETTER_COLUMNS` (:mod:`~streamjoin.connectors.kafka`);
-- :class:`KafkaConnection`, :func:`declared_properties`, :func:`jaas_config` (:mod:`~streamjoin.connectors.kafka_client`:
-  a cluster's servers and security settings, for Spark's reader and the project's own clients);
+- :class:`KafkaConnection`, :func:`declared_properties`, :func:`jaas_config`
+  (:mod:`~streamjoin.connectors.kafka_client`: a cluster's servers and security settings, for Spark's reader and
+  the project's own clients);
 - :func:`ensure_topics`, :func:`delete_topics`, :func:`produce`, :func:`topic_offsets`
   (:mod:`~streamjoin.connectors.kafka_admin`);
 - :class:`EmbeddedKafka`, :data:`BOOTSTRAP_ENV` (:mod:`~streamjoin.connectors.embedded_kafka`);

@@ -102,7 +102,8 @@ def read_changelog_files(
 
     Args:
         rowtime: event-time column; when given, the stream carries a watermark
-            of ``max(rowtime) - watermark_delay_ms`` over all its rows (:func:`~streamjoin.connectors.watermark.with_source_watermark`).
+            of ``max(rowtime) - watermark_delay_ms`` over all its rows
+            (:func:`~streamjoin.connectors.watermark.with_source_watermark`).
         watermark_delay_ms: watermark delay in milliseconds.
 
     Files may be added to ``directory`` while the stream runs (each with one
@@ -140,7 +141,7 @@ def changelog_file_stream(
     watermark_delay_ms: int = 0,
     first_seq: int = 0,
 ) -> DataFrame:
-    """Write ``batches`` (:func:`write_changelog_batches`) and return the stream reading them (:func:`read_changelog_files`).
+    """Write ``batches`` (:func:`write_changelog_batches`); the stream reading them (:func:`read_changelog_files`).
 
     ``_seq`` counts from ``first_seq`` across batches, so it is also a global
     arrival index when callers number several sources from one counter.

@@ -31,8 +31,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO, Self
 
 from streamjoin.config import java_executable, local_dir
 from streamjoin.connectors.kafka_client import KafkaConnection, jaas_config
@@ -123,7 +124,7 @@ def _new_cluster_id() -> str:
             return text
 
 
-def _make_preexec(parent_pid: int):
+def _make_preexec(parent_pid: int) -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes Linux SIGKILL the broker when its parent dies.
 
     The death signal fires when the *thread* that forked the child exits, so it
@@ -162,8 +163,8 @@ class EmbeddedKafka:
 
     Settings for one node on a small machine: no automatic topic creation; topics
     get 1 partition and replication factor 1 by default (internal topics too),
-    ``group.initial.rebalance.delay.ms=0``, 8 MiB segments and at most 1 GiB kept per partition. Retention is by size only:
-    records are often stamped with event times years in the past, which time-based
+    ``group.initial.rebalance.delay.ms=0``, 8 MiB segments and at most 1 GiB kept per partition. Retention is
+    by size only: records are often stamped with event times years in the past, which time-based
     retention would delete at once.
 
     Unless ``detached``, the broker never outlives the Python process that started
@@ -218,7 +219,7 @@ class EmbeddedKafka:
         self._detached = detached
         self._sasl_users = dict(sasl_users) if sasl_users is not None else None
         self._process: subprocess.Popen | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
         self._bootstrap: str | None = None
 
     @property
@@ -318,7 +319,8 @@ class EmbeddedKafka:
                 # Its own process group: Ctrl-C reaches Python, which stops the broker
                 # after whatever reads from it.
                 start_new_session=True,
-                preexec_fn=None if self._detached else _make_preexec(os.getpid()),
+                # preexec_fn is thread-safe here: it only calls prctl, and is armed from the main thread only.
+                preexec_fn=None if self._detached else _make_preexec(os.getpid()),  # noqa: PLW1509
             )
             if not self._detached:
                 with _LIVE_LOCK:
@@ -347,11 +349,11 @@ class EmbeddedKafka:
             self._log_file = None
         self._bootstrap = None
 
-    def __enter__(self) -> EmbeddedKafka:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def __repr__(self) -> str:
@@ -414,7 +416,10 @@ class EmbeddedKafka:
         return path
 
     def _sasl_settings(self) -> dict[str, str]:
-        """The SASL/PLAIN settings of the client listener (Kafka's ``listener.name.<listener>.plain.sasl.jaas.config``)."""
+        """The SASL/PLAIN settings of the client listener.
+
+        That is Kafka's ``listener.name.<listener>.plain.sasl.jaas.config``.
+        """
         if self._sasl_users is None:
             return {}
         user, password = next(iter(self._sasl_users.items()))
@@ -430,7 +435,9 @@ class EmbeddedKafka:
 
     def _format(self, jvm: list[str], config: Path) -> None:
         command = [*jvm, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(), "-c", str(config)]
-        result = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT)
+        result = subprocess.run(
+            command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, check=False
+        )
         if result.returncode != 0:
             raise EmbeddedKafkaError(
                 f"formatting Kafka storage in {self._log_dir} failed (exit code {result.returncode})"
@@ -441,6 +448,7 @@ class EmbeddedKafka:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + _READY_TIMEOUT_S
+        assert self._bootstrap is not None  # set by start() before it waits
         host, port = self._bootstrap.rsplit(":", 1)
         # Wait for the listener first: librdkafka would print a connection error per retry.
         while not self._accepts_connections(host, int(port)):
@@ -448,13 +456,13 @@ class EmbeddedKafka:
             if time.monotonic() > deadline:
                 self._raise_not_ready()
             time.sleep(0.2)
-        admin = AdminClient(self.connection.client_config())
+        admin = AdminClient({**self.connection.client_config()})
         while True:
             self._check_alive()
             try:
                 if admin.list_topics(timeout=2).brokers:
                     return
-            except Exception:  # noqa: BLE001 - any metadata failure means: not ready yet
+            except Exception:  # noqa: BLE001, S110 - any metadata failure means: not ready yet
                 pass
             if time.monotonic() > deadline:
                 self._raise_not_ready()

@@ -18,6 +18,7 @@ the pipeline's input has ended, and a later run on that checkpoint is refused (:
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,8 +42,10 @@ END_OF_INPUT_COLUMN = "_end_of_input"
 END_OF_INPUT_ROWTIME = dt.datetime(9000, 1, 1)
 
 
-def _filesystem(spark: SparkSession, folder: str):
-    path = spark._jvm.org.apache.hadoop.fs.Path(folder)
+def _filesystem(spark: SparkSession, folder: str) -> tuple[Any, Any]:
+    jvm = spark._jvm
+    assert jvm is not None  # a running session's
+    path = jvm.org.apache.hadoop.fs.Path(folder)
     return path.getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 

@@ -198,7 +198,8 @@ def _cast_error(source: KafkaSource, row: str, *, key: bool = False, typed: str 
         )
         checks.append(
             f"WHEN {failed} "
-            f"THEN concat('column {name}: value ', to_json({value}), ' is not {source.schema[name].dataType.simpleString().upper()}')"
+            f"THEN concat('column {name}: value ', to_json({value}), "
+            f"' is not {source.schema[name].dataType.simpleString().upper()}')"
         )
     return "CASE " + " ".join(checks) + " END"
 
@@ -252,7 +253,10 @@ def _debezium(source: KafkaSource) -> tuple[str, str]:
         f"WHEN 'u' THEN array({one('-U', 0, 'before')}, {one('+U', 1, 'after')}) "
         f"WHEN 'd' THEN array({one('-D', 0, 'before')}) END"
     )
-    error = f"CASE WHEN {op} IS NULL OR {op} NOT IN ('c', 'r', 'u', 'd') THEN concat('unknown Debezium op ', coalesce({op}, 'null')) END"
+    error = (
+        f"CASE WHEN {op} IS NULL OR {op} NOT IN ('c', 'r', 'u', 'd') "
+        f"THEN concat('unknown Debezium op ', coalesce({op}, 'null')) END"
+    )
     return changes, error
 
 
@@ -292,10 +296,12 @@ def _canal(source: KafkaSource) -> tuple[str, str]:
         f"WHEN 'UPDATE' THEN {update} WHEN 'DELETE' THEN {each('-D')} END END"
     )
     missing_old = _first(
-        f"transform({rows}, (r, i) -> CASE WHEN {_absent(f'get({olds}, i)')} THEN concat('field old[', i, '] is missing') END)"
+        f"transform({rows}, (r, i) -> CASE WHEN {_absent(f'get({olds}, i)')} "
+        "THEN concat('field old[', i, '] is missing') END)"
     )
     error = (
-        f"CASE WHEN {database_error} IS NOT NULL THEN {database_error} WHEN {table_error} IS NOT NULL THEN {table_error} "
+        f"CASE WHEN {database_error} IS NOT NULL THEN {database_error} "
+        f"WHEN {table_error} IS NOT NULL THEN {table_error} "
         f"WHEN {excluded} THEN NULL "
         f"WHEN NOT {_absent(data)} AND {rows} IS NULL THEN 'field data is not a JSON array' "
         f"WHEN NOT {_absent(old)} AND {olds} IS NULL THEN 'field old is not a JSON array' "
@@ -305,7 +311,8 @@ def _canal(source: KafkaSource) -> tuple[str, str]:
         f"WHEN {kind} NOT IN ('INSERT', 'UPDATE', 'DELETE') THEN concat('unknown Canal type ', {kind}) "
         f"WHEN {rows} IS NULL THEN 'field data is missing' "
         f"WHEN {kind} = 'UPDATE' AND size({rows}) > 0 AND {olds} IS NULL THEN 'field old is missing' "
-        f"WHEN {kind} = 'UPDATE' AND size({rows}) > size({olds}) THEN concat('field old has ', size({olds}), ' rows, data has ', size({rows})) "
+        f"WHEN {kind} = 'UPDATE' AND size({rows}) > size({olds}) "
+        f"THEN concat('field old has ', size({olds}), ' rows, data has ', size({rows})) "
         f"WHEN {kind} = 'UPDATE' THEN {missing_old} END) END"
     )
     return changes, error
@@ -324,7 +331,8 @@ def _maxwell(source: KafkaSource) -> tuple[str, str]:
         f"WHEN 'delete' THEN array({one('-D', 0)}) END"
     )
     error = (
-        f"coalesce({_object_error(source, sql_string('data'), data)}, {_object_error(source, sql_string('old'), old)}, CASE "
+        f"coalesce({_object_error(source, sql_string('data'), data)}, "
+        f"{_object_error(source, sql_string('old'), old)}, CASE "
         f"WHEN {kind} IS NULL THEN 'field type is missing' "
         f"WHEN {kind} NOT IN ('insert', 'update', 'delete') THEN concat('unknown Maxwell type ', {kind}) "
         f"WHEN {kind} = 'update' AND {_absent(old)} THEN 'field old is missing' END)"
@@ -349,7 +357,8 @@ def _key_error(source: KafkaSource) -> str:
     emitted); here it is a dead letter, since the record cannot be told apart from data loss.
     """
     return (
-        "CASE WHEN key IS NULL THEN 'null key' WHEN length(key) = 0 THEN 'empty key' WHEN NOT is_valid_utf8(key) THEN 'invalid UTF-8 in key' "
+        "CASE WHEN key IS NULL THEN 'null key' WHEN length(key) = 0 THEN 'empty key' "
+        "WHEN NOT is_valid_utf8(key) THEN 'invalid UTF-8 in key' "
         f"WHEN _k IS NULL THEN 'malformed JSON key' WHEN NOT {_is_object('_k')} THEN 'key is not a JSON object' "
         f"ELSE concat('key: ', {_cast_error(source, '_k', key=True)}) END"
     )
@@ -379,7 +388,10 @@ def _values(source: KafkaSource) -> str:
     for name in source.schema.names:
         value = _typed(source, "c.row", name)
         if source.format in ("canal-json", "maxwell-json"):
-            value = f"CASE WHEN c.old IS NOT NULL AND array_contains(_old_keys, '{name}') THEN {_typed(source, 'c.old', name)} ELSE {value} END"
+            value = (
+                f"CASE WHEN c.old IS NOT NULL AND array_contains(_old_keys, '{name}') "
+                f"THEN {_typed(source, 'c.old', name)} ELSE {value} END"
+            )
         parts.append(f"{sql_string(name)}, {value}")
     for name, path in _fields(source, key=True) if source.upsert else []:
         # The key's value; with ALL the value's overrides it unless this is a tombstone (Flink projects the value last).
@@ -403,7 +415,10 @@ def _change_error(source: KafkaSource) -> str:
         row = "CAST(NULL AS STRING)"
     else:
         row = _object_error(source, "c.field", "c.row", labelled=False, typed="c.values")
-    return f"coalesce(CASE WHEN {_absent('c.row')} THEN {missing} ELSE {row} END, CASE {keys or 'WHEN false THEN NULL'} END)"
+    return (
+        f"coalesce(CASE WHEN {_absent('c.row')} THEN {missing} ELSE {row} END, "
+        f"CASE {keys or 'WHEN false THEN NULL'} END)"
+    )
 
 
 def _jvm_changes(spark: SparkSession, source: KafkaSource) -> Column | None:
@@ -463,7 +478,8 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     stride = changes_per_record(source.format)
     fast = _jvm_changes(raw.sparkSession, source)
     if fast is not None:
-        # Up to Kafka's default size only: a larger value could be over VARIANT's size limit, where try_parse_json fails.
+        # Up to Kafka's default size only: a larger value could be over VARIANT's size limit, where
+        # try_parse_json fails.
         raw = raw.withColumn(
             "_fast",
             F.when(F.expr(f"coalesce(length(value), 0) <= {DEFAULT_MAX_RECORD_BYTES} AND NOT ({oversized})"), fast),
@@ -488,17 +504,19 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
     with_values = parsed.withColumn(
         "_raw_changes",
         F.expr(
-            f"CASE WHEN NOT {read} THEN transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, 'field', c.field, "
-            f"'row', c.row, 'values', {_values(source)})) END"
+            f"CASE WHEN NOT {read} THEN transform({changes}, c -> named_struct('kind', c.kind, 'i', c.i, "
+            f"'field', c.field, 'row', c.row, 'values', {_values(source)})) END"
         ),
     )
     value_error = (
         # Spark would read invalid UTF-8 as U+FFFD; Flink's JSON parser fails on it.
-        f"CASE WHEN {tombstone} THEN NULL WHEN NOT is_valid_utf8(value) THEN 'invalid UTF-8' WHEN _v IS NULL THEN 'malformed JSON' "
+        f"CASE WHEN {tombstone} THEN NULL WHEN NOT is_valid_utf8(value) THEN 'invalid UTF-8' "
+        "WHEN _v IS NULL THEN 'malformed JSON' "
         f"WHEN NOT {_is_object('_v')} THEN 'not a JSON object' ELSE {format_error} END"
     )
     error = F.expr(
-        f"CASE WHEN {read} THEN NULL WHEN {oversized} THEN concat('record of ', {size}, ' bytes (key + value) is over the limit of "
+        f"CASE WHEN {read} THEN NULL "
+        f"WHEN {oversized} THEN concat('record of ', {size}, ' bytes (key + value) is over the limit of "
         f"{source.max_record_bytes} bytes (scan.record.max-size)') "
         f"WHEN {skipped} THEN NULL ELSE coalesce({key_error}, {value_error}, "
         f"{_first(f'transform(_raw_changes, c -> {_change_error(source)})')}, "
@@ -509,7 +527,8 @@ def decode(raw: DataFrame, source: KafkaSource) -> DataFrame:
         .withColumn(
             CHANGES,
             F.expr(
-                f"CASE {'WHEN _fast IS NOT NULL THEN _fast' if fast is not None else ''} WHEN {skipped} OR {oversized} THEN NULL "
+                f"CASE {'WHEN _fast IS NOT NULL THEN _fast' if fast is not None else ''} "
+                f"WHEN {skipped} OR {oversized} THEN NULL "
                 f"ELSE transform(_raw_changes, c -> named_struct('kind', c.kind, 'i', c.i, 'values', c.values)) END"
             ),
         )

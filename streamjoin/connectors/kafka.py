@@ -7,8 +7,8 @@ the record key and takes a null value (a tombstone) as a delete. A
 record Flink would fail on is a **dead letter**: it is left out of the changelog
 and reported by :func:`dead_letters` with its raw bytes, topic, partition, offset
 and the reason; so is a record larger than the source's ``max_record_bytes``.
-Nothing is dropped silently and the query keeps running; what Flink's format skips (a canal DDL event, a record a canal filter excludes, a
-tombstone: a null or empty value) is skipped.
+Nothing is dropped silently and the query keeps running; what Flink's format skips (a canal DDL event, a record
+a canal filter excludes, a tombstone: a null or empty value) is skipped.
 
 Order: ``_seq = offset * n + i`` where ``i`` is the change's index inside its
 record and ``n`` the most changes a record of the format gives
@@ -83,15 +83,16 @@ class KafkaSource:
         max_record_bytes: the largest record read (key + value, bytes; headers and Kafka's framing not counted); a
             larger one is a dead letter saying its size and the limit, and is not parsed. Default
             :data:`~streamjoin.connectors.formats.DEFAULT_MAX_RECORD_BYTES`, Kafka's default ``message.max.bytes``
-            (a topic whose ``max.message.bytes`` is raised can hold larger ones). The SQL option ``scan.record.max-size``.
+            (a topic whose ``max.message.bytes`` is raised can hold larger ones). The SQL option
+            ``scan.record.max-size``.
         rowtime_range: ``(start, end)``: keep only the changes whose rowtime is in ``[start, end)`` (naive UTC
             datetimes; ``start`` None: no lower bound), filtered before the watermark; a backfill's window
             (:mod:`streamjoin.backfill`). ``None``: every change.
 
     Raises:
         ValidationError: for an unknown format, a column name that is not an identifier,
-            a primary key / rowtime column that is not declared, a ``max_record_bytes`` below 1, a canal filter on another format
-            or that does not compile, or upsert options that do not fit (messages as Flink's
+            a primary key / rowtime column that is not declared, a ``max_record_bytes`` below 1, a canal filter on
+            another format or that does not compile, or upsert options that do not fit (messages as Flink's
             ``UpsertKafkaDynamicTableFactory`` / ``KafkaConnectorOptionsUtil``).
     """
 
@@ -154,10 +155,16 @@ class KafkaSource:
         if self.value_fields_include not in ("ALL", "EXCEPT_KEY"):
             return f"value_fields_include must be 'ALL' or 'EXCEPT_KEY', got {self.value_fields_include!r}"
         if self.key_fields_prefix and self.value_fields_include == "ALL":
-            return "a key prefix is not allowed with value_fields_include 'ALL': set it to 'EXCEPT_KEY' to avoid field overlaps"
+            return (
+                "a key prefix is not allowed with value_fields_include 'ALL': "
+                "set it to 'EXCEPT_KEY' to avoid field overlaps"
+            )
         unprefixed = [k for k in self.primary_key if not k.startswith(self.key_fields_prefix)]
         if unprefixed:
-            return f"primary key column {unprefixed[0]!r} is not prefixed with key_fields_prefix {self.key_fields_prefix!r}"
+            return (
+                f"primary key column {unprefixed[0]!r} is not prefixed with "
+                f"key_fields_prefix {self.key_fields_prefix!r}"
+            )
         return None
 
 
@@ -197,7 +204,7 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
     """
     rows = (
         # Not a filter on the error and then the changes: Spark pushes such a filter below the decoding, and
-        # a record would be decoded twice (once for its error, once for its changes), 2-3x the cost.
+        # a record would be decoded twice (once for its error, once for its changes).
         decoded.select("offset", F.explode(F.when(F.col(ERROR).isNull(), F.col(CHANGES))).alias("c")).select(
             *[F.col(f"c.values.{name}").alias(name) for name in source.schema.names],
             F.col("c.kind").alias(ROWKIND_COLUMN),
@@ -221,7 +228,7 @@ def changelog_rows(decoded: DataFrame, source: KafkaSource, *, end_of_input: Dat
 def dead_letters(decoded: DataFrame) -> DataFrame:
     """The records that could not be decoded, with the reason (columns :data:`DEAD_LETTER_COLUMNS`)."""
     # Not a filter on the error and then a projection of it: Spark inlines the error into both, and every
-    # record's error (the costliest part of decoding) would be computed twice, 2.5x the cost of this query.
+    # record's error (the costliest part of decoding) would be computed twice.
     return decoded.select(
         "topic",
         "partition",

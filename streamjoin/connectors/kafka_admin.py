@@ -11,10 +11,10 @@ as soon as the broker refuses it; waits that run out raise
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec, TopicMetadata
 
 from streamjoin.connectors.kafka_client import Cluster, as_connection
 from streamjoin.errors import ConnectorTimeoutError, ValidationError
@@ -47,7 +47,10 @@ def admin_client(cluster: Cluster, timeout_s: float = 30.0) -> AdminClient:
             # librdkafka's admin handle asks brokers to auto-create topics it looks up by
             # default: a lookup must never create what it looks for.
             "allow.auto.create.topics": False,
-            "error_cb": lambda error: refusals.append(error) if error.code() == KafkaError._AUTHENTICATION else None,
+            # confluent_kafka's stubs allow no callback in the configuration, librdkafka takes them there.
+            "error_cb": (  # type: ignore[dict-item]
+                lambda error: refusals.append(error) if error.code() == KafkaError._AUTHENTICATION else None
+            ),
         }
     )
     deadline = time.monotonic() + timeout_s
@@ -67,7 +70,7 @@ def admin_client(cluster: Cluster, timeout_s: float = 30.0) -> AdminClient:
                 raise
 
 
-def _topic_metadata(admin: AdminClient, topic: str, timeout_s: float):
+def _topic_metadata(admin: AdminClient, topic: str, timeout_s: float) -> TopicMetadata:
     metadata = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if metadata is None or metadata.error is not None:
         error = metadata.error if metadata is not None else None
@@ -81,7 +84,7 @@ def _topic_metadata(admin: AdminClient, topic: str, timeout_s: float):
     return metadata
 
 
-def _wait_until(predicate, *, timeout_s: float, what: str) -> None:
+def _wait_until(predicate: Callable[[], bool], *, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
@@ -98,7 +101,8 @@ def ensure_topics(
     get the cluster's default replication factor (``default.replication.factor``).
 
     Args:
-        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers
+            ``"host:port[,...]"``.
         topics: topic name → number of partitions (≥ 1) for topics created here.
         timeout_s: seconds to wait for creation and leaders.
         config: topic settings of the topics created here (e.g. ``{"max.message.bytes": "8388608"}``).
@@ -147,7 +151,8 @@ def delete_topics(cluster: Cluster, names: Iterable[str], *, timeout_s: float = 
     """Delete the named topics that exist and wait until the cluster no longer lists them.
 
     Args:
-        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers
+            ``"host:port[,...]"``.
         names: topic names; absent ones are ignored.
         timeout_s: seconds to wait for the deletion to show in metadata.
 
@@ -188,7 +193,8 @@ def produce(
     UTF-8; a ``None`` key lets the producer's partitioner spread records.
 
     Args:
-        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers
+            ``"host:port[,...]"``.
         topic: an existing topic (see :func:`ensure_topics`).
         records: ``(key, value)`` pairs, or ``(key, value, timestamp)`` with the record's timestamp in ms since
             the epoch (else the producer stamps the time of sending).
@@ -221,7 +227,7 @@ def produce(
     )
     errors: list[KafkaError] = []
 
-    def on_delivery(err, _msg) -> None:
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             errors.append(err)
 
@@ -258,7 +264,8 @@ def topic_offsets(cluster: Cluster, topic: str, *, timeout_s: float = 30.0) -> d
     compaction).
 
     Args:
-        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers ``"host:port[,...]"``.
+        cluster: a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`, or bootstrap servers
+            ``"host:port[,...]"``.
         topic: the topic.
         timeout_s: seconds for the metadata and offset requests.
 

@@ -5,17 +5,19 @@ and a table takes after ``properties.`` (Flink's Kafka connector), e.g. ``securi
 ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.location``. Spark gets them as they are
 (:meth:`KafkaConnection.spark_options`); the project's own clients (confluent_kafka over librdkafka:
 :mod:`~streamjoin.connectors.kafka_admin`, the TPC-H loader, the lag sensor) get librdkafka's names
-(:meth:`KafkaConnection.client_config`), so one setting serves both:
+(:meth:`KafkaConnection.client_config`), so one setting serves both (Java client property → librdkafka setting):
 
-| Java client property | librdkafka setting |
-| --- | --- |
-| ``security.protocol``, ``sasl.mechanism``, ``ssl.key.password``, ``ssl.cipher.suites``, ``sasl.kerberos.service.name`` | the same |
-| ``sasl.jaas.config`` (``PlainLoginModule`` / ``ScramLoginModule``) | ``sasl.username``, ``sasl.password`` |
-| ``ssl.truststore.location`` (``ssl.truststore.type`` = ``PEM``) / ``ssl.truststore.certificates`` | ``ssl.ca.location`` / ``ssl.ca.pem`` |
-| ``ssl.keystore.location`` (``PKCS12``), ``ssl.keystore.password`` | ``ssl.keystore.location``, ``ssl.keystore.password`` |
-| ``ssl.keystore.location`` (``ssl.keystore.type`` = ``PEM``: key and certificate chain in one file) | ``ssl.certificate.location``, ``ssl.key.location`` |
-| ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key`` | ``ssl.certificate.pem`` / ``ssl.key.pem`` |
-| ``ssl.endpoint.identification.algorithm`` = ``https`` / ``""`` | ``https`` / ``none`` |
+- ``security.protocol``, ``sasl.mechanism``, ``ssl.key.password``, ``ssl.cipher.suites``,
+  ``sasl.kerberos.service.name`` → the same;
+- ``sasl.jaas.config`` (``PlainLoginModule`` / ``ScramLoginModule``) → ``sasl.username``, ``sasl.password``;
+- ``ssl.truststore.location`` (``ssl.truststore.type`` = ``PEM``) / ``ssl.truststore.certificates`` →
+  ``ssl.ca.location`` / ``ssl.ca.pem``;
+- ``ssl.keystore.location`` (``PKCS12``), ``ssl.keystore.password`` → ``ssl.keystore.location``,
+  ``ssl.keystore.password``;
+- ``ssl.keystore.location`` (``ssl.keystore.type`` = ``PEM``: key and certificate chain in one file) →
+  ``ssl.certificate.location``, ``ssl.key.location``;
+- ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key`` → ``ssl.certificate.pem`` / ``ssl.key.pem``;
+- ``ssl.endpoint.identification.algorithm`` = ``https`` / ``""`` → ``https`` / ``none``.
 
 Other ``security.``, ``sasl.`` and ``ssl.`` properties have no librdkafka counterpart and are refused
 (a client that silently dropped one might connect with less security than asked for); the rest
@@ -92,6 +94,7 @@ def _jaas_credentials(text: str) -> dict[str, str]:
             f"sasl.jaas.config names {shown}: the project's own Kafka clients (librdkafka) log in "
             "with PlainLoginModule or ScramLoginModule only"
         )
+    assert match is not None  # no match has no module: refused above
     options = {
         m[1]: re.sub(r"\\(.)", r"\1", m[2]) if m[2] is not None else m[3]
         for m in _JAAS_OPTION.finditer(match["options"])

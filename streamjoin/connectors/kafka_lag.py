@@ -63,7 +63,10 @@ def checkpoint_offsets(checkpoint: str | Path) -> dict[str, dict[int, int]]:
 
 
 def end_offsets(cluster: Cluster, topics: Iterable[str]) -> dict[str, dict[int, tuple[int, int]]]:
-    """``{topic: {partition: (earliest, end offset)}}`` of ``topics`` (see :func:`~streamjoin.connectors.kafka_admin.topic_offsets`)."""
+    """``{topic: {partition: (earliest, end offset)}}`` of ``topics``.
+
+    See :func:`~streamjoin.connectors.kafka_admin.topic_offsets`.
+    """
     return {topic: topic_offsets(cluster, topic) for topic in topics}
 
 
@@ -81,7 +84,8 @@ def kafka_lag(
     recreated below the checkpoint's offsets counts 0.
 
     Args:
-        cluster: the Kafka cluster (a :class:`~streamjoin.connectors.kafka_client.KafkaConnection` or bootstrap servers).
+        cluster: the Kafka cluster (a :class:`~streamjoin.connectors.kafka_client.KafkaConnection` or bootstrap
+            servers).
         topics: the topics the query reads.
         checkpoint: its checkpoint folder (:func:`checkpoint_offsets`).
         ends: the topics' offsets if already read (:func:`end_offsets`), else read here.

@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -157,7 +158,7 @@ def service_status(
 
 
 @contextlib.contextmanager
-def _lock(data_dir: Path):
+def _lock(data_dir: Path) -> Iterator[None]:
     # Two `start`s at once would launch two brokers on one folder: the second waits and finds the first.
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / "broker.lock", "w") as handle:
@@ -189,14 +190,17 @@ def start_service(
     with _lock(folder):
         status, state = service_status(folder)
         if status == ServiceStatus.RUNNING:
+            assert state is not None  # only a stopped broker has none
             return state, False
         if status == ServiceStatus.NOT_ANSWERING:
+            assert state is not None
             raise EmbeddedKafkaError(
                 f"the local Kafka broker (pid {state.pid}) runs on {folder} but answers no metadata request; "
                 f"see {state.log_path}, or `streamjoin kafka stop` and start it again"
             )
         broker = EmbeddedKafka(folder, port=port, heap=heap, detached=True)
         bootstrap = broker.start()
+        assert broker.pid is not None  # started
         state = ServiceState(
             pid=broker.pid,
             bootstrap_servers=bootstrap,
@@ -223,7 +227,7 @@ def _wait_gone(state: ServiceState, timeout_s: float) -> bool:
 def stop_service(
     data_dir: Path | None = None, *, timeout_s: float = _STOP_TIMEOUT_S
 ) -> tuple[ServiceState | None, bool]:
-    """Stop the local broker: SIGTERM (Kafka's controlled shutdown), SIGKILL after ``timeout_s``; then remove the state file.
+    """Stop the local broker: SIGTERM (Kafka's controlled shutdown), SIGKILL after ``timeout_s``; remove the state file.
 
     Returns:
         ``(state, clean)``: the state of the broker that was stopped (``None`` when none ran: a no-op)

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
 from streamjoin.connectors.kafka_admin import admin_client, topic_ids
 from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import TopicRecreatedError
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = ["TOPIC_IDS_FILE", "TopicIdentity"]
 
@@ -49,7 +53,7 @@ class TopicIdentity:
         self.cluster = cluster
         self.topics = sorted(set(topics))
         self._recorded: dict[str, str] | None = None
-        self._admin = None  # made at the first check: a check runs before every micro-batch
+        self._admin: AdminClient | None = None  # made at the first check: a check runs before every micro-batch
 
     def check(self) -> None:
         """Compare the cluster's topic ids with the recorded ones; record the ids of topics seen for the first time.
@@ -85,8 +89,13 @@ class TopicIdentity:
         """
         self._admin = None
 
-    def _path(self):
-        return self.spark.sparkContext._jvm.org.apache.hadoop.fs.Path(f"{self.checkpoint}/{TOPIC_IDS_FILE}")
+    def _jvm(self) -> Any:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None  # a running session's
+        return jvm
+
+    def _path(self) -> Any:
+        return self._jvm().org.apache.hadoop.fs.Path(f"{self.checkpoint}/{TOPIC_IDS_FILE}")
 
     def _fs(self, path):
         return path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
@@ -98,7 +107,7 @@ class TopicIdentity:
             return {}
         stream = fs.open(path)
         try:
-            return json.loads(self.spark.sparkContext._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            return json.loads(self._jvm().org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
 
