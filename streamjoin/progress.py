@@ -189,13 +189,14 @@ class ProgressQueue(StreamingQueryListener):
     @property
     def _jlistener(self):
         # PySpark's own wrapper builds each event from its Java object field by field; every Java map
-        # it copies ends in a py4j exception whose translation searches the classpath: 50-80 ms of
-        # listener-bus CPU per event (measured), a share of a 2-core machine's micro-batch. The
-        # event's JSON is one call.
+        # it copies ends in a py4j exception whose translation searches the classpath: listener-bus CPU
+        # a small machine's micro-batch cannot spare. The event's JSON is one call.
         if not hasattr(self, "_jlistenerobj"):
             from pyspark import SparkContext
 
-            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonProgressListener(self))
+            jvm = SparkContext._jvm
+            assert jvm is not None  # listeners are added to a running session
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_JsonProgressListener(self))
         return self._jlistenerobj
 
     def onQueryStarted(self, event) -> None:
@@ -211,7 +212,7 @@ class ProgressQueue(StreamingQueryListener):
         self._events.put(("terminated", str(event.id)))
 
     def take(self, query_ids: Iterable[str], timeout_s: float = 0) -> list[StreamingQueryProgress]:
-        """The progress events of ``query_ids`` received so far, oldest first; waits up to ``timeout_s`` for an event."""
+        """The progress events of ``query_ids`` received so far, oldest first; waits up to ``timeout_s`` for one."""
         ids = set(map(str, query_ids))
         taken = []
         try:

@@ -30,7 +30,7 @@ SESSION_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     # A micro-batch commits its state changes as a changelog file, not a RocksDB checkpoint
-    # (measured: 10-15% less fixed cost per micro-batch); snapshots are taken in the background.
+    # (less fixed cost per micro-batch); snapshots are taken in the background.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     # Python workers (transformWithState runs one per stateful task) start slowly on a busy
@@ -39,7 +39,7 @@ SESSION_CONF = {
     "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
     # Spark's cache of generated classes holds 100 (SPARK-24727: "too small for streaming"). One micro-batch
     # of a pipeline (operators, the dead-letter query, the Delta MERGE and append) uses more than that,
-    # so every batch compiled ~100 classes again, most of them identical: 1-2 s a batch on 2 cores.
+    # so every batch compiled its classes again, most of them identical.
     "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
@@ -88,8 +88,8 @@ def spark_session(
         builder = builder.config("spark.driver.host", "127.0.0.1")
         # Delta rebuilds table snapshots with 50 tasks by default: too many for local mode.
         builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
-        # Delta's VACUUM lists a table's files in this many tasks (Spark's default 10,000): 80 s for a table of
-        # six files on 2 cores, 4 s with 2.
+        # Delta's VACUUM lists a table's files in this many tasks (Spark's default 10,000): far too many for
+        # local mode, where a table has a few files.
         builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         builder = builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
         # The driver maps the classes `make setup` archived instead of loading them again (streamjoin.cds).
@@ -98,10 +98,10 @@ def spark_session(
         if archive_options := driver_java_options(own_options):
             conf[_DRIVER_JAVA_OPTIONS] = f"{archive_options} {own_options}".strip()
         if operators_jar().exists():
-            # Hadoop's local file system without a `chmod` process per file created (the jar's streamjoin.hadoop):
-            # ~10 ms less per file. Hadoop looks its class up from spark-submit's start on (spark.jars' paths), before
-            # spark.jars are loaded: the jar goes on the driver's own class path. Local masters only: a cluster's
-            # executors start without it.
+            # Hadoop's local file system without a `chmod` process per file created (the jar's streamjoin.hadoop).
+            # Hadoop looks its class up from spark-submit's start on (spark.jars' paths), before spark.jars are
+            # loaded: the jar goes on the driver's own class path. Local masters only: a cluster's executors
+            # start without it.
             own_class_path = conf.get(_DRIVER_CLASS_PATH)
             conf[_DRIVER_CLASS_PATH] = os.pathsep.join(p for p in (str(operators_jar()), own_class_path) if p)
             builder = builder.config("spark.hadoop.fs.file.impl", "streamjoin.hadoop.LocalFileSystem")
@@ -146,6 +146,7 @@ def _quiet_state_server(spark: SparkSession) -> None:
     # Set in the driver JVM, which hosts the state servers in local mode; on a cluster, set it in
     # the executors' log4j2 configuration.
     jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a running session's
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         _STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR
     )

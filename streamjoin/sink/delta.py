@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from delta.tables import DeltaTable
 from pyspark import InheritableThread
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
@@ -185,11 +185,13 @@ def table_version(spark: SparkSession, path: str) -> int:
     """The latest version of the Delta table at ``path``; -1 when there is no Delta table there."""
     if not DeltaTable.isDeltaTable(spark, path):
         return -1
-    return DeltaTable.forPath(spark, path).history(1).first()["version"]
+    latest = DeltaTable.forPath(spark, path).history(1).first()
+    assert latest is not None  # a Delta table has a commit
+    return latest["version"]
 
 
 def commit_metrics(spark: SparkSession, path: str, after_version: int, operations: tuple[str, ...]) -> dict[str, int]:
-    """Delta's operation metrics summed over the table's commits after ``after_version`` whose operation is in ``operations``.
+    """Delta's operation metrics summed over the table's commits after ``after_version`` of one of ``operations``.
 
     Reads only the transaction log (``DESCRIBE HISTORY``), never the data. Keys are Delta's
     ``operationMetrics`` names, e.g. ``numTargetRowsInserted`` / ``numTargetRowsUpdated`` /
@@ -211,6 +213,7 @@ def commit_metrics(spark: SparkSession, path: str, after_version: int, operation
 def _read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
     """The text of ``<checkpoint>/<name>`` (any Hadoop file system), or None when it does not exist."""
     jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a running session's
     path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/{name}")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     if not fs.exists(path):
@@ -248,6 +251,7 @@ def checkpoint_shuffle_partitions(spark: SparkSession, checkpoint: str) -> int |
     {"spark.sql.shuffle.partitions": "2", …}}``), which Spark applies on every restart.
     """
     jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a running session's
     offsets = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/offsets")
     fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     if not fs.exists(offsets):
@@ -280,6 +284,7 @@ def last_writer(spark: SparkSession, sink: DeltaSink) -> str | None:
     only other writers such as a backfill's ``replaceWhere``). Reads the table's ``_delta_log/*.json`` commits
     (Delta's ``txn`` actions), any Hadoop file system."""
     jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a running session's
     log = jvm.org.apache.hadoop.fs.Path(f"{sink.path}/_delta_log")
     fs = log.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     if not fs.exists(log):
@@ -311,12 +316,15 @@ def checkpoint_reset(spark: SparkSession, sink: DeltaSink, checkpoint: str) -> s
     now = f"a new checkpoint at {checkpoint}" if query_id is None else f"checkpoint {checkpoint} (query {query_id})"
     return (
         f"sink {sink.name}: the checkpoint was reset: the table was last written by {writer}, this run starts on "
-        f"{now}; the sources are read again from their starting offsets and the changelog table gets those changes again"
+        f"{now}; the sources are read again from their starting offsets "
+        "and the changelog table gets those changes again"
     )
 
 
 class DeltaUpsertWriter:
-    """The ``foreachBatch`` function that lands a changelog stream in a Delta sink: one idempotent MERGE per micro-batch with changes.
+    """The ``foreachBatch`` function that lands a changelog stream in a Delta sink.
+
+    One idempotent MERGE per micro-batch with changes.
 
     Input DataFrame: the sink's columns + ``_rowkind`` (STRING) + ``_seq`` (an operator's BINARY path, or a
     source's LONG, which the changelog table keeps as its 8-byte root: ``changelog.seq_root``).
@@ -362,7 +370,7 @@ class DeltaUpsertWriter:
             # is committed) without reading it, but Spark requires every state store to commit each batch
             # (STATE_STORE_COMMIT_VALIDATION_FAILED). And a batch without changes (a micro-batch that only
             # moved the watermark, or fired no timer that emits) writes nothing: its two Delta commits would
-            # cost seconds (measured 3-4 s a batch on 2 cores) and change no row.
+            # cost time and change no row.
             # A sink whose MERGE reads only the batch's partitions learns them in the same pass.
             if self.sink.prunes_merge:
                 partitions = self._batch_partitions(batch)
@@ -381,8 +389,8 @@ class DeltaUpsertWriter:
             )
             if self.sink.partition_by:
                 # Each task writes a file per partition value it holds: without the shuffle every task holds
-                # most days of a batch that spans many (a backlog: one micro-batch of seven years wrote 4,142
-                # files for 2,401 days with 2 tasks). Delta's MERGE shuffles its output this way itself
+                # most days of a batch that spans many (a backlog), and the files multiply. Delta's MERGE
+                # shuffles its output this way itself
                 # (spark.databricks.delta.merge.repartitionBeforeWrite.enabled), a plain append does not.
                 changelog = changelog.repartition(*self.sink.partition_by)
             # MERGE has no writer options; Delta reads the transaction identifiers of both writes from these
@@ -392,7 +400,7 @@ class DeltaUpsertWriter:
             try:
                 # The two writes go to two tables, each idempotent on its own, so their order does not matter:
                 # they run at once, and one's driver work (planning, log replay, commit) overlaps the other's
-                # tasks. Measured on 2 cores: 0.5-0.7 s less a batch of 1,500 changes (from 5.1-6.1 s).
+                # tasks.
                 append = _Write(changelog.write.format("delta").mode("append").save, self.sink.changelog_path)
                 append.start()
                 try:
@@ -423,18 +431,17 @@ class DeltaUpsertWriter:
             .drop("_n")
         )
         accumulate = f"s.{ROWKIND_COLUMN} IN ('+I', '+U')"
-        values = {c: f"s.`{c}`" for c in columns}
+        values: dict[str, str | Column] = {c: f"s.`{c}`" for c in columns}
         condition = F.expr(" AND ".join(f"t.`{k}` = s.`{k}`" for k in key))
         if partitions is not None:
             # A predicate on the target's partition columns alone: Delta skips the files of every other partition
             # before it joins (a day-partitioned table that grows by a day a day would otherwise be read whole by
             # every micro-batch). The values go through STRING and back, in the session's time zone both ways; a
             # NULL one needs no partition read: its key, which holds the column, matches no row. One SQL text, not
-            # a Column per value: a backlog batch spans thousands of days, and each Column is a py4j round trip
-            # (2,688 dates took 8 s).
+            # a Column per value: a backlog batch spans thousands of days, and each Column is a py4j round trip.
             types = {f.name: f.dataType.simpleString() for f in batch.schema.fields}
             for i, column in enumerate(self.sink.partition_by):
-                present = sorted({p[i] for p in partitions} - {None})
+                present = sorted({v for v in (p[i] for p in partitions) if v is not None})
                 listed = ", ".join(f"CAST({sql_string(v)} AS {types[column]})" for v in present)
                 condition = condition & (F.expr(f"t.`{column}` IN ({listed})") if present else F.lit(False))
         (

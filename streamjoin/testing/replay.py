@@ -46,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -195,7 +196,7 @@ class _Feed:
         for index, (name, row) in enumerate(arrivals):
             table = tables[name]
             raw = next(t for t in case.tables if t["name"] == name)
-            values = [_to_python(v, c.type) for v, c in zip(row[1:], table.physical_columns)]
+            values = [_to_python(v, c.declared_type) for v, c in zip(row[1:], table.physical_columns)]
             if raw.get("seq_column"):
                 values.append(index)
             watermarks = [(max_seen[w] - self._delay(w)) if w in max_seen else None for w in self.rowtime_tables]
@@ -209,7 +210,9 @@ class _Feed:
             self.batches[name][n_batches].append(("+I", self._sentinel(tables[name], _END)))
 
     def _delay(self, name: str) -> int:
-        return self.tables[name].watermark.delay_ms
+        watermark = self.tables[name].watermark
+        assert watermark is not None  # asked of the tables with a rowtime only
+        return watermark.delay_ms
 
     def _sentinel(self, table: TableDef, at: dt.datetime) -> tuple:
         values = [at if c.name == table.rowtime else None for c in table.physical_columns]
@@ -218,7 +221,11 @@ class _Feed:
     def file_schema(self, table: TableDef) -> StructType:
         """The table's physical columns (timestamps as TIMESTAMP_NTZ in the files) + arrival, watermarks, sentinel."""
         fields = [
-            StructField(c.name, TimestampNTZType() if isinstance(c.type.spark, TimestampType) else c.type.spark, True)
+            StructField(
+                c.name,
+                TimestampNTZType() if isinstance(c.declared_type.spark, TimestampType) else c.declared_type.spark,
+                True,
+            )
             for c in table.physical_columns
         ]
         fields.append(StructField(_ARRIVAL, LongType(), False))
@@ -232,9 +239,10 @@ class _Feed:
         write_changelog_batches(directory, schema, self.batches[table.name])
         df = read_changelog_files(spark, directory, schema)
         for c in table.physical_columns:
-            if isinstance(c.type.spark, TimestampType):
+            if isinstance(c.declared_type.spark, TimestampType):
                 df = df.withColumn(c.name, F.col(f"`{c.name}`").cast("timestamp"))
         if table.rowtime and table.name in self.watermarked:
+            assert table.watermark is not None  # it has a rowtime
             df = with_source_watermark(df, table.rowtime, table.watermark.delay_ms)
             # Referencing the rowtime keeps Spark from pushing this filter below the watermark.
             df = df.where(~F.col(_SENTINEL) | F.col(f"`{table.rowtime}`").isNull())
@@ -303,6 +311,7 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
     changes = collect_changelog(output, work_dir / "checkpoint")
     types = [f.type for f in fields]
     changelog = [(kind, tuple(_format(v, t) for v, t in zip(values, types))) for _, kind, values in changes]
+    final_rows: list[list[Any]] | dict[str, str]
     try:
         final = materialize(changelog)
         final_rows = sorted((list(r) for r, n in final.items() for _ in range(n)), key=_sort_key)
@@ -325,13 +334,13 @@ def replay_cases(
     micro_batch_rows: int = 1,
     parallelism: int | None = None,
 ) -> dict[str, dict]:
-    """Replay every case file in ``paths`` and write ``out_dir/NAME.json`` for each; one failing case does not stop the rest.
+    """Replay every case file in ``paths``, writing ``out_dir/NAME.json`` for each; a failing case stops no other.
 
     Cases run as separate streaming queries of ``spark``, ``parallelism`` at a time (a case's micro-batches
     are short and mostly wait on I/O; by default 4 on the jvm engine, 2 on python, whose workers are
-    CPU-bound: measured on 2 cores, 4 queries at once replay the shared cases ~25 % faster on jvm), each with one shuffle partition (cases are tiny; Spark's setting
-    is restored afterwards). A case whose query fails because Spark's Python worker did not start in
-    time runs again (up to 3 attempts); any other failure is the case's ``{"error": …}``.
+    CPU-bound), each with one shuffle partition (cases are tiny; Spark's setting is restored afterwards).
+    A case whose query fails because Spark's Python worker did not start in time runs again (up to 3
+    attempts); any other failure is the case's ``{"error": …}``.
 
     Returns:
         case name → its result document.
@@ -350,7 +359,7 @@ def replay_cases(
             try:
                 result = replay_case(spark, case, work, micro_batch_rows=micro_batch_rows)
                 break
-            except Exception as e:  # a failing query must not stop the other cases
+            except Exception as e:  # noqa: BLE001 - a failing query must not stop the other cases
                 first_line = str(e).splitlines()[0] if str(e) else ""
                 result = {"error": f"{type(e).__name__}: {first_line}"}
                 # Spark waits 10 s (not configurable) for a Python worker to start; on an overloaded
@@ -362,6 +371,7 @@ def replay_cases(
         return result
 
     previous = spark.conf.get("spark.sql.shuffle.partitions")
+    assert previous is not None  # the setting has a default
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     try:
         with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
