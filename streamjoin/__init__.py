@@ -11,8 +11,8 @@ neither PySpark nor sqlglot.
 - SQL pipelines: :func:`load_script` / :func:`plan_script` (a Flink SQL file, planned),
   :func:`sql_pipelines` (its ``INSERT INTO`` statements as :class:`SqlPipeline` objects)
   (:mod:`streamjoin.planner`);
-- running them: :func:`spark_session`, :class:`Lakehouse`, :class:`Pipeline`, :func:`run_pipeline`, :func:`run_pipelines`
-  (:mod:`streamjoin.session`, :mod:`streamjoin.pipeline`);
+- running them: :func:`spark_session`, :class:`Lakehouse`, :class:`Pipeline`, :func:`run_pipeline`,
+  :func:`run_pipelines` (:mod:`streamjoin.session`, :mod:`streamjoin.pipeline`);
 - the Kafka source: :class:`KafkaSource` (:mod:`streamjoin.connectors`).
 
 The operators (:mod:`streamjoin.runtime`), the Delta sink (:mod:`streamjoin.sink`) and the demo
@@ -44,7 +44,7 @@ _EXPORTS = {
     **dict.fromkeys(["Lakehouse", "Pipeline", "PipelineRun", "run_pipeline", "run_pipelines"], "streamjoin.pipeline"),
     "KafkaSource": "streamjoin.connectors.kafka",
 }
-__all__ = [
+__all__ = [  # noqa: PLE0604 - *_EXPORTS unpacks the lazily imported names, all strings
     "RowKind",
     "ChangelogMode",
     "ROWKIND_COLUMN",

@@ -34,7 +34,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -88,8 +88,9 @@ def check_backfillable(pipeline: SqlPipeline) -> BackfillPlan:
 class _Recompute(Pipeline):
     """The pipeline over windowed sources, into a temporary sink; lookup tables still from the real lakehouse."""
 
-    inner: SqlPipeline | None = None
-    lookups: Lakehouse | None = None
+    # Keyword-only, without defaults: after Pipeline's fields, which have them.
+    inner: SqlPipeline = field(kw_only=True)
+    lookups: Lakehouse = field(kw_only=True)
 
     def changelog(self, tables: Mapping[str, DataFrame], lakehouse: Lakehouse) -> DataFrame:
         return self.inner.changelog(tables, self.lookups)
@@ -116,11 +117,12 @@ def backfill(
     if last < first:
         raise ValidationError(f"pipeline '{pipeline.name}': backfill range {first}..{last} ends before it starts")
     plan = check_backfillable(pipeline)
-    sources, windows = [], {}
+    sources = []
+    windows: dict[str, tuple[str | None, str]] = {}
     for source in pipeline.sources:
         window = plan.windows[source.name]
         start, end = window.rowtimes(first, last)
-        windows[source.name] = (start and start.isoformat(), end.isoformat())
+        windows[source.name] = (start.isoformat() if start is not None else None, end.isoformat())
         options = dict(source.options)
         if start is not None:
             since = start - dt.timedelta(milliseconds=window.watermark_delay_ms)
@@ -176,5 +178,7 @@ def _replace_days(
 
 
 def _delete(spark: SparkSession, root: str) -> None:
-    path = spark._jvm.org.apache.hadoop.fs.Path(root)
+    jvm = spark._jvm
+    assert jvm is not None  # a running session's
+    path = jvm.org.apache.hadoop.fs.Path(root)
     path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)

@@ -54,8 +54,8 @@ def _spark_jars() -> Path:
 def _stamp() -> dict:
     """What the JVM checks an archive against: its own build, and each jar of the class path with its size and time
     (pyspark's, and the jvm engine's jar that :func:`streamjoin.session.spark_session` puts first on it)."""
-    java, jars, operators = java_executable(), _spark_jars(), operators_jar()
-    java = Path(java).resolve() if java else None
+    executable, jars, operators = java_executable(), _spark_jars(), operators_jar()
+    java = Path(executable).resolve() if executable else None
     return {
         "java": [str(java), java.stat().st_size, java.stat().st_mtime_ns] if java else None,
         "jars": str(jars),
@@ -149,7 +149,9 @@ def build_archive(sql_file: Path, archive: Path | None = None, *, scale_factor: 
             raise RuntimeError(f"the training run of {sql_file} failed with exit status {status}")
         # The driver JVM exits when its stdin closes (pyspark's gateway server) and writes the archive on the way
         # out; its shutdown hook stops the Spark context.
-        driver = SparkContext._gateway.proc
+        gateway = SparkContext._gateway
+        assert gateway is not None  # started by the run's session, which cli.main leaves up
+        driver = gateway.proc
         driver.stdin.close()
         driver.wait(timeout=600)
     if not written.is_file():

@@ -15,8 +15,12 @@ import enum
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from streamjoin.errors import ChangelogError, ValidationError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "ROWKIND_COLUMN",
@@ -36,7 +40,7 @@ ROWKIND_COLUMN = "_rowkind"
 SEQ_COLUMN = "_seq"
 
 
-def seq_root(column):
+def seq_root(column: Column) -> Column:
     """A source's LONG ``_seq`` (``column``, non-negative) as the 8-byte big-endian root of a ``_seq`` path.
 
     Unsigned byte order of the roots is the numeric order of the LONGs; an operator's change appends its
@@ -47,7 +51,7 @@ def seq_root(column):
     return F.unhex(F.lpad(F.hex(column), 16, "0"))
 
 
-def with_seq_path(df):
+def with_seq_path(df: DataFrame) -> DataFrame:
     """``df`` (a changelog DataFrame) with its ``_seq`` as a path: a LONG ``_seq`` becomes its :func:`seq_root`.
 
     Operators take either (a source's LONG, another operator's BINARY) and always emit BINARY.

@@ -7,7 +7,7 @@
     ├── UnsupportedPlanError                 valid SQL the engine cannot run with Flink's semantics
     ├── ChangelogError (also ValueError)     a malformed changelog (a retraction of a row never added, a bad RowKind)
     ├── StateError                           operator state inconsistent with its input
-    │   └── IncompatibleStateError           a checkpoint's state that the query cannot read (its SQL, engine or version changed)
+    │   └── IncompatibleStateError           a checkpoint's state the query cannot read (SQL, engine or version changed)
     ├── SinkError                            a sink that cannot take the changes it is given (plan or Delta write)
     ├── EngineError                          the jvm engine cannot run: its jar is missing or built for another Spark
     └── ConnectorError                       an external system a connector talks to failed

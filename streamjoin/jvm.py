@@ -1,4 +1,6 @@
-"""The engine switch and the jvm engine's jar, below everything that uses them (docs/architecture.md, "Operator engines").
+"""The engine switch and the jvm engine's jar, below everything that uses them.
+
+See docs/architecture.md, "Operator engines".
 
 The engine is the Spark setting ``spark.streamjoin.engine`` (``jvm`` by default; ``spark_session`` takes it
 from ``STREAMJOIN_ENGINE``); it is read when a query is built, so one session can build queries on both

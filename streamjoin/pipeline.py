@@ -199,6 +199,7 @@ def _start(
     dead_table = DeltaAppendWriter(
         f"{pipeline.name}_dead_letters", pipeline.dead_letter_path(lakehouse), dead_checkpoint
     )
+    assert bad is not None  # a pipeline reads at least one source
     dead_table.create(spark, bad.schema)
     dead_writer = (
         observe_dead_letters(bad)
@@ -213,6 +214,7 @@ def _start(
         # so the pipeline's own shuffle partitions are set just for its start; the lock keeps the other
         # pipelines of run_pipelines, started from their own threads, from starting with this one's number.
         previous = spark.conf.get(_SHUFFLE_PARTITIONS)
+        assert previous is not None  # the setting has a default
         if pipeline.parallelism is not None:
             spark.conf.set(_SHUFFLE_PARTITIONS, str(pipeline.parallelism))
         try:
@@ -304,7 +306,9 @@ def run_pipeline(
         _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
         sources = {s.name: s for s in pipeline.sources}
         for name, folder in pending.items():
-            end_input(spark, folder, changelog_schema(sources[name].schema), sources[name].rowtime)
+            rowtime = sources[name].rowtime
+            assert rowtime is not None  # only a source with a rowtime has an end-of-input folder
+            end_input(spark, folder, changelog_schema(sources[name].schema), rowtime)
     _run_queries(pipeline, spark, lakehouse, bootstrap_servers, available_now, run, callbacks)
     run.commits = {
         name: commit_metrics(spark, path, versions[name], _OPERATIONS[name]) for name, path in tables.items()

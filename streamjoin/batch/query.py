@@ -99,7 +99,10 @@ class BatchPlan:
     prefix: str
 
     def view(self, table: str, role: str = "") -> str:
-        """The temporary view of ``table`` (``role`` ``"versions"`` for its versions, ``"watermark"`` for the watermark)."""
+        """The temporary view of ``table``.
+
+        ``role``: ``"versions"`` for its versions, ``"watermark"`` for the watermark.
+        """
         return f"{self.prefix}{table}{'__' + role if role else ''}"
 
 
@@ -241,6 +244,7 @@ class _Rewriter:
         alias = table.alias_or_name
         self.versioned.add(definition.name)
         table.set("this", exp.to_identifier(f"{self.prefix}{definition.name}__versions", quoted=True))
+        assert definition.rowtime is not None  # the planner's temporal join needs the versioned table's rowtime
         valid_from = exp.column(definition.rowtime, table=alias, quoted=True)
         valid_to = exp.column(VALID_TO, table=alias, quoted=True)
         current = exp.and_(
@@ -275,9 +279,9 @@ class _Rewriter:
             first = order.expressions[0]
             if isinstance(window.this, exp.RowNumber) and first.args.get("desc"):
                 continue  # keep-last and Top-1 emit at once, without the watermark
-            window.find_ancestor(exp.Select).where(
-                exp.LTE(this=first.this.copy(), expression=self.watermark()), copy=False
-            )
+            select = window.find_ancestor(exp.Select)
+            assert select is not None  # a window function is part of a SELECT
+            select.where(exp.LTE(this=first.this.copy(), expression=self.watermark()), copy=False)
 
 
 def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ended: bool = False) -> BatchPlan:
@@ -297,7 +301,9 @@ def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ende
     outer_interval = sum(1 for n in walk(statement.sink) if isinstance(n, IntervalJoin) and n.kind != "inner")
     query = statement.statement.expression if isinstance(statement.statement, exp.Insert) else statement.statement
     query = _with_views(query.copy(), catalog)
-    schema = {t.name: {c.name: c.type.sql for c in t.columns} for t in catalog.tables.values()}
+    schema: dict[str, object] = {
+        t.name: {c.name: c.declared_type.sql for c in t.columns} for t in catalog.tables.values()
+    }
     try:
         query = qualify(query, schema=schema, dialect=Flink, quote_identifiers=True)
         annotate_types(query, schema=schema, dialect=Flink)

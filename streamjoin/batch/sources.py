@@ -141,10 +141,12 @@ def versions(changelog: DataFrame, table: TableDef) -> DataFrame:
         The table's columns + :data:`VALID_TO` (TIMESTAMP, NULL for the newest) + :data:`DELETED` (BOOLEAN).
     """
     columns = [c for c in changelog.columns if c not in (ROWKIND_COLUMN, *_ORDER)]
-    order = Window.partitionBy(*table.primary_key).orderBy(table.rowtime, *_ORDER)
+    rowtime = table.rowtime
+    assert rowtime is not None  # a versioned table has one
+    order = Window.partitionBy(*table.primary_key).orderBy(rowtime, *_ORDER)
     return (
         changelog.where(F.col(ROWKIND_COLUMN) != RowKind.UPDATE_BEFORE.value)
-        .withColumn(VALID_TO, F.lead(table.rowtime).over(order))
+        .withColumn(VALID_TO, F.lead(rowtime).over(order))
         .withColumn(DELETED, F.col(ROWKIND_COLUMN) == RowKind.DELETE.value)
         .select(*columns, VALID_TO, DELETED)
     )
@@ -162,9 +164,9 @@ def watermark(spark: SparkSession, changelogs: dict[str, tuple[DataFrame, TableD
         One row, one column ``wm`` (TIMESTAMP; NULL when no table with a watermark has a row).
     """
     maxima = [
-        df.select(F.timestamp_millis(F.unix_millis(F.max(table.rowtime)) - F.lit(table.watermark.delay_ms)).alias("wm"))
+        df.select(F.timestamp_millis(F.unix_millis(F.max(declared.column)) - F.lit(declared.delay_ms)).alias("wm"))
         for df, table in changelogs.values()
-        if table.watermark is not None
+        if (declared := table.watermark) is not None
     ]
     if not maxima:
         return spark.range(1).select(F.lit(None).cast("timestamp").alias("wm"))

@@ -10,8 +10,9 @@ consume insert-only streams; ``rates`` are the ECB reference rates (json, insert
 
 The event topics' records carry their event time as Kafka timestamp (``event_time``, ``l_shiptime``,
 ``rate_time``), as Flink's Kafka sink stamps a record with its rowtime: a backfill finds a day's records by
-timestamp (:mod:`streamjoin.backfill`). Records are keyed by ``o_orderkey`` (``orders``, ``order_events``), ``l_orderkey`` (``lineitem``,
-``shipments``) or ``currency`` (``rates``), so every key's changes stay in one partition and in order.
+timestamp (:mod:`streamjoin.backfill`). Records are keyed by ``o_orderkey`` (``orders``, ``order_events``),
+``l_orderkey`` (``lineitem``, ``shipments``) or ``currency`` (``rates``), so every key's changes stay in one
+partition and in order.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def topic_records(changelog: TpchChangelog, rates: Iterable[dict] | None = None)
 
     Args:
         changelog: anything with ``orders_changes()``, ``lineitem_changes()``, ``order_events`` and
-            ``lineitems`` (and ``period`` without ``rates``) as :class:`~streamjoin.datagen.tpch.TpchChangelog` has them.
+            ``lineitems`` (and ``period`` without ``rates``) as :class:`~streamjoin.datagen.tpch.TpchChangelog`
+            has them.
         rates: the ``rates`` rows (``currency`` / ``rate`` / ``rate_time``); by default :func:`rate_rows` of the
             changelog's period.
     """
@@ -148,8 +150,8 @@ def topic_records(changelog: TpchChangelog, rates: Iterable[dict] | None = None)
 def load_topics(cluster: Cluster, changelog: TpchChangelog, *, partitions: int = 2) -> dict[str, int]:
     """Create the demo topics and produce the TPC-H changelogs and the ECB rates into them.
 
-    Rates are :func:`rate_rows` of the changelog's period. ``cluster`` is a :class:`~streamjoin.connectors.kafka_client.KafkaConnection`
-    (servers and security settings) or bootstrap servers.
+    Rates are :func:`rate_rows` of the changelog's period. ``cluster`` is a
+    :class:`~streamjoin.connectors.kafka_client.KafkaConnection` (servers and security settings) or bootstrap servers.
 
     Returns:
         Records produced per topic.
