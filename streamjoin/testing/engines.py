@@ -39,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -191,12 +192,15 @@ class EngineRun:
         assert self.python_error == self.jvm_error, (self.python_error, self.jvm_error)
         assert len(self.python) == len(self.jvm)
         for i, (ours, theirs) in enumerate(zip(self.python, self.jvm)):
-            if not ordered:  # the same changes, and the same _seq values among them
-                ours, theirs = (
-                    (sorted(((kind, values) for kind, values, _ in step), key=repr), sorted(seq for _, _, seq in step))
-                    for step in (ours, theirs)
-                )
-            assert ours == theirs, f"step {i}: python {ours} != jvm {theirs}"
+            if ordered:
+                assert ours == theirs, f"step {i}: python {ours} != jvm {theirs}"
+                continue
+            # The same changes, and the same _seq values among them.
+            mine, other = (
+                (sorted(((kind, values) for kind, values, _ in step), key=repr), sorted(seq for _, _, seq in step))
+                for step in (ours, theirs)
+            )
+            assert mine == other, f"step {i}: python {mine} != jvm {other}"
 
 
 def run_engines(
@@ -236,23 +240,25 @@ def run_engines(
     with mock.patch("streamjoin.runtime.processor.wall_clock_seconds", lambda: (now_ms[0] + 0.5) / 1000):
         for step, jvm_step in zip(steps, steps if jvm_steps is None else jvm_steps, strict=True):
             assert type(step) is type(jvm_step), (step, jvm_step)
-            if isinstance(step, Visit):
+            if isinstance(step, Visit) and isinstance(jvm_step, Visit):
                 key = tuple(step.rows[0][c] for c in captured.key)
-                ours = _attempt(lambda: python.test(key, list(step.rows)) if with_python else [])
+                ours = _attempt(partial(python.test, key, list(step.rows))) if with_python else []
                 jvm_key = tuple(jvm_step.rows[0][c] for c in captured.key)
                 key_json = json.dumps([_to_json(t.toInternal(v), t) for t, v in zip(key_types, jvm_key)])
                 rows_json = json.dumps([_to_json(schema.toInternal(r), schema) for r in jvm_step.rows])
-                theirs = _attempt(lambda: jvm.test(key_json, rows_json))
-            elif isinstance(step, Watermark):
-                ours = _attempt(lambda: python.setWatermark(step.ms) if with_python else [])
-                theirs = _attempt(lambda: jvm.setWatermark(jvm_step.ms))
-            elif wall_clock:
+                theirs = _attempt(partial(jvm.test, key_json, rows_json))
+            elif isinstance(step, Watermark) and isinstance(jvm_step, Watermark):
+                ours = _attempt(partial(python.setWatermark, step.ms)) if with_python else []
+                theirs = _attempt(partial(jvm.setWatermark, jvm_step.ms))
+            elif isinstance(step, ProcessingTime) and isinstance(jvm_step, ProcessingTime) and wall_clock:
                 now_ms[0] = step.ms
                 jvm.setWallClock(jvm_step.ms)
                 ours, theirs = [], "[]"
+            elif isinstance(step, ProcessingTime) and isinstance(jvm_step, ProcessingTime):
+                ours = _attempt(partial(python.setProcessingTime, step.ms)) if with_python else []
+                theirs = _attempt(partial(jvm.setProcessingTime, jvm_step.ms))
             else:
-                ours = _attempt(lambda: python.setProcessingTime(step.ms) if with_python else [])
-                theirs = _attempt(lambda: jvm.setProcessingTime(jvm_step.ms))
+                raise AssertionError(f"steps of different kinds: {step} and {jvm_step}")
             if isinstance(ours, Exception) or isinstance(theirs, Exception):
                 run.python_error = _message(ours)
                 run.jvm_error = _message(theirs)
@@ -298,8 +304,8 @@ def run_two_steps(
     if len(shells) != 2:
         raise AssertionError(f"{len(shells)} shells applied, not two")
     first = shells[0]
-    steps = steps(first)
-    head = run_engines(first, steps)
+    first_steps = steps(first)
+    head = run_engines(first, first_steps)
     if ordered:
         head.assert_equal()
     else:  # its rows may number what they carry in state order (the regular join's candidate pairs)
@@ -320,10 +326,10 @@ def run_two_steps(
         _, second = capture(build, [spark.createDataFrame(rows, first.output)])
         per_step: dict[int, dict[tuple, list[Row]]] = defaultdict(lambda: defaultdict(list))
         for r in second.rows():
-            step, number = int.from_bytes(r[SEQ_COLUMN][:_STEP_BYTES], "big"), bytes(r[SEQ_COLUMN][_STEP_BYTES:])
-            per_step[step][tuple(r[c] for c in second.key)].append(Row(**{**r.asDict(), SEQ_COLUMN: number}))
+            index, number = int.from_bytes(r[SEQ_COLUMN][:_STEP_BYTES], "big"), bytes(r[SEQ_COLUMN][_STEP_BYTES:])
+            per_step[index][tuple(r[c] for c in second.key)].append(Row(**{**r.asDict(), SEQ_COLUMN: number}))
         fed: list[Step] = []
-        for i, step in enumerate(steps[: len(outputs)]):
+        for i, step in enumerate(first_steps[: len(outputs)]):
             if (
                 isinstance(step, Watermark)
                 and time_mode == "EventTime"
