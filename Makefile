@@ -11,9 +11,9 @@ SETUP_STAMP := $(LOCAL)/setup.stamp
 CDS_ARCHIVE := $(LOCAL)/cds/spark-driver.jsa
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup kafka demo test test-all dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds sustained
+.PHONY: setup kafka demo lint test test-all dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds sustained
 
-# A Spark home for `SPARK_MASTER=local-cluster[...]` (README, "Running on a real cluster"): its workers start
+# A Spark home for `SPARK_MASTER=local-cluster[...]` (docs/deployment.md): its workers start
 # executors from pyspark's bin/ and jars/, and keep the executors' logs in its work/ folder, not in the venv.
 SPARK_HOME_DIR := $(LOCAL)/spark-home
 
@@ -64,6 +64,15 @@ kafka: setup
 
 demo: setup kafka
 	$(PY) -m dagster_project.demo
+
+# The quality gates CI runs before the tests: ruff's rules and formatter over the Python, mypy over the package
+# (pyproject.toml), and the Scala sources' format (jvm/operators/.scalafmt.conf; `spotless:apply` formats them).
+# The Scala unit tests run in the operators' build (`mvn package`, part of make setup).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	mvn --batch-mode --quiet -f jvm/operators/pom.xml spotless:check
 
 # Two pytest workers (pytest-xdist), a group of tests each at a time: a test file, or the groups the long
 # replays and kill trials split into (tests/conftest.py). A Spark test waits on its driver's
