@@ -33,7 +33,7 @@ from dagster import (
     sensor,
 )
 
-from resources import KafkaResource, LakehouseResource
+from resources import KafkaResource, LakehouseResource, SparkResource
 from streamjoin.connectors.kafka_lag import end_offsets, kafka_lag
 
 __all__ = [
@@ -65,9 +65,11 @@ def kafka_lag_sensor(
 
     Each tick reads the topics' end offsets from the cluster of the ``kafka`` resource (the local
     service by default; logged in with the resource's security settings and ``properties`` over
-    them) and the processed offsets from the pipeline's checkpoint under the
-    ``lakehouse`` resource (``_checkpoints/<name>/main``). The lag is their difference summed over
-    every partition of ``topics``. A run is requested when the lag is at least ``threshold`` and
+    them) and the processed offsets from the pipeline's checkpoint under the ``lakehouse`` resource
+    (``_checkpoints/<name>/main``, on any file system Hadoop reads: the ``spark`` resource's
+    ``spark.hadoop.*`` settings configure it, as they do the pipelines' sessions; without a Spark driver in
+    the process, one JVM is started for it once, :mod:`streamjoin.checkpoint`). The lag is their difference
+    summed over every partition of ``topics``. A run is requested when the lag is at least ``threshold`` and
     the topics have grown since the last requested run: the cursor holds the end offsets at that
     request (``{topic: {partition: offset}}``, JSON) and moves only when a run is requested, so a
     run still queued or running is not requested again, and the run key (the offsets) keeps a
@@ -96,10 +98,12 @@ def kafka_lag_sensor(
         metadata={"lag_threshold": threshold},
         description=f"Run `{job.name}` when `{name}` is {threshold:,} or more records behind {', '.join(topics)}.",
     )
-    def _sensor(context: SensorEvaluationContext, kafka: KafkaResource, lakehouse: LakehouseResource):
+    def _sensor(
+        context: SensorEvaluationContext, kafka: KafkaResource, lakehouse: LakehouseResource, spark: SparkResource
+    ):
         cluster = kafka.connection(properties)
         ends = end_offsets(cluster, topics)
-        lag = kafka_lag(cluster, topics, lakehouse.lakehouse().checkpoint(name, "main"), ends)
+        lag = kafka_lag(cluster, topics, lakehouse.lakehouse().checkpoint(name, "main"), ends, spark.conf)
         behind = sum(sum(partitions.values()) for partitions in lag.values())
         if behind < threshold:
             return SkipReason(

@@ -1,7 +1,7 @@
 """The checkpoint reader (``streamjoin.checkpoint``) on a file system other than ``file:``.
 
 Hadoop's ``viewfs://`` (a mount table over other file systems, in every Hadoop client) stands for an object
-store here: the checkpoint a real streaming query wrote in a local folder is read through a ``viewfs://lake/``
+store here: the checkpoint a real streaming query wrote in a local folder is read through a ``viewfs://``
 URI whose mount table falls back to that folder, in the driver and in a process without Spark (as a Dagster
 sensor reads it).
 """
@@ -16,9 +16,10 @@ import textwrap
 from streamjoin.checkpoint import Checkpoint, HadoopFiles, committed_kafka_offsets
 
 
-def _viewfs(folder) -> dict[str, str]:
-    """Spark settings mounting ``folder`` as ``viewfs://lake/``."""
-    return {"spark.hadoop.fs.viewfs.mounttable.lake.linkFallback": f"file://{folder}"}
+def _viewfs(folder, name: str) -> dict[str, str]:
+    """Spark settings mounting ``folder`` as ``viewfs://<name>/`` (a name per test: Hadoop caches a file system
+    per scheme and authority, whatever the settings it was made with)."""
+    return {f"spark.hadoop.fs.viewfs.mounttable.{name}.linkFallback": f"file://{folder}"}
 
 
 def _file_source_query(spark, tmp_path) -> str:
@@ -42,7 +43,7 @@ def _file_source_query(spark, tmp_path) -> str:
 
 def test_a_checkpoint_reads_the_same_through_another_file_system(spark, tmp_path):
     local = Checkpoint(_file_source_query(spark, tmp_path), HadoopFiles.of_session(spark))
-    remote = Checkpoint("viewfs://lake/cp", HadoopFiles.standalone(_viewfs(tmp_path / "lake")))
+    remote = Checkpoint("viewfs://driverlake/cp", HadoopFiles.standalone(_viewfs(tmp_path / "lake", "driverlake")))
     assert local.batches("commits") == remote.batches("commits") == [0, 1]
     assert remote.batch_offsets(1) == local.batch_offsets(1) == [{"logOffset": 1}]
     assert remote.query_id() == local.query_id() is not None
@@ -71,7 +72,7 @@ def test_a_process_without_spark_reads_a_checkpoint_on_another_file_system(tmp_p
         f"""
         import json
         from streamjoin.checkpoint import Checkpoint, HadoopFiles
-        files = HadoopFiles.standalone({_viewfs(tmp_path / "lake")!r})
+        files = HadoopFiles.standalone({_viewfs(tmp_path / "lake", "lake")!r})
         print(json.dumps(Checkpoint("viewfs://lake/_checkpoints/p/main", files).kafka_offsets()))
         """
     )

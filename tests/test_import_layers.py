@@ -30,6 +30,7 @@ ENGINE_FORBIDDEN = {
     "streamjoin.sink": {"streamjoin.planner", "streamjoin.testing"},
     "streamjoin.connectors": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.testing"},
     "streamjoin.changelog": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.connectors"},
+    "streamjoin.checkpoint": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.connectors"},
     "streamjoin.errors": {"streamjoin"},
 }
 

@@ -15,7 +15,7 @@ from dagster import DagsterInstance, EnvVar, RunRequest, SkipReason, build_senso
 from assets.sql_pipelines import load_sql_pipelines
 from jobs import load_tpch_topics_job
 from jobs.sensors import kafka_lag_sensor
-from resources import KafkaResource, LakehouseResource, TpchResource
+from resources import KafkaResource, LakehouseResource, SparkResource, TpchResource
 from streamjoin.cli import main
 from streamjoin.connectors.embedded_kafka import EmbeddedKafka
 from streamjoin.connectors.kafka_admin import ensure_topics, produce, topic_offsets
@@ -106,7 +106,9 @@ def test_loader_sensor_and_spark_log_in_to_a_sasl_cluster(spark, sasl_broker, tp
 
 
 def _evaluate(sensor, kafka: KafkaResource, lake):
-    context = build_sensor_context(resources={"kafka": kafka, "lakehouse": LakehouseResource(root=str(lake))})
+    context = build_sensor_context(
+        resources={"kafka": kafka, "lakehouse": LakehouseResource(root=str(lake)), "spark": SparkResource()}
+    )
     return sensor(context), context.cursor
 
 

@@ -20,7 +20,7 @@ from dagster import (
 )
 
 from jobs.sensors import failure_report, kafka_lag_sensor, pipeline_run_failures
-from resources import KafkaResource, LakehouseResource
+from resources import KafkaResource, LakehouseResource, SparkResource
 from streamjoin.connectors.kafka_admin import ensure_topics, produce, topic_offsets
 from streamjoin.connectors.kafka_lag import checkpoint_offsets
 from streamjoin.pipeline import Lakehouse
@@ -50,6 +50,9 @@ def _catch_up(spark, bootstrap: str, topics: list[str], checkpoint: str) -> None
 
 @pytest.mark.e2e
 def test_the_lag_sensor_requests_a_catch_up_run_when_the_checkpoint_falls_behind(spark, kafka_bootstrap, tmp_path):
+    """The lakehouse on another file system than ``file:`` (as an object store would be): Hadoop's ``viewfs://``
+    mounting the local folder the streaming query writes its checkpoint in, configured by the ``spark``
+    resource's settings."""
     from dagster_project.definitions import PIPELINE_JOBS
 
     topics = ["lag_a", "lag_b"]
@@ -59,7 +62,10 @@ def test_the_lag_sensor_requests_a_catch_up_run_when_the_checkpoint_falls_behind
     assert sensor.job_name == "orders_current_job"
     resources = {
         "kafka": KafkaResource(bootstrap_servers=kafka_bootstrap),
-        "lakehouse": LakehouseResource(root=str(tmp_path)),
+        "lakehouse": LakehouseResource(root="viewfs://sensorlake/"),
+        "spark": SparkResource(
+            conf={"spark.hadoop.fs.viewfs.mounttable.sensorlake.linkFallback": f"file://{tmp_path}"}
+        ),
     }
 
     # No checkpoint yet: every record is lag.
@@ -98,7 +104,11 @@ def test_the_lag_sensor_fails_naming_how_to_start_kafka(tmp_path, monkeypatch):
     monkeypatch.setenv("STREAMJOIN_LOCAL_DIR", str(tmp_path))  # no local service there
     sensor = kafka_lag_sensor("probe", ["orders"], PIPELINE_JOBS["orders_current_job"])
     with pytest.raises(Exception) as failed:  # the tick fails; Dagster wraps the resource's error
-        _evaluate(sensor, None, {"kafka": KafkaResource(), "lakehouse": LakehouseResource(root=str(tmp_path))})
+        _evaluate(
+            sensor,
+            None,
+            {"kafka": KafkaResource(), "lakehouse": LakehouseResource(root=str(tmp_path)), "spark": SparkResource()},
+        )
     causes = [failed.value]
     while causes[-1].__cause__ is not None:
         causes.append(causes[-1].__cause__)

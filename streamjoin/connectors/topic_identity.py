@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
+from streamjoin.checkpoint import Checkpoint, HadoopFiles
 from streamjoin.connectors.kafka_admin import admin_client, topic_ids
 from streamjoin.connectors.kafka_client import Cluster
 from streamjoin.errors import TopicRecreatedError
@@ -50,6 +51,7 @@ class TopicIdentity:
     def __init__(self, spark: SparkSession, checkpoint: str, cluster: Cluster, topics: Iterable[str]) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
+        self._checkpoint = Checkpoint(checkpoint, HadoopFiles.of_session(spark))
         self.cluster = cluster
         self.topics = sorted(set(topics))
         self._recorded: dict[str, str] | None = None
@@ -89,32 +91,9 @@ class TopicIdentity:
         """
         self._admin = None
 
-    def _jvm(self) -> Any:
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None  # a running session's
-        return jvm
-
-    def _path(self) -> Any:
-        return self._jvm().org.apache.hadoop.fs.Path(f"{self.checkpoint}/{TOPIC_IDS_FILE}")
-
-    def _fs(self, path):
-        return path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
-
     def _read(self) -> dict[str, str]:
-        path = self._path()
-        fs = self._fs(path)
-        if not fs.exists(path):
-            return {}
-        stream = fs.open(path)
-        try:
-            return json.loads(self._jvm().org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-        finally:
-            stream.close()
+        text = self._checkpoint.read(TOPIC_IDS_FILE)
+        return json.loads(text) if text else {}
 
     def _write(self, ids: dict[str, str]) -> None:
-        path = self._path()
-        stream = self._fs(path).create(path, True)  # overwrite: one small file, rewritten whole
-        try:
-            stream.write(bytearray(json.dumps(ids, sort_keys=True).encode()))
-        finally:
-            stream.close()
+        self._checkpoint.write(TOPIC_IDS_FILE, json.dumps(ids, sort_keys=True))  # one small file, rewritten whole

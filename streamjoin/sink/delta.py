@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
+from streamjoin.checkpoint import Checkpoint, HadoopFiles
 from streamjoin.connectors.formats import sql_string
 from streamjoin.errors import SinkError
 
@@ -210,58 +211,26 @@ def commit_metrics(spark: SparkSession, path: str, after_version: int, operation
     return totals
 
 
-def _read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
-    """The text of ``<checkpoint>/<name>`` (any Hadoop file system), or None when it does not exist."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # a running session's
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/{name}")
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
-        return None
-    stream = fs.open(path)
-    try:
-        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-    finally:
-        stream.close()
+def _checkpoint(spark: SparkSession, checkpoint: str) -> Checkpoint:
+    return Checkpoint(checkpoint, HadoopFiles.of_session(spark))
 
 
 def _batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> str | None:
-    """The end offsets of micro-batch ``batch_id`` from the checkpoint's offset log, as a JSON array.
-
-    Spark writes ``<checkpoint>/offsets/<batch_id>`` (a version line, a
-    metadata line, then one JSON line per source) before running the batch.
-    """
-    text = _read_checkpoint_file(spark, checkpoint, f"offsets/{batch_id}")
-    if text is None:
-        return None
-    return json.dumps([json.loads(line) if line != "-" else None for line in text.splitlines()[2:]])
+    """The end offsets of micro-batch ``batch_id`` from the checkpoint's offset log, as a JSON array (one value per
+    source, null for a source without offsets; :meth:`streamjoin.checkpoint.Checkpoint.batch_offsets`)."""
+    offsets = _checkpoint(spark, checkpoint).batch_offsets(batch_id)
+    return None if offsets is None else json.dumps(offsets)
 
 
 def _checkpoint_query_id(spark: SparkSession, checkpoint: str) -> str | None:
     """The streaming query id in ``<checkpoint>/metadata`` (``{"id": …}``, written when the checkpoint is created)."""
-    text = _read_checkpoint_file(spark, checkpoint, "metadata")
-    return json.loads(text.splitlines()[0])["id"] if text else None
+    return _checkpoint(spark, checkpoint).query_id()
 
 
 def checkpoint_shuffle_partitions(spark: SparkSession, checkpoint: str) -> int | None:
     """The shuffle partitions a streaming query's checkpoint started with (its state partitions), or None for a
-    checkpoint without a micro-batch yet.
-
-    Read from the metadata line of the newest ``<checkpoint>/offsets/<batch_id>`` (``{"conf":
-    {"spark.sql.shuffle.partitions": "2", …}}``), which Spark applies on every restart.
-    """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # a running session's
-    offsets = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/offsets")
-    fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(offsets):
-        return None
-    batches = [int(s.getPath().getName()) for s in fs.listStatus(offsets) if s.getPath().getName().isdigit()]
-    if not batches:
-        return None
-    text = _read_checkpoint_file(spark, checkpoint, f"offsets/{max(batches)}")
-    partitions = json.loads(text.splitlines()[1]).get("conf", {}).get("spark.sql.shuffle.partitions") if text else None
-    return int(partitions) if partitions else None
+    checkpoint without a micro-batch yet (:meth:`streamjoin.checkpoint.Checkpoint.shuffle_partitions`)."""
+    return _checkpoint(spark, checkpoint).shuffle_partitions()
 
 
 #: How many of the newest Delta commits :func:`last_writer` reads.
@@ -283,17 +252,11 @@ def last_writer(spark: SparkSession, sink: DeltaSink) -> str | None:
     (``streamjoin-<sink>-<query id>``), among its newest 100 commits; None when there is none (a new table, or
     only other writers such as a backfill's ``replaceWhere``). Reads the table's ``_delta_log/*.json`` commits
     (Delta's ``txn`` actions), any Hadoop file system."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # a running session's
-    log = jvm.org.apache.hadoop.fs.Path(f"{sink.path}/_delta_log")
-    fs = log.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(log):
-        return None
-    commits = sorted(
-        (s.getPath().getName() for s in fs.listStatus(log) if s.getPath().getName().endswith(".json")), reverse=True
-    )
+    files = HadoopFiles.of_session(spark)
+    log = f"{sink.path}/_delta_log"
+    commits = sorted((name for name in files.names(log) if name.endswith(".json")), reverse=True)
     for name in commits[:_WRITER_COMMITS]:
-        for line in (_read_checkpoint_file(spark, f"{sink.path}/_delta_log", name) or "").splitlines():
+        for line in (files.read(f"{log}/{name}") or "").splitlines():
             app_id = json.loads(line).get("txn", {}).get("appId", "")
             if app_id.startswith(_app_id_prefix(sink) + "-"):
                 return app_id
