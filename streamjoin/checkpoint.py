@@ -86,10 +86,10 @@ class HadoopFiles:
         from pyspark import SparkConf
         from pyspark.java_gateway import launch_gateway
 
-        from streamjoin.config import local_dir
+        from streamjoin.config import spark_package_jars
 
         spark_conf = SparkConf(loadDefaults=False).setAll(list(hadoop.items()))
-        jars = sorted(str(j) for j in local_dir("jars", "spark").glob("*.jar"))
+        jars = [str(j) for j in spark_package_jars()]
         if jars:
             spark_conf = spark_conf.set("spark.driver.extraClassPath", os.pathsep.join(jars))
         gateway = launch_gateway(spark_conf)

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["PROJECT_ROOT", "java_executable", "local_dir"]
+__all__ = ["PROJECT_ROOT", "java_executable", "local_dir", "spark_package_jars"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +22,12 @@ def local_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def spark_package_jars() -> list[Path]:
+    """The Spark-side packages' jars ``make setup`` fetched into ``.local/jars/spark`` (Delta, Spark's Kafka
+    connector, ...), sorted; empty before ``make setup``."""
+    return sorted(local_dir("jars", "spark").glob("*.jar"))
 
 
 def java_executable() -> str | None:

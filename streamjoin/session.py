@@ -12,7 +12,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from streamjoin.cds import driver_java_options
-from streamjoin.config import local_dir
+from streamjoin.config import local_dir, spark_package_jars
 from streamjoin.errors import StreamJoinError
 from streamjoin.jvm import DEFAULT_ENGINE, ENGINE_CONF, operators_jar
 
@@ -110,7 +110,7 @@ def spark_session(
         builder = builder.config("spark.sql.shuffle.partitions", os.environ["SPARK_SHUFFLE_PARTITIONS"])
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    jars = sorted(local_dir("jars", "spark").glob("*.jar"))
+    jars = spark_package_jars()
     if not jars:
         raise StreamJoinError(
             f"no jars in {local_dir('jars', 'spark')}: run `make setup` to fetch Delta and the Kafka connector"

@@ -49,7 +49,6 @@ class TopicIdentity:
     """
 
     def __init__(self, spark: SparkSession, checkpoint: str, cluster: Cluster, topics: Iterable[str]) -> None:
-        self.spark = spark
         self.checkpoint = checkpoint
         self._checkpoint = Checkpoint(checkpoint, HadoopFiles.of_session(spark))
         self.cluster = cluster
