@@ -11,7 +11,7 @@ SETUP_STAMP := $(LOCAL)/setup.stamp
 CDS_ARCHIVE := $(LOCAL)/cds/spark-driver.jsa
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup kafka demo lint test test-all dagster-ui clean flink flink-diff test-flink-diff operators bench chaos bounds sustained
+.PHONY: setup kafka demo lint test test-all dagster-ui clean flink flink-diff test-flink-diff operators operator-specs bench chaos bounds sustained
 
 # A Spark home for `SPARK_MASTER=local-cluster[...]` (docs/deployment.md): its workers start
 # executors from pyspark's bin/ and jars/, and keep the executors' logs in its work/ folder, not in the venv.
@@ -34,6 +34,10 @@ OPERATORS_JAR := $(LOCAL)/jars/operators/streamjoin-operators.jar
 OPERATORS_SRC := jvm/operators/pom.xml $(shell find jvm/operators/src -type f 2>/dev/null)
 
 operators: $(OPERATORS_JAR)
+
+# The Scala twin of streamjoin/contract.py's operator specs, regenerated after a spec changes.
+operator-specs:
+	$(VENV)/bin/python -m streamjoin.contract
 
 # Installed as a new file renamed over the old one: a running Spark session keeps reading the jar it opened.
 # `package` runs the Scala tests too; next to the jar goes the tools jar, the test-only harness LocalRun that

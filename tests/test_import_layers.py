@@ -31,6 +31,7 @@ ENGINE_FORBIDDEN = {
     "streamjoin.connectors": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.testing"},
     "streamjoin.changelog": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.connectors"},
     "streamjoin.checkpoint": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.connectors"},
+    "streamjoin.contract": {"streamjoin.planner", "streamjoin.runtime", "streamjoin.sink", "streamjoin.connectors"},
     "streamjoin.errors": {"streamjoin"},
 }
 

@@ -61,13 +61,13 @@ the Spark SQL decoder then reads (:func:`_jvm_changes`); the two give the same r
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamjoin.contract import ChangeDecoderSpec, encode
 from streamjoin.jvm import engine, jvm_class
 
 if TYPE_CHECKING:
@@ -435,17 +435,17 @@ def _jvm_changes(spark: SparkSession, source: KafkaSource) -> Column | None:
     decoder = jvm_class(spark, "streamjoin.connectors.ChangeDecoder")
     if not decoder.supports(source.format, source.schema.json()):
         return None
-    description = json.dumps(
-        {
-            "format": source.format,
-            "rowkind_field": source.rowkind_field,
-            "columns": source.schema.jsonValue(),
-            "primary_key": list(source.primary_key),
-            "time_zone": spark.conf.get("spark.sql.session.timeZone"),
-            "upsert": source.upsert,
-            "key_fields": [path for _, path in _fields(source, key=True)] if source.upsert else [],
-            "except_key": source.upsert and source.value_fields_include == "EXCEPT_KEY",
-        }
+    description = encode(
+        ChangeDecoderSpec(
+            format=source.format,
+            rowkind_field=source.rowkind_field,
+            columns=source.schema,
+            primary_key=tuple(source.primary_key),
+            time_zone=str(spark.conf.get("spark.sql.session.timeZone")),
+            upsert=source.upsert,
+            key_fields=tuple(path for _, path in _fields(source, key=True)) if source.upsert else (),
+            except_key=source.upsert and source.value_fields_include == "EXCEPT_KEY",
+        )
     )
     return Column(decoder.column(F.col("key")._jc, F.col("value")._jc, description))
 

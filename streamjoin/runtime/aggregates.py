@@ -47,6 +47,7 @@ from pyspark.sql.types import (
     ShortType,
 )
 
+from streamjoin.contract import AggregateCallSpec
 from streamjoin.errors import StateError, ValidationError
 
 __all__ = [
@@ -122,10 +123,12 @@ def parse_calls(aggregates: Iterable[AggregateCall | Sequence]) -> tuple[Aggrega
     return tuple(calls)
 
 
-def call_specs(calls: Iterable[AggregateCall]) -> list[dict]:
-    """The calls as the jvm engine's descriptions read them: ``[{output, function, column}]``
-    (``streamjoin.operators.AggregateCall``; column None = ``COUNT(*)``)."""
-    return [{"output": c.output, "function": c.function, "column": c.column} for c in calls]
+def call_specs(calls: Iterable[AggregateCall]) -> tuple[AggregateCallSpec, ...]:
+    """The calls as the jvm engine's specs carry them (column None = ``COUNT(*)``)."""
+    return tuple(
+        AggregateCallSpec(function=c.function, column=c.column)  # type: ignore[arg-type]
+        for c in calls
+    )
 
 
 class AggregateFunction(ABC):

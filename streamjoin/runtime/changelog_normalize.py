@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.contract import ChangelogNormalizeSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
@@ -144,11 +145,11 @@ class _NormalizeLogic(KeyedLogic):
     def jvm_logic(self) -> JvmLogic:
         return JvmLogic(
             "ChangelogNormalizeLogic",
-            {
-                "columns": self._schema.names,
-                "updateBefore": self._options["update_before"],
-                "stateTtl": self._options["state_ttl"],
-            },
+            ChangelogNormalizeSpec(
+                columns=tuple(self._schema.names),
+                update_before=self._options["update_before"],
+                state_ttl=self._options["state_ttl"],
+            ),
         )
 
 

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, TimestampNTZType, TimestampType
 
 from streamjoin.changelog import SEQ_COLUMN, RowKind
+from streamjoin.contract import DeduplicateSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
@@ -263,15 +264,15 @@ class _DeduplicateLogic(KeyedLogic):
     def jvm_logic(self) -> JvmLogic:
         return JvmLogic(
             "DeduplicateLogic",
-            {
-                "keep": self.keep,
-                "ordered": self.ordered,
-                "eventTime": self.event_time,
-                "columns": self.columns,
-                "watermarkColumn": self.watermark_column,
-                "proctimeColumns": self.proctime_columns,
-                "stateTtl": self.state_ttl,
-            },
+            DeduplicateSpec(
+                keep=self.keep,
+                ordered=self.ordered,
+                event_time=self.event_time,
+                columns=tuple(self.columns),
+                watermark_column=self.watermark_column,
+                proctime_columns=tuple(self.proctime_columns),
+                state_ttl=self.state_ttl,
+            ),
         )
 
 

@@ -11,7 +11,7 @@ no Python worker, no socket round trip per state call.
 The Python operator functions prepare the input DataFrame, choose keys,
 columns, clock and state TTL — the planner's decisions stay in Python — and
 hand both engines the same prepared input; the jvm engine receives them as a
-:class:`JvmLogic` description through one facade,
+:class:`JvmLogic` — a Scala class and its typed spec (:mod:`streamjoin.contract`) — through one facade,
 ``streamjoin.operators.Operators.apply(df._jdf, ...)``, the way Delta's Python
 API reaches its JVM classes.
 
@@ -20,15 +20,14 @@ The engine setting and the jar are :mod:`streamjoin.jvm`'s.
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from streamjoin.contract import encode
 from streamjoin.jvm import engine, jvm_class
 
 __all__ = ["JvmLogic", "apply_jvm", "residual_in_join"]
@@ -41,16 +40,16 @@ RESIDUAL_IN_JOIN_ONLY = "the python engine evaluates a join's residual predicate
 
 @dataclass(frozen=True)
 class JvmLogic:
-    """A per-key logic's description for the jvm engine.
+    """A per-key logic for the jvm engine: which Scala class runs it, built from which spec.
 
     Attributes:
-        logic_class: the Scala ``KeyedLogic`` subclass in ``streamjoin.operators``
-            (simple name, e.g. ``"DeduplicateLogic"``); its constructor reads ``spec``.
-        spec: JSON-serialisable parameters (column names, flags, nested descriptions).
+        logic_class: the Scala ``KeyedLogic`` subclass in ``streamjoin.operators`` (simple name, e.g.
+            ``"DeduplicateLogic"``), with a ``(spec, StructType)`` constructor taking ``spec``'s Scala twin.
+        spec: one of :data:`streamjoin.contract.SPECS`.
     """
 
     logic_class: str
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: object
 
 
 def apply_jvm(
@@ -72,7 +71,7 @@ def apply_jvm(
         list(key),
         output.json(),
         f"streamjoin.operators.{logic.logic_class}",
-        json.dumps(logic.spec),
+        encode(logic.spec),
         clock,
         int(state_ttl_ms or 0),
     )

@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.contract import GroupAggregateSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, Aggregates, call_specs, parse_calls
 from streamjoin.runtime.engine import JvmLogic
@@ -243,13 +244,13 @@ class _GroupAggLogic(KeyedLogic):
     def jvm_logic(self) -> JvmLogic:
         return JvmLogic(
             "GroupAggregateLogic",
-            {
-                "columns": self.columns,
-                "groupBy": self.group_by,
-                "aggregates": call_specs(self.calls),
-                "retractable": self.retractable,
-                "miniBatch": self.mini_batch,
-            },
+            GroupAggregateSpec(
+                columns=tuple(self.columns),
+                group_by=tuple(self.group_by),
+                aggregates=call_specs(self.calls),
+                retractable=self.retractable,
+                mini_batch=self.mini_batch,
+            ),
         )
 
 

@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamjoin.changelog import ChangelogError, RowKind
+from streamjoin.contract import IntervalJoinSpec, TwoInputSpec
 from streamjoin.errors import EngineError, ValidationError
 from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic, residual_in_join
 from streamjoin.runtime.interval_residual import ID_FIELDS, pad_after_residual
@@ -60,7 +61,6 @@ __all__ = [
 
 JoinHow = Literal["inner", "left", "right", "full"]
 _JOIN_HOWS = ("inner", "left", "right", "full")
-_FLINK_TYPE_NAMES = {"inner": "InnerJoin", "left": "LeftOuterJoin", "right": "RightOuterJoin", "full": "FullOuterJoin"}
 _log = logging.getLogger(__name__)
 
 
@@ -380,18 +380,19 @@ class IntervalJoinOperator:
             (RowKind.INSERT, r) for r in self.join.on_timer(state, timestamp, self.join.operator_time(time), timers)
         ]
 
-    def jvm_logic(self) -> JvmLogic:
+    def jvm_logic(self, inputs: TwoInputSpec) -> JvmLogic:
         """Scala twin."""
         j, b = self.join, self.join.bounds
         return JvmLogic(
             "IntervalJoinLogic",
-            {
-                "how": j.how,
-                "lowerMs": b.lower_ms,
-                "upperMs": b.upper_ms,
-                "candidates": j.candidates,
-                "condition": self.condition,
-            },
+            IntervalJoinSpec(
+                inputs=inputs,
+                how=j.how,
+                lower_ms=b.lower_ms,
+                upper_ms=b.upper_ms,
+                candidates=j.candidates,
+                condition=self.condition,
+            ),
         )
 
 
@@ -512,7 +513,8 @@ def interval_join(
         row_watermark_column=row_watermark_column,
         extra_output=ID_FIELDS if two_steps else (),
     )
-    _log.info("%s", _explain(how, bounds, pairs, left_time is not None, condition, in_join))
+    if condition is not None:
+        _log.info("interval join residual predicate %r: %s", condition, _residual_placement(how, in_join))
     if two_steps:
         assert condition is not None  # two steps evaluate a residual
         return pad_after_residual(joined, condition=condition, on=pairs, outer=(join.left_outer, join.right_outer))
@@ -521,22 +523,10 @@ def interval_join(
     return joined
 
 
-def _explain(
-    how: str, bounds: IntervalBounds, on: list[tuple[str, str]], rowtime: bool, condition: str | None, in_join: bool
-) -> str:
-    where = " AND ".join(f"{l} = {r}" for l, r in on)
-    if condition is None:
-        residual = "none"
-    else:
-        where += f" AND ({condition})"
-        if in_join:
-            residual = "in the join, on each pair in the window"
-        elif how == "inner":
-            residual = "Spark filter on the joined rows"
-        else:
-            residual = "Spark filter on candidate pairs between two stateful steps; outer rows padded at expiry"
-    return (
-        f"IntervalJoin(joinType=[{_FLINK_TYPE_NAMES[how]}], windowBounds=[isRowTime={str(rowtime).lower()}, "
-        f"leftLowerBound={-bounds.upper_ms}, leftUpperBound={-bounds.lower_ms}], "
-        f"where=[{where}], residual=[{residual}])"
-    )
+def _residual_placement(how: str, in_join: bool) -> str:
+    """Where the engine evaluates a residual predicate (the planner's EXPLAIN shows the predicate itself)."""
+    if in_join:
+        return "in the join, on each pair in the window"
+    if how == "inner":
+        return "Spark filter on the joined rows"
+    return "Spark filter on candidate pairs between two stateful steps; outer rows padded at expiry"

@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.contract import ResidualPaddingSpec
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.tws import output_schema, rows_in_order
@@ -93,7 +94,8 @@ class ResidualPadding(KeyedLogic):
 
     def jvm_logic(self) -> JvmLogic:
         """Its Scala twin, ``ResidualPaddingLogic.scala`` (per outer side a MapState of matched row ids)."""
-        return JvmLogic("ResidualPaddingLogic", {"columns": list(self._columns[:-2]), "outer": list(self._outer)})
+        outer = (bool(self._outer[0]), bool(self._outer[1]))
+        return JvmLogic("ResidualPaddingLogic", ResidualPaddingSpec(columns=tuple(self._columns[:-2]), outer=outer))
 
 
 def _col(name: str):

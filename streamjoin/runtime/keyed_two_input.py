@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, TimestampType
 
 from streamjoin.changelog import RowKind
+from streamjoin.contract import Position, TwoInputSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
@@ -54,8 +55,8 @@ class KeyedTwoInputLogic(Protocol):
 
     def on_timer(self, state: Any, timestamp: int, time: int, timers: KeyTimers) -> list[tuple[RowKind, tuple]]: ...
 
-    def jvm_logic(self) -> JvmLogic | None:
-        """The Scala twin (a ``TwoInputLogic`` in ``jvm/operators``) and its own parameters, or None."""
+    def jvm_logic(self, inputs: TwoInputSpec) -> JvmLogic | None:
+        """The Scala twin (a ``TwoInputLogic`` in ``jvm/operators``), its spec holding ``inputs``, or None."""
 
 
 #: Input names by side index (0 = left/probe, 1 = right/build), for messages.
@@ -241,18 +242,17 @@ class _KeyedTwoInputLogic(KeyedLogic):
         return self.logic.on_timer(state.logic, timestamp, state.timers.time, state.timers)
 
     def jvm_logic(self) -> JvmLogic | None:
-        """The logic's twin, told where the union frame's columns are (read by ``TwoInputLogic.scala``):
-        ``keyColumns``, and per side the data row's ``rowtime`` and the row struct's ``rowWatermark``
-        positions (``[left, right]`` or None)."""
-        twin = self.logic.jvm_logic()
-        if twin is None:
-            return None
-        columns = {
-            "keyColumns": self.key_columns,
-            "rowtime": None if self.columns.rowtime is None else list(self.columns.rowtime),
-            "rowWatermark": None if self.columns.row_watermark is None else list(self.columns.row_watermark),
-        }
-        return JvmLogic(twin.logic_class, {**twin.spec, **columns})
+        """The logic's twin, told where the union frame's columns are (read by ``TwoInputLogic.scala``)."""
+
+        def positions(pair: tuple[int, int] | None) -> tuple[Position, Position] | None:
+            return None if pair is None else (Position(pair[0]), Position(pair[1]))
+
+        inputs = TwoInputSpec(
+            key_columns=tuple(self.key_columns),
+            rowtime=positions(self.columns.rowtime),
+            row_watermark=positions(self.columns.row_watermark),
+        )
+        return self.logic.jvm_logic(inputs)
 
 
 def join_pairs(on: Sequence[str | tuple[str, str]], what: str) -> list[tuple[str, str]]:

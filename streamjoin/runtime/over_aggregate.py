@@ -57,6 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, TimestampNTZType, TimestampType
 
 from streamjoin.changelog import SEQ_COLUMN, RowKind
+from streamjoin.contract import OverAggregateSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, call_specs, parse_calls
 from streamjoin.runtime.engine import JvmLogic
@@ -128,16 +129,16 @@ class _OverLogic(KeyedLogic):
         fn = self.window.function(self.input_types, self.columns)
         return JvmLogic(
             "OverAggregateLogic",
-            {
-                "function": type(fn).__name__,
-                "offset": fn.offset,
-                "columns": self.columns,
-                "aggregates": call_specs(self.window.aggregates),
-                "retractable": self.window.preceding is not None,
-                "orderBy": self.window.order_by,
-                "rowtimeColumn": _ROWTIME_MS,
-                "watermarkColumn": self.watermark_column,
-            },
+            OverAggregateSpec(
+                function=type(fn).__name__,  # type: ignore[arg-type]  # checked against the Literal by encode
+                offset=fn.offset,
+                columns=tuple(self.columns),
+                aggregates=call_specs(self.window.aggregates),
+                retractable=self.window.preceding is not None,
+                order_by=self.window.order_by,
+                rowtime_column=_ROWTIME_MS,
+                watermark_column=self.watermark_column,
+            ),
         )
 
 

@@ -26,12 +26,13 @@ import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from time import time as wall_clock_seconds
-from typing import Any, Literal
+from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from streamjoin import contract
 from streamjoin.changelog import RowKind, with_seq_path
 from streamjoin.jvm import engine
 from streamjoin.runtime.engine import JvmLogic, apply_jvm
@@ -63,13 +64,13 @@ Change = tuple[RowKind, tuple]
 #:   saw; the key's rows of one micro-batch are one instant, which is over after them (the key
 #:   advances to ``now + 1``); no Spark timer (``timeMode="None"``: Spark's processing-time mode
 #:   runs a micro-batch on every trigger, so an ``availableNow`` query would never end).
-Clock = Literal["none", "event", "processing", "instant"]
+Clock = contract.Clock
 
 _TIME_MODES = {"event": "EventTime", "processing": "ProcessingTime", "instant": "None"}
 
 #: State variable mirroring a key's count of rows dropped as late (Flink's ``numLateRecordsDropped``
 #: metric), readable with Spark's state data source.
-LATE_STATE = "numLateRecordsDropped"
+LATE_STATE = contract.LATE_STATE
 _LATE_SCHEMA = StructType([StructField("count", LongType(), False)])
 
 #: The root of the ``_seq`` of changes that a timer fires at the start of a key's visit (before any of the

@@ -43,13 +43,13 @@ from pyspark.sql.streaming import StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, BooleanType, IntegerType, StringType, StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.contract import PAIR_COLUMN, Position, RegularJoinSpec
 from streamjoin.errors import EngineError, ValidationError
 from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic, residual_in_join
 from streamjoin.runtime.join_state import StateLayout, TwsRecordStore, view_class
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, StreamingJoin, StreamingSemiAntiJoin, join_logic
 from streamjoin.runtime.two_input import (
-    KEY_COLUMN_PREFIX,
     LEFT,
     LEFT_ROW_COLUMN,
     RIGHT,
@@ -64,21 +64,11 @@ from streamjoin.runtime.two_input import (
 )
 from streamjoin.runtime.tws import check_state_ttl
 
-__all__ = ["PAIR_COLUMN", "derive_output_keys", "regular_join"]
+__all__ = ["PAIR_COLUMN", "regular_join"]
 
 _log = logging.getLogger(__name__)
 
-#: Column of the candidate frame numbering a change's candidate pairs (0 = the change itself).
-PAIR_COLUMN = "_pair"
 _STATE_NAMES = ("left_records", "right_records")
-_FLINK_TYPE_NAMES = {
-    JoinType.INNER: "InnerJoin",
-    JoinType.LEFT: "LeftOuterJoin",
-    JoinType.RIGHT: "RightOuterJoin",
-    JoinType.FULL: "FullOuterJoin",
-    JoinType.SEMI: "LeftSemiJoin",
-    JoinType.ANTI: "LeftAntiJoin",
-}
 
 
 @dataclass
@@ -165,16 +155,20 @@ class _JoinLogic(KeyedLogic):
 
     def jvm_logic(self) -> JvmLogic:
         spec = self._spec
+
+        def unique_key(side: int) -> tuple[Position, ...] | None:
+            key = spec.unique_keys[side]
+            return tuple(Position(p) for p in key) if key else None
+
         return JvmLogic(
             self.jvm_class,
-            {
-                "joinType": spec.join_type.value,
-                "layouts": [layout.value for layout in spec.layouts],
-                "uniqueKeys": [list(key) if key else None for key in spec.unique_keys],
-                "stored": list(self._stored),
-                "keyPrefix": KEY_COLUMN_PREFIX,
-                "condition": self._condition,
-            },
+            RegularJoinSpec(
+                join_type=spec.join_type.value,
+                layouts=(spec.layouts[LEFT].value, spec.layouts[RIGHT].value),
+                unique_keys=(unique_key(LEFT), unique_key(RIGHT)),
+                stored=(bool(self._stored[LEFT]), bool(self._stored[RIGHT])),
+                condition=self._condition,
+            ),
         )
 
 
@@ -226,61 +220,6 @@ class _AssociateLogic(_JoinLogic):
                 assert matches is not None  # its change came first, with matches=[]
                 matches.append(row_of(r[other]))
         return events
-
-
-def derive_output_keys(
-    join_type: JoinType,
-    left_columns: Sequence[str],
-    right_columns: Sequence[str],
-    on: Sequence[tuple[str, str]],
-    left_unique_key: Sequence[str] | None,
-    right_unique_key: Sequence[str] | None,
-) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
-    """Unique keys and upsert keys of the join output, as Flink derives them.
-
-    A declared input unique key is taken as the input's upsert key too (a source
-    primary key is both). Rules (Flink ``FlinkRelMdUniqueKeys.getJoinUniqueKeys``):
-    every union of a left and a right key; plus the left keys when the right join
-    columns contain a right key (each left row meets at most one right row) and the
-    join does not pad the left side; symmetrically for the right; SEMI/ANTI keep the
-    left keys. For upsert keys only input keys that contain their side's join
-    columns take part (Flink ``FlinkRelMdUpsertKeys``).
-
-    Returns:
-        ``(unique_keys, upsert_keys)``, each a tuple of column-name tuples in output order.
-
-    Example:
-        >>> derive_output_keys(JoinType.LEFT, ["l_ok", "l_ln"], ["o_ok"], [("l_ok", "o_ok")],
-        ...                    ["l_ok", "l_ln"], ["o_ok"])
-        ((('l_ok', 'l_ln'), ('l_ok', 'l_ln', 'o_ok')), (('l_ok', 'l_ln'), ('l_ok', 'l_ln', 'o_ok')))
-    """
-    order = {c: i for i, c in enumerate([*left_columns, *right_columns])}
-    left_on = frozenset(l for l, _ in on)
-    right_on = frozenset(r for _, r in on)
-
-    def combine(left_keys: list[frozenset], right_keys: list[frozenset], left_unique: bool, right_unique: bool) -> set:
-        if not join_type.projects_right:
-            return set(left_keys)
-        keys = {lk | rk for lk in left_keys for rk in right_keys}
-        if right_unique and join_type not in (JoinType.RIGHT, JoinType.FULL):
-            keys |= set(left_keys)
-        if left_unique and join_type not in (JoinType.LEFT, JoinType.FULL):
-            keys |= set(right_keys)
-        return keys
-
-    left_keys = [frozenset(left_unique_key)] if left_unique_key else []
-    right_keys = [frozenset(right_unique_key)] if right_unique_key else []
-    left_unique = any(k <= left_on for k in left_keys)
-    right_unique = any(k <= right_on for k in right_keys)
-    unique = combine(left_keys, right_keys, left_unique, right_unique)
-    upsert = combine(
-        [k for k in left_keys if left_on <= k], [k for k in right_keys if right_on <= k], left_unique, right_unique
-    )
-
-    def ordered(keys: set) -> tuple[tuple[str, ...], ...]:
-        return tuple(sorted((tuple(sorted(k, key=order.__getitem__)) for k in keys), key=lambda k: (len(k), k)))
-
-    return ordered(unique), ordered(upsert)
 
 
 @overload
@@ -340,34 +279,13 @@ def _candidate_schema(both: TwoInput) -> StructType:
     )
 
 
-def _explain(
-    spec: JoinSpec,
-    on: Sequence[tuple[str, str]],
-    condition: str | None,
-    in_join: bool,
-    two_steps: bool,
-    state_ttl_ms: int | None,
-    upsert_keys: Sequence[Sequence[str]],
-) -> str:
-    where = " AND ".join(f"{l} = {r}" for l, r in on) or "true"
-    if condition is not None:
-        where += f" AND ({condition})"
-    distribution = f"hash[{', '.join(l for l, _ in on)}]" if on else "singleton: no equi-join key, one task"
-    if condition is None:
-        residual = "none"
-    elif in_join:
-        residual = "in the join, on each equi-matching pair"
-    elif two_steps:
-        residual = "Spark filter on candidate pairs between two stateful steps"
-    else:
-        residual = "Spark filter on the joined rows"
-    ttl = f"{state_ttl_ms} ms" if state_ttl_ms else "none"
-    keys = "; ".join(", ".join(k) for k in upsert_keys) or "none"
-    return (
-        f"RegularJoin(joinType=[{_FLINK_TYPE_NAMES[spec.join_type]}], where=[{where}], "
-        f"leftInputSpec=[{spec.layouts[LEFT].value}], rightInputSpec=[{spec.layouts[RIGHT].value}], "
-        f"distribution=[{distribution}], residual=[{residual}], stateTtl=[{ttl}], upsertKeys=[{keys}])"
-    )
+def _residual_placement(in_join: bool, two_steps: bool) -> str:
+    """Where the engine evaluates a residual predicate (the planner's EXPLAIN shows the predicate itself)."""
+    if in_join:
+        return "in the join, on each equi-matching pair"
+    if two_steps:
+        return "Spark filter on candidate pairs between two stateful steps"
+    return "Spark filter on the joined rows"
 
 
 def regular_join(
@@ -380,7 +298,6 @@ def regular_join(
     left_unique_key: Sequence[str] | None = None,
     right_unique_key: Sequence[str] | None = None,
     state_ttl_ms: int | None = None,
-    upsert_keys: Sequence[Sequence[str]] | None = None,
     layouts: tuple[StateLayout, StateLayout] | None = None,
 ) -> DataFrame:
     """Join two changelog streams with Flink's regular-join semantics (docs/semantics.md §2).
@@ -425,9 +342,6 @@ def regular_join(
             which Spark keeps running empty micro-batches: with TTL use a
             processing-time trigger, or an ``availableNow`` trigger only with
             ``spark.sql.streaming.noDataMicroBatches.enabled=false``, else it never ends.
-        upsert_keys: the output's upsert keys (output column names) as the planner derived them
-            (:mod:`streamjoin.planner.metadata`), for the EXPLAIN line; ``None`` derives them here
-            (:func:`derive_output_keys`) for direct callers.
         layouts: the ``(left, right)`` state layouts as the planner chose them (Flink's
             ``JoinInputSideSpec``); ``None`` picks them here from the unique keys. A layout other
             than InputSideHasNoUniqueKey needs that side's unique key.
@@ -439,7 +353,7 @@ def regular_join(
         caused, :func:`~streamjoin.runtime.processor.child_seq`). One line describing the physical operator,
         Flink-style (state layouts, distribution, residual, TTL, upsert keys), is logged at INFO by
         ``streamjoin.runtime.regular_join``. The output's unique and upsert keys are
-        the planner's (:func:`derive_output_keys`): a sink whose primary key is not an
+        the planner's (:func:`streamjoin.planner.metadata.derive_output_keys`): a sink whose primary key is not an
         upsert key needs the SinkUpsertMaterializer
         (:func:`~streamjoin.runtime.upsert_materializer.sink_upsert_materialize`).
 
@@ -511,10 +425,6 @@ def regular_join(
         )
         changelog = associate_step.apply(kept, both.key_columns, output)
 
-    if upsert_keys is None:
-        _, upsert_keys = derive_output_keys(
-            join_type, left_schema.names, right_schema.names, list(on), left_unique_key, right_unique_key
-        )
-    explain = _explain(spec, list(on), condition, in_join, two_steps, state_ttl_ms, upsert_keys)
-    _log.info("%s", explain)
+    if condition is not None:
+        _log.info("regular join residual predicate %r: %s", condition, _residual_placement(in_join, two_steps))
     return changelog

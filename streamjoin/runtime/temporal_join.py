@@ -43,6 +43,7 @@ from typing import Literal
 from pyspark.sql import DataFrame
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.contract import TemporalJoinSpec, TwoInputSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.keyed_two_input import join_pairs, keyed_two_input
@@ -250,11 +251,12 @@ class TemporalJoinOperator:
     def on_timer(self, state, timestamp, time, timers):
         return self.join.on_timer(state, time, timers)
 
-    def jvm_logic(self) -> JvmLogic:
+    def jvm_logic(self, inputs: TwoInputSpec) -> JvmLogic:
         """Its Scala twin, ``TemporalJoinLogic.scala`` (Flink's state layout: probe rows and versions
         in a MapState each)."""
         return JvmLogic(
-            "TemporalJoinLogic", {"how": self.join.how, "appendOnlyVersions": self.join.append_only_versions}
+            "TemporalJoinLogic",
+            TemporalJoinSpec(inputs=inputs, how=self.join.how, append_only_versions=self.join.append_only_versions),
         )
 
 

@@ -46,6 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind, with_seq_path
+from streamjoin.contract import KEY_COLUMN_PREFIX, LEFT_ROW_COLUMN, RIGHT_ROW_COLUMN, SIDE_COLUMN
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.processor import Element
 
@@ -68,14 +69,6 @@ __all__ = [
 LEFT = 0
 #: Side tag of the right input.
 RIGHT = 1
-#: Column of the side tag (INT).
-SIDE_COLUMN = "_side"
-#: Column of the left row (STRUCT), null on right rows.
-LEFT_ROW_COLUMN = "_left"
-#: Column of the right row (STRUCT), null on left rows.
-RIGHT_ROW_COLUMN = "_right"
-#: Prefix of the grouping-key columns: ``_key0``, ``_key1``, ...
-KEY_COLUMN_PREFIX = "_key"
 
 
 @dataclass(frozen=True)

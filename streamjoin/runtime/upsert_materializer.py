@@ -34,6 +34,7 @@ from pyspark.sql.streaming import StatefulProcessorHandle
 from pyspark.sql.types import StructField, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.contract import SinkUpsertMaterializerSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.processor import Change, Element, KeyedLogic, KeyedProcessor
@@ -152,7 +153,9 @@ class _MaterializerLogic(KeyedLogic):
         names = self._schema.names
         return JvmLogic(
             "SinkUpsertMaterializerLogic",
-            {"columns": names, "upsertKey": [names[i] for i in self._logic.upsert_key or ()]},
+            SinkUpsertMaterializerSpec(
+                columns=tuple(names), upsert_key=tuple(names[i] for i in self._logic.upsert_key or ())
+            ),
         )
 
 

@@ -59,6 +59,7 @@ from pyspark.sql.types import (
 )
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
+from streamjoin.contract import encode
 from streamjoin.jvm import operators_jar
 from streamjoin.runtime.processor import KeyedProcessor
 
@@ -230,7 +231,7 @@ def run_engines(
         list(captured.key),
         output.json(),
         f"streamjoin.operators.{twin.logic_class}",
-        json.dumps(twin.spec),
+        encode(twin.spec),
         processor.clock,
         int(processor.state_ttl_ms or 0),
     )

@@ -15,7 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericRow
 import org.apache.spark.sql.functions.udf
 import org.apache.spark.sql.types._
 
-import streamjoin.operators.Spec
+import streamjoin.operators.ChangeDecoderSpec
 
 /**
  * The jvm engine's decoder of `json` (upsert-kafka's too) and `debezium-json` Kafka records: one pass of
@@ -43,28 +43,25 @@ import streamjoin.operators.Spec
  * An upsert-kafka source (format json) reads its primary key from the record key, a JSON object, as
  * `streamjoin/connectors/formats.py` describes; a tombstone (null value) is `-D` of the key's row.
  *
- * Built from the JSON description of `streamjoin.connectors.formats._jvm_changes`: `format`,
- * `rowkind_field` (json; null for none), `columns` ([[StructType]] JSON), `primary_key`, `time_zone`, `upsert`,
- * `key_fields` (upsert: the primary key's JSON fields in the record key), `except_key` (upsert: EXCEPT_KEY).
+ * Built from the [[ChangeDecoderSpec]] of `streamjoin.connectors.formats._jvm_changes`.
  */
-final class ChangeDecoder(description: String) extends UDF2[Array[Byte], Array[Byte], Array[Row]] {
+final class ChangeDecoder(spec: ChangeDecoderSpec) extends UDF2[Array[Byte], Array[Byte], Array[Row]] {
   import ChangeDecoder._
 
-  private val spec = new Spec(description)
-  private val format = spec.string("format")
-  private val rowkindField = spec.optString("rowkind_field")
-  private val columns = DataType.fromJson(spec.node("columns").toString).asInstanceOf[StructType]
-  private val primaryKey = spec.strings("primary_key").map(columns.fieldIndex)
-  private val zone = ZoneId.of(spec.string("time_zone"))
+  private val format = spec.format
+  private val rowkindField = spec.rowkindField.orNull
+  private val columns = spec.columns
+  private val primaryKey = spec.primaryKey.map(columns.fieldIndex).toArray
+  private val zone = ZoneId.of(spec.timeZone)
   private val names = columns.fieldNames
   private val types = columns.fields.map(_.dataType)
-  private val upsert = spec.bool("upsert")
+  private val upsert = spec.upsert
 
   /** upsert-kafka: the primary-key columns' positions and their JSON fields in the record key. */
-  private val keyColumns = primaryKey.zip(spec.strings("key_fields"))
+  private val keyColumns = primaryKey.zip(spec.keyFields)
 
   /** upsert-kafka `value.fields-include` EXCEPT_KEY: the key columns come from the key, not the value. */
-  private val exceptKey = spec.bool("except_key")
+  private val exceptKey = spec.exceptKey
 
   /** Whether column c is read from a row object: all but the key columns with EXCEPT_KEY (decided once, not per row). */
   private val inRow = names.indices.map(c => !(exceptKey && primaryKey.contains(c))).toArray
@@ -300,13 +297,15 @@ object ChangeDecoder {
 
   /**
    * The column of the changes of the record `key`, `value` (BINARY): ARRAY<STRUCT<kind STRING, i INT, values STRUCT<columns>>>,
-   * null where the Spark SQL decoder must read the record. `description`: see [[ChangeDecoder]].
+   * null where the Spark SQL decoder must read the record. `description`: a [[ChangeDecoderSpec]]'s JSON.
    */
   def column(key: Column, value: Column, description: String): Column = {
-    val columns = DataType.fromJson(new Spec(description).node("columns").toString).asInstanceOf[StructType]
+    val spec = ChangeDecoderSpec.decode(description)
     val changeType = ArrayType(
-      StructType(Seq(StructField("kind", StringType), StructField("i", IntegerType), StructField("values", columns)))
+      StructType(
+        Seq(StructField("kind", StringType), StructField("i", IntegerType), StructField("values", spec.columns))
+      )
     )
-    udf(new ChangeDecoder(description), changeType).apply(key, value)
+    udf(new ChangeDecoder(spec), changeType).apply(key, value)
   }
 }

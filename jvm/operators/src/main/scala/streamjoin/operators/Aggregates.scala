@@ -59,26 +59,6 @@ final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
   def flush(): Unit = cached.flush()
 }
 
-/** One aggregate `function(column) AS output` (`streamjoin.runtime.aggregates.AggregateCall`); column null = `COUNT(*)`. */
-final case class AggregateCall(output: String, function: String, column: String)
-
-object AggregateCall {
-
-  /** The calls of a description: a JSON list of `{output, function, column}`. */
-  def parse(node: JsonNode): Array[AggregateCall] = node
-    .elements()
-    .asScala
-    .map { c =>
-      val column = c.get("column")
-      AggregateCall(
-        c.get("output").asText(),
-        c.get("function").asText(),
-        if (column == null || column.isNull) null else column.asText()
-      )
-    }
-    .toArray
-}
-
 /**
  * A typed aggregate function with retraction, the JVM twin of one class of
  * `streamjoin.runtime.aggregates` (Flink's built-in functions and their `*WithRetractAggFunction`).
@@ -347,13 +327,13 @@ final class PositionalFunction(inputType: DataType, retractable: Boolean, first:
  * @param columns     the row's columns, in the order rows are given (arrays of values)
  * @param retractable whether values will be retracted (a changelog GROUP BY input, a bounded OVER frame)
  */
-final class Aggregates(val calls: Array[AggregateCall], input: StructType, columns: Array[String], retractable: Boolean)
+final class Aggregates(calls: Seq[AggregateCallSpec], input: StructType, columns: Seq[String], retractable: Boolean)
     extends Serializable {
-  private val argPositions: Array[Int] = calls.map(c => if (c.column == null) -1 else columns.indexOf(c.column))
-  val functions: Array[AggregateFunction] = calls.map { c =>
-    val t = if (c.column == null) null else input(c.column).dataType
+  private val argPositions: Array[Int] = calls.map(_.column.map(columns.indexOf(_)).getOrElse(-1)).toArray
+  val functions: Array[AggregateFunction] = calls.toArray.map { c =>
+    val t = c.column.map(input(_).dataType).orNull
     c.function match {
-      case "COUNT"          => new CountFunction(t, retractable, star = c.column == null)
+      case "COUNT"          => new CountFunction(t, retractable, star = c.column.isEmpty)
       case "COUNT_DISTINCT" => new CountDistinctFunction(t, retractable)
       case "SUM"            => new SumFunction(t, retractable)
       case "AVG"            => new AvgFunction(t, retractable)

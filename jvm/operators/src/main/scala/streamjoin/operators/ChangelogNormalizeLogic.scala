@@ -11,14 +11,12 @@ import org.apache.spark.sql.types.StructType
  *
  * State per key, as Flink's: the last full row (`lastRow`, a ValueState with the state TTL).
  *
- * Description: `columns` (the data columns), `updateBefore` (emit `-U` before `+U`), `stateTtl`
- * (state TTL is on: an identical row is emitted again).
+ * Built from a [[ChangelogNormalizeSpec]] (with state TTL on, an identical row is emitted again).
  */
-class ChangelogNormalizeLogic(specJson: String, input: StructType) extends KeyedLogic {
-  private val spec = new Spec(specJson)
-  private val columns = spec.strings("columns").map(KeyedLogic.index(input, _))
-  private val updateBefore = spec.bool("updateBefore")
-  private val stateTtl = spec.bool("stateTtl")
+class ChangelogNormalizeLogic(spec: ChangelogNormalizeSpec, input: StructType) extends KeyedLogic {
+  private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
+  private val updateBefore = spec.updateBefore
+  private val stateTtl = spec.stateTtl
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))

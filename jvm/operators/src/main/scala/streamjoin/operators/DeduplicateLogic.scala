@@ -19,27 +19,24 @@ import org.apache.spark.sql.types._
  * RowKind too, and its heap state holds the row it then emits as `+U` (the Python module's docstring).
  * `PROCTIME()` columns, which hold no value in Flink's row, take no part in the comparison.
  *
- * Description: `keep` ("first" | "last"), `ordered` (ORDER BY a column, in `_order`), `eventTime`
- * (keep first on event time: held until the watermark passes it), `columns` (the output columns),
- * `watermarkColumn` (optional LONG per-row watermark), `proctimeColumns` (the columns among `columns`
- * left out of the comparison), `stateTtl` (whether state TTL is on).
+ * Built from a [[DeduplicateSpec]] (an ordered input's order value in `_order`; keeping the first row on
+ * event time, it is held until the watermark passes it).
  */
-class DeduplicateLogic(specJson: String, input: StructType) extends KeyedLogic {
-  private val spec = new Spec(specJson)
-  private val keepFirst = spec.string("keep") == "first"
-  private val ordered = spec.bool("ordered")
-  private val eventTime = spec.bool("eventTime")
-  private val columns = spec.strings("columns").map(KeyedLogic.index(input, _))
+class DeduplicateLogic(spec: DeduplicateSpec, input: StructType) extends KeyedLogic {
+  private val keepFirst = spec.keep == "first"
+  private val ordered = spec.ordered
+  private val eventTime = spec.eventTime
+  private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val orderIndex = if (ordered) KeyedLogic.index(input, "_order") else -1
-  private val watermarkIndex = Option(spec.optString("watermarkColumn")).map(KeyedLogic.index(input, _)).getOrElse(-1)
+  private val watermarkIndex = spec.watermarkColumn.map(KeyedLogic.index(input, _)).getOrElse(-1)
   // The positions in a kept row that the comparison of keep-last on processing time looks at.
   private val compared: Array[Int] = {
-    val proctime = spec.strings("proctimeColumns").toSet
-    spec.strings("columns").zipWithIndex.collect { case (c, i) if !proctime(c) => i }
+    val proctime = spec.proctimeColumns.toSet
+    spec.columns.zipWithIndex.collect { case (c, i) if !proctime(c) => i }.toArray
   }
-  private val stateTtl = spec.bool("stateTtl")
+  private val stateTtl = spec.stateTtl
   private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))
   private val stateSchema = StructType(
     Seq(

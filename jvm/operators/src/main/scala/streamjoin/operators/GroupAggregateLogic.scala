@@ -16,20 +16,15 @@ import org.apache.spark.sql.types._
  * In mini-batch mode a group's changes of one micro-batch are applied together and emitted once, in
  * [[finishBundle]] (Flink's `MiniBatchGroupAggFunction`).
  *
- * Description: `columns` (the input columns, in order), `groupBy` (the GROUP BY columns),
- * `aggregates` (list of `{output, function, column}`), `retractable` (false for an insert-only input),
- * `miniBatch`.
+ * Built from a [[GroupAggregateSpec]].
  */
-class GroupAggregateLogic(specJson: String, input: StructType) extends KeyedLogic {
-  private val spec = new Spec(specJson)
-  private val columnNames = spec.strings("columns")
-  private val columns = columnNames.map(KeyedLogic.index(input, _))
-  private val groupPositions = spec.strings("groupBy").map(columnNames.indexOf(_))
-  private val aggregates =
-    new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, spec.bool("retractable"))
+class GroupAggregateLogic(spec: GroupAggregateSpec, input: StructType) extends KeyedLogic {
+  private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
+  private val groupPositions = spec.groupBy.map(spec.columns.indexOf(_)).toArray
+  private val aggregates = new Aggregates(spec.aggregates, input, spec.columns, spec.retractable)
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
-  private val miniBatch = spec.bool("miniBatch")
+  private val miniBatch = spec.miniBatch
   private val stateSchema = StructType(
     Seq(StructField("count", LongType, nullable = false), StructField("accs", aggregates.accSchema, nullable = false))
   )

@@ -44,15 +44,13 @@ import org.apache.spark.sql.types._
  * visit reads each side's cache from the state at most once and writes back what changed when it ends
  * ([[SideRows]]).
  *
- * Description (besides [[TwoInputLogic]]'s): `how` (inner | left | right | full), `lowerMs` /
- * `upperMs` (the range of `right.t - left.t`, inclusive), `candidates`, `condition` (optional: the
- * residual predicate, Spark SQL over the left and right data columns).
+ * Built from an [[IntervalJoinSpec]] (`lowerMs` / `upperMs`: the range of `right.t - left.t`, inclusive).
  */
-class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLogic(specJson, input) {
-  private val how = spec.string("how")
-  private val lower = spec.long("lowerMs")
-  private val upper = spec.long("upperMs")
-  private val candidates = spec.bool("candidates")
+class IntervalJoinLogic(spec: IntervalJoinSpec, input: StructType) extends TwoInputLogic(spec.inputs, input) {
+  private val how = spec.how
+  private val lower = spec.lowerMs
+  private val upper = spec.upperMs
+  private val candidates = spec.candidates
   private val outer = Array(how == "left" || how == "full", how == "right" || how == "full")
 
   /** How far after its own time a side's row can still match (Flink's `leftRelativeSize` / `rightRelativeSize`). */
@@ -61,7 +59,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   private val nulls: Array[InternalRow] = structSchemas.map(s => new GenericInternalRow(s.length))
   // Bound here, on the driver that builds the operator; shipped to the executors with it.
   private val condition: JoinCondition =
-    Option(spec.optString("condition")).map(JoinCondition.bind(_, dataSchemas(0), dataSchemas(1))).orNull
+    spec.condition.map(JoinCondition.bind(_, dataSchemas(0), dataSchemas(1))).orNull
   private val cacheSchema = StructType(
     Seq(
       StructField("row", BinaryType, nullable = false),
@@ -88,7 +86,7 @@ class IntervalJoinLogic(specJson: String, input: StructType) extends TwoInputLog
   @transient private lazy val withIds = new JoinedRow()
   @transient private lazy val ids = new GenericInternalRow(2)
 
-  override def packedInput: Seq[String] = Seq("_left", "_right")
+  override def packedInput: Seq[String] = Seq(Contract.LeftRowColumn, Contract.RightRowColumn)
   override def packedOutput: Boolean = true
   override val keyValueSchema: StructType = StructType(
     Seq(

@@ -11,10 +11,10 @@ import org.apache.spark.sql.types.StructType
  * instant, over after them).
  */
 object Clock {
-  val None = "none"
-  val Event = "event"
-  val Processing = "processing"
-  val Instant = "instant"
+  val None: String = Contract.ClockNone
+  val Event: String = Contract.ClockEvent
+  val Processing: String = Contract.ClockProcessing
+  val Instant: String = Contract.ClockInstant
 }
 
 /** The shell's per-key context a logic works with: the key's timers, its late-row count and the logic's key
@@ -82,8 +82,8 @@ abstract class KeyedLogic extends Serializable {
 
 /** Helpers for logics: column positions in an input schema, ordering a key's rows. */
 object KeyedLogic {
-  val RowKindColumn = "_rowkind"
-  val SeqColumn = "_seq"
+  val RowKindColumn: String = Contract.RowKindColumn
+  val SeqColumn: String = Contract.SeqColumn
 
   /** Position of `name` in `schema`, or an IllegalArgumentException naming the columns. */
   def index(schema: StructType, name: String): Int = {

@@ -50,7 +50,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) exte
       timerState = handle.getValueState("timers", Encoders.row(schema), TTLConfig.NONE)
     }
     if (logic.countsLateRows)
-      lateState = handle.getValueState("numLateRecordsDropped", Encoders.row(KeyedOperator.LateSchema), TTLConfig.NONE)
+      lateState = handle.getValueState(Contract.LateState, Encoders.row(KeyedOperator.LateSchema), TTLConfig.NONE)
     val ttl = if (stateTtlMs > 0) TTLConfig(Duration.ofMillis(stateTtlMs)) else TTLConfig.NONE
     logic.open(handle, ttl)
   }

@@ -43,8 +43,9 @@ object Operators {
    *                   `_rowkind` STRING and `_seq` LONG among them)
    * @param keyColumns the grouping key columns
    * @param outputJson the output schema (Spark's JSON form): output columns, `_rowkind`, `_seq`
-   * @param logicClass the [[KeyedLogic]] subclass, with a `(String, StructType)` constructor
-   * @param spec       the logic's JSON description
+   * @param logicClass the [[KeyedLogic]] subclass, with a `(spec, StructType)` constructor whose spec is one of
+   *                   the types of `OperatorSpecs.scala`
+   * @param spec       the spec's JSON (`streamjoin.contract.encode`)
    * @param clock      [[Clock]] name
    * @param stateTtlMs state TTL in ms, <= 0 for none
    * @return the output changelog, `outputJson`'s columns
@@ -75,15 +76,31 @@ object Operators {
   }
 
   /**
-   * The [[KeyedOperator]] running `logicClass` over prepared input rows of schema `input` — what
-   * [[apply]] runs per key, and what the tools jar's `LocalRun` drives in process (and the unit tests).
+   * The [[KeyedOperator]] running `logicClass` over prepared input rows of schema `input`, built from the spec
+   * JSON `spec` — what [[apply]] runs per key, and what the tools jar's `LocalRun` drives in process.
    */
   def operator(input: StructType, logicClass: String, spec: String, clock: String, stateTtlMs: Long): KeyedOperator = {
-    val logic = Class
-      .forName(logicClass)
-      .getConstructor(classOf[String], classOf[StructType])
-      .newInstance(spec, input)
-      .asInstanceOf[KeyedLogic]
-    new KeyedOperator(logic, clock, stateTtlMs)
+    val logic = Class.forName(logicClass).asSubclass(classOf[KeyedLogic])
+    val specType = constructor(logic).getParameterTypes()(0)
+    val decode = OperatorSpecs.decoders.getOrElse(
+      specType,
+      throw new IllegalArgumentException(s"$logicClass takes a ${specType.getName}, not an operator spec")
+    )
+    operator(input, logic, decode(spec), clock, stateTtlMs)
   }
+
+  /** The [[KeyedOperator]] running `logic` built from `spec`, one of the spec types of `OperatorSpecs.scala`
+   * (the unit tests build logics so). */
+  def operator(
+      input: StructType,
+      logic: Class[_ <: KeyedLogic],
+      spec: AnyRef,
+      clock: String,
+      stateTtlMs: Long
+  ): KeyedOperator =
+    new KeyedOperator(constructor(logic).newInstance(spec, input).asInstanceOf[KeyedLogic], clock, stateTtlMs)
+
+  private def constructor(logic: Class[_ <: KeyedLogic]): java.lang.reflect.Constructor[_] = logic.getConstructors
+    .find(c => c.getParameterCount == 2 && c.getParameterTypes()(1) == classOf[StructType])
+    .getOrElse(throw new IllegalArgumentException(s"${logic.getName} has no (spec, StructType) constructor"))
 }

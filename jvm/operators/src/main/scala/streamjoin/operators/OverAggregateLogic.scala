@@ -13,25 +13,19 @@ import org.apache.spark.sql.types._
  * State per partition key: [[OverState]] (rows waiting per time, the bounded frame's rows,
  * accumulators and Flink's bookkeeping).
  *
- * Description: `function` (the Python `OverFunction` class name), `offset` (frame rows, current
- * row counted, or ms; null when unbounded), `columns` (the input columns, in order), `aggregates`
- * (`{output, function, column}`), `retractable` (bounded frame), `orderBy` (the rowtime column,
- * its epoch ms in `rowtimeColumn`; null on processing time), `watermarkColumn` (optional LONG
- * per-row watermark).
+ * Built from an [[OverAggregateSpec]] (the rowtime's epoch ms in its `rowtimeColumn`).
  */
-class OverAggregateLogic(specJson: String, input: StructType) extends KeyedLogic {
-  private val spec = new Spec(specJson)
-  private val columnNames = spec.strings("columns")
-  private val columns = columnNames.map(KeyedLogic.index(input, _))
-  private val bounded = spec.bool("retractable")
+class OverAggregateLogic(spec: OverAggregateSpec, input: StructType) extends KeyedLogic {
+  private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
+  private val bounded = spec.retractable
   private val function = OverFunction(
-    spec.string("function"),
-    new Aggregates(AggregateCall.parse(spec.node("aggregates")), input, columnNames, bounded),
-    if (bounded) spec.long("offset") else 0L
+    spec.function,
+    new Aggregates(spec.aggregates, input, spec.columns, bounded),
+    if (bounded) spec.offset.getOrElse(0L) else 0L
   )
-  private val orderBy = spec.optString("orderBy")
-  private val rowtimeIndex = if (orderBy == null) -1 else KeyedLogic.index(input, spec.string("rowtimeColumn"))
-  private val watermarkIndex = Option(spec.optString("watermarkColumn")).map(KeyedLogic.index(input, _)).getOrElse(-1)
+  private val orderBy = spec.orderBy.orNull
+  private val rowtimeIndex = if (orderBy == null) -1 else KeyedLogic.index(input, spec.rowtimeColumn)
+  private val watermarkIndex = spec.watermarkColumn.map(KeyedLogic.index(input, _)).getOrElse(-1)
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))

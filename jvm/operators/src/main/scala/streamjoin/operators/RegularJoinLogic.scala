@@ -34,31 +34,24 @@ import org.apache.spark.sql.types.{DataType, IntegerType, StructType}
  * MapState `unique key's bytes ([[RowBytes]]) -> (row BINARY, _associations)`; InputSideHasNoUniqueKey:
  * MapState `row's bytes -> (_count, _associations)`.
  *
- * Description: `joinType` (inner|left|right|full|semi|anti), `layouts` (per side),
- * `uniqueKeys` (per side: positions in the side's row, or null), `stored` (per side: whether this
- * step keeps the side), `keyPrefix` (the grouping-key columns' name prefix), `condition` (optional:
- * the residual predicate, Spark SQL over the left and right columns).
+ * Built from a [[RegularJoinSpec]] (`stored`: whether this step keeps each side).
  */
-class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
-  protected val spec = new Spec(specJson)
-  protected val joinType: String = spec.string("joinType")
-  private val layouts = spec.strings("layouts")
-  private val uniqueKeys: Array[Array[Int]] = Array(0, 1).map { side =>
-    val node = spec.node("uniqueKeys").get(side)
-    if (node == null || node.isNull) Array.empty[Int] else (0 until node.size).map(node.get(_).asInt).toArray
-  }
-  private val stored: Array[Boolean] = Array(0, 1).map(spec.node("stored").get(_).asBoolean)
-  private val keyPrefix = spec.string("keyPrefix")
+class RegularJoinLogic(spec: RegularJoinSpec, input: StructType) extends KeyedLogic {
+  protected val joinType: String = spec.joinType
+  private val layouts = spec.layouts.toArray
+  private val uniqueKeys: Array[Array[Int]] = spec.uniqueKeys.map(_.map(_.toArray).getOrElse(Array.empty[Int])).toArray
+  private val stored: Array[Boolean] = spec.stored.toArray
   protected val keyIndexes: Array[Int] =
-    input.fieldNames.indices.filter(input.fieldNames(_).startsWith(keyPrefix)).toArray
-  protected val sideIndex: Int = KeyedLogic.index(input, "_side")
-  protected val rowIndexes: Array[Int] = Array(KeyedLogic.index(input, "_left"), KeyedLogic.index(input, "_right"))
+    input.fieldNames.indices.filter(input.fieldNames(_).startsWith(Contract.KeyColumnPrefix)).toArray
+  protected val sideIndex: Int = KeyedLogic.index(input, Contract.SideColumn)
+  protected val rowIndexes: Array[Int] =
+    Array(KeyedLogic.index(input, Contract.LeftRowColumn), KeyedLogic.index(input, Contract.RightRowColumn))
   protected val kindIndex: Int = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   protected val seqIndex: Int = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   protected val rowSchemas: Array[StructType] = rowIndexes.map(input(_).dataType.asInstanceOf[StructType])
   // Bound here, on the driver that builds the operator; shipped to the executors with it.
   private val condition: JoinCondition =
-    Option(spec.optString("condition")).map(JoinCondition.bind(_, rowSchemas(0), rowSchemas(1))).orNull
+    spec.condition.map(JoinCondition.bind(_, rowSchemas(0), rowSchemas(1))).orNull
   private val projectsRight = JoinDecisionTree.projectsRight(joinType)
   // The row of a side that did not match: every column null.
   private val nulls: Array[InternalRow] = rowSchemas.map(s => new GenericInternalRow(s.length))
@@ -77,7 +70,7 @@ class RegularJoinLogic(specJson: String, input: StructType) extends KeyedLogic {
   @transient private lazy val rowKeys =
     Array(0, 1).map(side => JoinRecordView.rowKey(layouts(side), rowSchemas(side), uniqueKeys(side)))
 
-  override def packedInput: Seq[String] = Seq("_left", "_right")
+  override def packedInput: Seq[String] = Seq(Contract.LeftRowColumn, Contract.RightRowColumn)
   override def packedOutput: Boolean = true
 
   @transient private var values: Array[ValueState[Row]] = _
@@ -181,7 +174,7 @@ object RegularJoinLogic {
  * (0 for the change, 1… for its candidate pairs), `_rowkind` (the change's), `_seq` (position in
  * the key's output of the micro-batch, so the second step takes each change followed by its pairs).
  */
-class RegularJoinCandidateLogic(specJson: String, input: StructType) extends RegularJoinLogic(specJson, input) {
+class RegularJoinCandidateLogic(spec: RegularJoinSpec, input: StructType) extends RegularJoinLogic(spec, input) {
   // The output row: the key columns, `_side`, `_left`, `_right`, `_pair`.
   private val outputTypes: Seq[DataType] =
     keyIndexes.toSeq.map(input(_).dataType) ++ Seq(IntegerType, rowSchemas(0), rowSchemas(1), IntegerType)
@@ -218,8 +211,8 @@ class RegularJoinCandidateLogic(specJson: String, input: StructType) extends Reg
  * followed by the pairs that passed, its matches. Only the outer sides are stored, with their
  * association counts (description `stored`); the output is [[RegularJoinLogic]]'s.
  */
-class RegularJoinAssociateLogic(specJson: String, input: StructType) extends RegularJoinLogic(specJson, input) {
-  private val pairIndex = KeyedLogic.index(input, "_pair")
+class RegularJoinAssociateLogic(spec: RegularJoinSpec, input: StructType) extends RegularJoinLogic(spec, input) {
+  private val pairIndex = KeyedLogic.index(input, Contract.PairColumn)
 
   override def elements(rows: Iterator[Row]): Iterator[Element] = {
     val all = KeyedLogic.inOrder(rows, seqIndex)

@@ -16,13 +16,12 @@ import org.apache.spark.sql.types.StructType
  * expiry has not come yet (so bounded like the join's caches). Changes are numbered by their
  * position in the key's visit.
  *
- * Description: `columns` (the output's data columns), `outer` (`[left, right]` booleans).
+ * Built from a [[ResidualPaddingSpec]].
  */
-class ResidualPaddingLogic(specJson: String, input: StructType) extends KeyedLogic {
-  private val spec = new Spec(specJson)
-  private val columns = spec.strings("columns").map(KeyedLogic.index(input, _))
+class ResidualPaddingLogic(spec: ResidualPaddingSpec, input: StructType) extends KeyedLogic {
+  private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
   private val ids = Array("_left_id", "_right_id").map(KeyedLogic.index(input, _))
-  private val outer = Array(spec.node("outer").get(0).asBoolean(), spec.node("outer").get(1).asBoolean())
+  private val outer = spec.outer.toArray
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
 
   @transient private var matched: Array[MapState[Long, Boolean]] = _

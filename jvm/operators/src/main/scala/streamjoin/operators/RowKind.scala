@@ -2,10 +2,10 @@ package streamjoin.operators
 
 /** Flink's RowKind as the changelog column `_rowkind` spells it (docs/semantics.md §1). */
 object RowKind {
-  val Insert = "+I"
-  val UpdateBefore = "-U"
-  val UpdateAfter = "+U"
-  val Delete = "-D"
+  val Insert: String = Contract.Insert
+  val UpdateBefore: String = Contract.UpdateBefore
+  val UpdateAfter: String = Contract.UpdateAfter
+  val Delete: String = Contract.Delete
 
   /** Whether `kind` adds a row (`+I`, `+U`): Flink's `RowDataUtil.isAccumulateMsg`. */
   def isAccumulate(kind: String): Boolean = kind == Insert || kind == UpdateAfter

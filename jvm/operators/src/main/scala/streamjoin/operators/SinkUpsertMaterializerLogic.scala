@@ -14,14 +14,11 @@ import org.apache.spark.sql.types.StructType
  *
  * State per sink key, as Flink's: the list of rows (`rows`, a ListState with the state TTL).
  *
- * Description: `columns` (the data columns), `upsertKey` (columns rows are compared on, or empty to
- * compare whole rows).
+ * Built from a [[SinkUpsertMaterializerSpec]].
  */
-class SinkUpsertMaterializerLogic(specJson: String, input: StructType) extends KeyedLogic {
-  private val spec = new Spec(specJson)
-  private val names = spec.strings("columns")
-  private val columns = names.map(KeyedLogic.index(input, _))
-  private val upsertKey = spec.strings("upsertKey").map(names.indexOf(_))
+class SinkUpsertMaterializerLogic(spec: SinkUpsertMaterializerSpec, input: StructType) extends KeyedLogic {
+  private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
+  private val upsertKey = spec.upsertKey.map(spec.columns.indexOf(_)).toArray
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val rowSchema = StructType(columns.map(i => input(i).copy(nullable = true)))

@@ -24,11 +24,11 @@ import org.apache.spark.sql.types._
  * next arrival index, the registered timer and the latest version time (Flink's `next-index` and
  * `timer`), null when the key holds nothing.
  *
- * Description (besides [[TwoInputLogic]]'s): `how` (inner | left), `appendOnlyVersions`.
+ * Built from a [[TemporalJoinSpec]].
  */
-class TemporalJoinLogic(specJson: String, input: StructType) extends TwoInputLogic(specJson, input) {
-  private val left = spec.string("how") == "left"
-  private val appendOnlyVersions = spec.bool("appendOnlyVersions")
+class TemporalJoinLogic(spec: TemporalJoinSpec, input: StructType) extends TwoInputLogic(spec.inputs, input) {
+  private val left = spec.how == "left"
+  private val appendOnlyVersions = spec.appendOnlyVersions
   private val nulls = new Array[Any](dataSchemas(1).length)
   private val probeSchema = StructType(
     Seq(

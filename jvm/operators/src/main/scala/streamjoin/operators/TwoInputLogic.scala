@@ -13,20 +13,17 @@ import org.apache.spark.sql.types.{StructType, TimestampType}
  * watermark — and leaves the state and the decisions to the
  * operator (interval join, event-time temporal join).
  *
- * Description: `keyColumns` (the grouping key), `rowtime` (`[left, right]` positions of the
- * TIMESTAMP rowtime in each side's data row, or null for processing time), `rowWatermark`
- * (`[left, right]` positions of the LONG per-row watermark in each side's row struct, or null).
- * Each change is numbered under the `_seq` of the element that caused it ([[SeqPath]]).
+ * Where the key and each side's times are: a [[TwoInputSpec]]. Each change is numbered under the `_seq` of the element that caused it ([[SeqPath]]).
  */
-abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedLogic {
-  protected val spec = new Spec(specJson)
-  private val keyIndexes = spec.strings("keyColumns").map(KeyedLogic.index(input, _))
-  private val sideIndex = KeyedLogic.index(input, "_side")
-  private val rowIndexes = Array(KeyedLogic.index(input, "_left"), KeyedLogic.index(input, "_right"))
+abstract class TwoInputLogic(inputs: TwoInputSpec, input: StructType) extends KeyedLogic {
+  private val keyIndexes = inputs.keyColumns.map(KeyedLogic.index(input, _)).toArray
+  private val sideIndex = KeyedLogic.index(input, Contract.SideColumn)
+  private val rowIndexes =
+    Array(KeyedLogic.index(input, Contract.LeftRowColumn), KeyedLogic.index(input, Contract.RightRowColumn))
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
-  private val watermarkFields = TwoInputLogic.pair(spec, "rowWatermark")
-  private val rowtimes = TwoInputLogic.pair(spec, "rowtime")
+  private val watermarkFields = inputs.rowWatermark.map(_.toArray).orNull
+  private val rowtimes = inputs.rowtime.map(_.toArray).orNull
 
   /** Whether rows carry a rowtime (event time); else a row's time is the current processing time. */
   protected val eventTime: Boolean = rowtimes != null
@@ -97,10 +94,6 @@ abstract class TwoInputLogic(specJson: String, input: StructType) extends KeyedL
 }
 
 object TwoInputLogic {
-  private def pair(spec: Spec, name: String): Array[Int] = {
-    val node = spec.node(name)
-    if (node.isNull) null else Array(node.get(0).asInt(), node.get(1).asInt())
-  }
 
   /** A TIMESTAMP value as epoch ms, floored (`keyed_two_input._millis`, Spark's `unix_millis`). */
   def millis(value: Any): Long = value match {

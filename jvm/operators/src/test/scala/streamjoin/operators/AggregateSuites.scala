@@ -7,7 +7,6 @@ import org.apache.spark.sql.types._
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 /** A value → multiplicity map in memory (what a MapState gives a function within one visit). */
 final class MemoryView extends AggregateView {
@@ -35,7 +34,7 @@ class AggregatesSuite extends AnyFunSuite {
 
   private def aggregates(retractable: Boolean, calls: (String, String)*): Aggregates =
     new Aggregates(
-      calls.zipWithIndex.map { case ((f, c), i) => AggregateCall(s"a$i", f, c) }.toArray,
+      calls.map { case (f, c) => AggregateCallSpec(f, Option(c)) },
       input,
       columns,
       retractable
@@ -139,15 +138,12 @@ class GroupAggregateLogicSuite extends AnyFunSuite {
   private def harness(miniBatch: Boolean) = new OperatorHarness(
     input,
     classOf[GroupAggregateLogic],
-    json(
-      "columns" -> Seq("k", "v"),
-      "groupBy" -> Seq("k"),
-      "aggregates" -> Seq(
-        Map("output" -> "cnt", "function" -> "COUNT", "column" -> null),
-        Map("output" -> "mx", "function" -> "MAX", "column" -> "v")
-      ),
-      "retractable" -> true,
-      "miniBatch" -> miniBatch
+    GroupAggregateSpec(
+      columns = Seq("k", "v"),
+      groupBy = Seq("k"),
+      aggregates = Seq(AggregateCallSpec("COUNT", None), AggregateCallSpec("MAX", Some("v"))),
+      retractable = true,
+      miniBatch = miniBatch
     )
   )
 
@@ -212,12 +208,12 @@ class GroupAggregateLogicSuite extends AnyFunSuite {
     val h = new OperatorHarness(
       carriers,
       classOf[GroupAggregateLogic],
-      json(
-        "columns" -> Seq("order_id", "tms_company"),
-        "groupBy" -> Seq("tms_company"),
-        "aggregates" -> Seq(Map("output" -> "order_cnt", "function" -> "COUNT_DISTINCT", "column" -> "order_id")),
-        "retractable" -> true,
-        "miniBatch" -> false
+      GroupAggregateSpec(
+        columns = Seq("order_id", "tms_company"),
+        groupBy = Seq("tms_company"),
+        aggregates = Seq(AggregateCallSpec("COUNT_DISTINCT", Some("order_id"))),
+        retractable = true,
+        miniBatch = false
       )
     )
     val (zt, yt) = (Row("ZhongTong"), Row("YuanTong"))

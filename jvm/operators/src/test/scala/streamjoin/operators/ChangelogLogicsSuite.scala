@@ -7,7 +7,6 @@ import org.apache.spark.sql.types._
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 /** ChangelogNormalize, docs/semantics.md §1.8 and §1.9. */
 class ChangelogNormalizeLogicSuite extends AnyFunSuite {
@@ -16,7 +15,7 @@ class ChangelogNormalizeLogicSuite extends AnyFunSuite {
   private def harness(updateBefore: Boolean = true, stateTtl: Boolean = false) = new OperatorHarness(
     input,
     classOf[ChangelogNormalizeLogic],
-    json("columns" -> Seq("k", "v"), "updateBefore" -> updateBefore, "stateTtl" -> stateTtl)
+    ChangelogNormalizeSpec(columns = Seq("k", "v"), updateBefore = updateBefore, stateTtl = stateTtl)
   )
 
   test("an upsert changelog becomes a full one, deletes carrying the stored row (the table of §1.8)") {
@@ -58,7 +57,7 @@ class SinkUpsertMaterializerLogicSuite extends AnyFunSuite {
   private def harness(upsertKey: Seq[String] = Nil) = new OperatorHarness(
     input,
     classOf[SinkUpsertMaterializerLogic],
-    json("columns" -> Seq("id", "level", "attr"), "upsertKey" -> upsertKey)
+    SinkUpsertMaterializerSpec(columns = Seq("id", "level", "attr"), upsertKey = upsertKey)
   )
 
   private val first = Row(1, 10, "a1", "+I", 1L)

@@ -5,7 +5,6 @@ import org.apache.spark.sql.types._
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 /** docs/semantics.md §6.2. */
 class DeduplicateLogicSuite extends AnyFunSuite {
@@ -19,14 +18,14 @@ class DeduplicateLogicSuite extends AnyFunSuite {
   )
 
   private def spec(keep: String, ordered: Boolean = false, eventTime: Boolean = false, stateTtl: Boolean = false) =
-    json(
-      "keep" -> keep,
-      "ordered" -> ordered,
-      "eventTime" -> eventTime,
-      "columns" -> Seq("order_id", "tms_company"),
-      "watermarkColumn" -> null,
-      "proctimeColumns" -> Seq(),
-      "stateTtl" -> stateTtl
+    DeduplicateSpec(
+      keep = keep,
+      ordered = ordered,
+      eventTime = eventTime,
+      columns = Seq("order_id", "tms_company"),
+      watermarkColumn = None,
+      proctimeColumns = Seq(),
+      stateTtl = stateTtl
     )
 
   test("keep last on processing time: the changelog of §6.2 (changelog_dedup_only_proctime)") {

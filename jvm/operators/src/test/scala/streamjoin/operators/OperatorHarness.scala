@@ -24,7 +24,7 @@ final case class Out(kind: String, values: Seq[Any], seq: Array[Byte]) {
  *
  * @param input      the logic's input schema (`_seq` BINARY, as the operator reads it)
  * @param logic      the [[KeyedLogic]] class
- * @param spec       its JSON description
+ * @param spec       its spec (a case class of `OperatorSpecs.scala`)
  * @param clock      the [[Clock]]
  * @param stateTtlMs state TTL in ms, 0 for none
  * @param outputData for a logic with a packed output, the output's data columns
@@ -32,12 +32,12 @@ final case class Out(kind: String, values: Seq[Any], seq: Array[Byte]) {
 final class OperatorHarness(
     input: StructType,
     logic: Class[_ <: KeyedLogic],
-    spec: String,
+    spec: AnyRef,
     clock: String = Clock.None,
     stateTtlMs: Long = 0L,
     outputData: StructType = null
 ) {
-  val operator: KeyedOperator = Operators.operator(input, logic.getName, spec, clock, stateTtlMs)
+  val operator: KeyedOperator = Operators.operator(input, logic, spec, clock, stateTtlMs)
   private var wallClockMs = 0L
   operator.wallClock = () => wallClockMs
 
@@ -116,24 +116,6 @@ object OperatorHarness {
 
   /** A source change's `_seq` path: its LONG as the 8-byte root. */
   def root(n: Long): Array[Byte] = ByteBuffer.allocate(8).putLong(n).array()
-
-  /** A JSON description from Scala values (strings, numbers, booleans, null, sequences, nested maps). */
-  def json(fields: (String, Any)*): String =
-    fields.map { case (k, v) => s"${quote(k)}: ${value(v)}" }.mkString("{", ", ", "}")
-
-  private def quote(s: String): String = "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\""
-
-  private def value(v: Any): String = v match {
-    case null           => "null"
-    case s: String      => quote(s)
-    case b: Boolean     => b.toString
-    case n: Int         => n.toString
-    case n: Long        => n.toString
-    case m: Map[_, _]   => json(m.toSeq.map { case (k, x) => (k.toString, x) }: _*)
-    case s: Iterable[_] => s.map(value).mkString("[", ", ", "]")
-    case a: Array[_]    => a.map(value).mkString("[", ", ", "]")
-    case other          => throw new IllegalArgumentException(s"no JSON for $other")
-  }
 }
 
 /** Helpers of the suites: schema building, kinds and values of changes. */

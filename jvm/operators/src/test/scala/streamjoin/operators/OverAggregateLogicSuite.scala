@@ -5,7 +5,6 @@ import org.apache.spark.sql.types._
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 /** OVER aggregation, docs/semantics.md §5. */
 class OverAggregateLogicSuite extends AnyFunSuite {
@@ -34,22 +33,32 @@ class OverAggregateLogicSuite extends AnyFunSuite {
     ("ITEM008", "Clothes", 8, 20)
   )
 
-  private def harness(function: String, offset: Any, aggregates: (String, String)*) = new OperatorHarness(
+  private def harness(function: String, offset: Option[Long], aggregates: (String, String)*) = new OperatorHarness(
     input,
     classOf[OverAggregateLogic],
-    json(
-      "function" -> function,
-      "offset" -> offset,
-      "columns" -> Seq("itemID", "price"),
-      "aggregates" -> aggregates.zipWithIndex.map { case ((f, c), i) =>
-        Map("output" -> s"a$i", "function" -> f, "column" -> c)
-      },
-      "retractable" -> (offset != null),
-      "orderBy" -> "onSellTime",
-      "rowtimeColumn" -> "_rowtime",
-      "watermarkColumn" -> null
+    OverAggregateSpec(
+      function = function,
+      offset = offset,
+      columns = Seq("itemID", "price"),
+      aggregates = aggregates.map { case (f, c) => AggregateCallSpec(f, Option(c)) },
+      retractable = offset.isDefined,
+      orderBy = Some("onSellTime"),
+      rowtimeColumn = "_rowtime",
+      watermarkColumn = None
     ),
     Clock.Event
+  )
+
+  /** A processing-time frame of `offset` (rows or ms) summing `price`. */
+  private def procTimeSpec(function: String, offset: Long) = OverAggregateSpec(
+    function = function,
+    offset = Some(offset),
+    columns = Seq("itemID", "price"),
+    aggregates = Seq(AggregateCallSpec("SUM", Some("price"))),
+    retractable = true,
+    orderBy = None,
+    rowtimeColumn = "_rowtime",
+    watermarkColumn = None
   )
 
   /** Feed the items one per visit, the watermark `delayMs` behind the largest time so far, then to the end; the
@@ -71,21 +80,21 @@ class OverAggregateLogicSuite extends AnyFunSuite {
   private def column(out: Map[String, Seq[Any]], i: Int): Seq[Any] = items.map(_._1).flatMap(out.get).map(_(i))
 
   test("MAX(price) ROWS BETWEEN 2 PRECEDING: the worked example of §5.4 (over_rows_bounded)") {
-    val out = run(harness("RowTimeRowsBoundedPrecedingFunction", 3, "MAX" -> "price"), items, delayMs = 1)
+    val out = run(harness("RowTimeRowsBoundedPrecedingFunction", Some(3L), "MAX" -> "price"), items, delayMs = 1)
     assert(column(out, 2) == Seq(20, 50, 50, 60, 60, 60, 70, 20))
     assert(out("ITEM004") == Seq("ITEM004", 60, 60))
   }
 
   test("MAX(price) RANGE BETWEEN INTERVAL 2 MINUTE PRECEDING: peers share a frame (over_range_bounded)") {
-    val out = run(harness("RowTimeRangeBoundedPrecedingFunction", 120000, "MAX" -> "price"), items, delayMs = 1)
+    val out = run(harness("RowTimeRangeBoundedPrecedingFunction", Some(120000L), "MAX" -> "price"), items, delayMs = 1)
     assert(column(out, 2) == Seq(20, 50, 60, 60, 60, 40, 70, 20))
   }
 
   test("unbounded frames: SUM is 100 for ITEM003 with ROWS, 160 with RANGE (a peer); AVG of an INT truncates") {
-    val rows = run(harness("RowTimeRowsUnboundedPrecedingFunction", null, "SUM" -> "price", "AVG" -> "price"), items, 1)
+    val rows = run(harness("RowTimeRowsUnboundedPrecedingFunction", None, "SUM" -> "price", "AVG" -> "price"), items, 1)
     assert(rows("ITEM003").drop(2) == Seq(100, 33))
     val range =
-      run(harness("RowTimeRangeUnboundedPrecedingFunction", null, "SUM" -> "price", "AVG" -> "price"), items, 1)
+      run(harness("RowTimeRangeUnboundedPrecedingFunction", None, "SUM" -> "price", "AVG" -> "price"), items, 1)
     assert(range("ITEM003").drop(2) == Seq(160, 40))
     assert(range("ITEM004").drop(2) == Seq(160, 40))
     assert(range("ITEM008").drop(2) == Seq(20, 20)) // its own partition
@@ -95,8 +104,8 @@ class OverAggregateLogicSuite extends AnyFunSuite {
     // Watermark delay 0: after ITEM003 the timer of 10:03 fires, and ITEM004 at 10:03 is late.
     for (
       (function, offset, item5) <- Seq(
-        ("RowTimeRangeBoundedPrecedingFunction", 120000, 40), // its frame: ITEM003, ITEM005
-        ("RowTimeRowsBoundedPrecedingFunction", 3, 50) // its frame: ITEM002, ITEM003, ITEM005
+        ("RowTimeRangeBoundedPrecedingFunction", Some(120000L), 40), // its frame: ITEM003, ITEM005
+        ("RowTimeRowsBoundedPrecedingFunction", Some(3L), 50) // its frame: ITEM002, ITEM003, ITEM005
       )
     ) {
       val h = harness(function, offset, "MAX" -> "price")
@@ -109,7 +118,7 @@ class OverAggregateLogicSuite extends AnyFunSuite {
   }
 
   test("the state: rows waiting per time until the watermark passes it, and the frame's rows") {
-    val h = harness("RowTimeRowsBoundedPrecedingFunction", 2, "COUNT" -> null)
+    val h = harness("RowTimeRowsBoundedPrecedingFunction", Some(2L), "COUNT" -> null)
     val k = Row("Electronic")
     h.visit(k, Row("A", "Electronic", 1, at(1), "+I", 1L), Row("B", "Electronic", 2, at(1), "+I", 2L))
     val pending = h.map[Long, Row]("pending", k)
@@ -126,15 +135,7 @@ class OverAggregateLogicSuite extends AnyFunSuite {
     val h = new OperatorHarness(
       input,
       classOf[OverAggregateLogic],
-      json(
-        "function" -> "ProcTimeRangeBoundedPrecedingFunction",
-        "offset" -> 2000,
-        "columns" -> Seq("itemID", "price"),
-        "aggregates" -> Seq(Map("output" -> "s", "function" -> "SUM", "column" -> "price")),
-        "retractable" -> true,
-        "orderBy" -> null,
-        "watermarkColumn" -> null
-      ),
+      procTimeSpec("ProcTimeRangeBoundedPrecedingFunction", 2000L),
       Clock.Instant
     )
     val k = Row("t")
@@ -151,15 +152,7 @@ class OverAggregateLogicSuite extends AnyFunSuite {
     val h = new OperatorHarness(
       input,
       classOf[OverAggregateLogic],
-      json(
-        "function" -> "ProcTimeRowsBoundedPrecedingFunction",
-        "offset" -> 2,
-        "columns" -> Seq("itemID", "price"),
-        "aggregates" -> Seq(Map("output" -> "s", "function" -> "SUM", "column" -> "price")),
-        "retractable" -> true,
-        "orderBy" -> null,
-        "watermarkColumn" -> null
-      ),
+      procTimeSpec("ProcTimeRowsBoundedPrecedingFunction", 2L),
       Clock.Processing
     )
     val k = Row("t")

@@ -5,7 +5,6 @@ import org.apache.spark.sql.types._
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 /** The regular join, docs/semantics.md §2 (and §1.9 for the layouts' handling of invalid changelogs). */
 class RegularJoinLogicSuite extends AnyFunSuite {
@@ -22,20 +21,17 @@ class RegularJoinLogicSuite extends AnyFunSuite {
   private def spec(
       joinType: String,
       layouts: Seq[String],
-      uniqueKeys: Seq[Any],
+      uniqueKeys: Seq[Option[Seq[Int]]],
       stored: Seq[Boolean] = Seq(true, true)
-  ) =
-    json(
-      "joinType" -> joinType,
-      "layouts" -> layouts,
-      "uniqueKeys" -> uniqueKeys,
-      "stored" -> stored,
-      "keyPrefix" -> "_key"
-    )
+  ) = RegularJoinSpec(joinType, layouts, uniqueKeys, stored, condition = None)
 
   private val noUniqueKey = Seq(JoinRecordView.InputSideHasNoUniqueKey, JoinRecordView.InputSideHasNoUniqueKey)
 
-  private def harness(joinType: String, layouts: Seq[String] = noUniqueKey, uniqueKeys: Seq[Any] = Seq(null, null)) =
+  private def harness(
+      joinType: String,
+      layouts: Seq[String] = noUniqueKey,
+      uniqueKeys: Seq[Option[Seq[Int]]] = Seq(None, None)
+  ) =
     new OperatorHarness(
       input,
       classOf[RegularJoinLogic],
@@ -119,15 +115,15 @@ class RegularJoinLogicSuite extends AnyFunSuite {
   }
 
   test("a duplicate row matches twice without a unique key, once when a unique key replaces it") {
-    def matches(layouts: Seq[String], uniqueKeys: Seq[Any]) = {
+    def matches(layouts: Seq[String], uniqueKeys: Seq[Option[Seq[Int]]]) = {
       val h = harness("inner", layouts, uniqueKeys)
       h.visit(Row(1), r("+I", "x", 1))
       h.visit(Row(1), r("+I", "x", 2))
       show(h.visit(Row(1), l("+I", "a", 3)))
     }
-    assert(matches(noUniqueKey, Seq(null, null)) == Seq("+I(1, a, 1, x)", "+I(1, a, 1, x)"))
+    assert(matches(noUniqueKey, Seq(None, None)) == Seq("+I(1, a, 1, x)", "+I(1, a, 1, x)"))
     val byV = Seq(JoinRecordView.InputSideHasNoUniqueKey, JoinRecordView.InputSideHasUniqueKey)
-    assert(matches(byV, Seq(null, Seq(1))) == Seq("+I(1, a, 1, x)"))
+    assert(matches(byV, Seq(None, Some(Seq(1)))) == Seq("+I(1, a, 1, x)"))
   }
 
   test("JoinKeyContainsUniqueKey: one row per join key in a ValueState; a second +I replaces it (§1.9)") {
@@ -190,13 +186,7 @@ class RegularJoinTwoStepSuite extends AnyFunSuite {
     val h = new OperatorHarness(
       input,
       classOf[RegularJoinCandidateLogic],
-      json(
-        "joinType" -> "left",
-        "layouts" -> layouts,
-        "uniqueKeys" -> Seq(null, null),
-        "stored" -> Seq(true, true),
-        "keyPrefix" -> "_key"
-      ),
+      RegularJoinSpec("left", layouts, Seq(None, None), Seq(true, true), condition = None),
       outputData = output
     )
     assert(
@@ -226,13 +216,7 @@ class RegularJoinTwoStepSuite extends AnyFunSuite {
     val h = new OperatorHarness(
       input,
       classOf[RegularJoinAssociateLogic],
-      json(
-        "joinType" -> "left",
-        "layouts" -> layouts,
-        "uniqueKeys" -> Seq(null, null),
-        "stored" -> Seq(true, false),
-        "keyPrefix" -> "_key"
-      ),
+      RegularJoinSpec("left", layouts, Seq(None, None), Seq(true, false), condition = None),
       outputData = joined
     )
     assert(show(h.visit(Row(1), Row(1, 0, Row(1, "a"), null, 0, "+I", 1L))) == Seq("+I(1, a, null, null)"))

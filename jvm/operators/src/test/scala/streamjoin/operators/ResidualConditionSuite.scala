@@ -6,7 +6,6 @@ import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 /**
  * Residual predicates evaluated inside the joins ([[JoinCondition]], docs/semantics.md §2.6 and §3.5): Spark SQL
@@ -41,13 +40,12 @@ class ResidualConditionSuite extends AnyFunSuite with BeforeAndAfterAll {
     val h = new OperatorHarness(
       input,
       classOf[RegularJoinLogic],
-      json(
-        "joinType" -> "left",
-        "layouts" -> layouts,
-        "uniqueKeys" -> Seq(null, null),
-        "stored" -> Seq(true, true),
-        "keyPrefix" -> "_key",
-        "condition" -> "lv <> rv"
+      RegularJoinSpec(
+        joinType = "left",
+        layouts = layouts,
+        uniqueKeys = Seq(None, None),
+        stored = Seq(true, true),
+        condition = Some("lv <> rv")
       ),
       outputData = StructType(left.fields ++ right.fields)
     )
@@ -70,15 +68,13 @@ class ResidualConditionSuite extends AnyFunSuite with BeforeAndAfterAll {
     val h = new OperatorHarness(
       input,
       classOf[IntervalJoinLogic],
-      json(
-        "keyColumns" -> Seq("_key0"),
-        "rowtime" -> Seq(1, 1),
-        "rowWatermark" -> null,
-        "how" -> "left",
-        "lowerMs" -> -600000L,
-        "upperMs" -> 600000L,
-        "candidates" -> false,
-        "condition" -> "note <> tag"
+      IntervalJoinSpec(
+        inputs = TwoInputSpec(Seq("_key0"), rowtime = Some(Seq(1, 1)), rowWatermark = None),
+        how = "left",
+        lowerMs = -600000L,
+        upperMs = 600000L,
+        candidates = false,
+        condition = Some("note <> tag")
       ),
       Clock.Event,
       outputData = StructType(a.fields ++ b.fields)

@@ -8,7 +8,6 @@ import org.apache.spark.sql.types._
 import org.scalatest.funsuite.AnyFunSuite
 
 import Changes._
-import OperatorHarness.json
 
 object Clocks {
   private val day = Instant.parse("2024-01-01T00:00:00Z").toEpochMilli
@@ -34,14 +33,13 @@ class IntervalJoinLogicSuite extends AnyFunSuite {
   private def harness(how: String, lowerMs: Long = -600000L, upperMs: Long = 600000L) = new OperatorHarness(
     input,
     classOf[IntervalJoinLogic],
-    json(
-      "keyColumns" -> Seq("_key0"),
-      "rowtime" -> Seq(1, 1),
-      "rowWatermark" -> null,
-      "how" -> how,
-      "lowerMs" -> lowerMs,
-      "upperMs" -> upperMs,
-      "candidates" -> false
+    IntervalJoinSpec(
+      inputs = TwoInputSpec(Seq("_key0"), rowtime = Some(Seq(1, 1)), rowWatermark = None),
+      how = how,
+      lowerMs = lowerMs,
+      upperMs = upperMs,
+      candidates = false,
+      condition = None
     ),
     Clock.Event,
     outputData = joined
@@ -133,7 +131,7 @@ class ResidualPaddingLogicSuite extends AnyFunSuite {
     val h = new OperatorHarness(
       input,
       classOf[ResidualPaddingLogic],
-      json("columns" -> Seq("v"), "outer" -> Seq(true, false))
+      ResidualPaddingSpec(columns = Seq("v"), outer = Seq(true, false))
     )
     val k = Row(1)
     assert(show(h.visit(k, Row("pair", 0L, 0L, "+I", 1L))) == Seq("+I(pair)"))
@@ -167,12 +165,10 @@ class TemporalJoinLogicSuite extends AnyFunSuite {
   private def harness(how: String, appendOnly: Boolean = false) = new OperatorHarness(
     input,
     classOf[TemporalJoinLogic],
-    json(
-      "keyColumns" -> Seq("_key0"),
-      "rowtime" -> Seq(3, 2),
-      "rowWatermark" -> null,
-      "how" -> how,
-      "appendOnlyVersions" -> appendOnly
+    TemporalJoinSpec(
+      inputs = TwoInputSpec(Seq("_key0"), rowtime = Some(Seq(3, 2)), rowWatermark = None),
+      how = how,
+      appendOnlyVersions = appendOnly
     ),
     Clock.Event
   )
