@@ -19,6 +19,7 @@ from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_p
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
+from streamjoin.planner.metadata import derive_output_keys
 from streamjoin.runtime.join_state import (
     DictRecordStore,
     InputSideHasNoUniqueKey,
@@ -32,7 +33,6 @@ from streamjoin.runtime.regular_join import (
     _AssociateLogic,
     _CandidateLogic,
     _JoinLogic,
-    derive_output_keys,
     regular_join,
 )
 from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin

@@ -8,15 +8,15 @@ Flink asks its metadata query for these (``FlinkRelMdUniqueKeys``, ``FlinkRelMdU
 | --- | --- | --- |
 | TableSourceScan | the primary key | the same |
 | Calc | the input's, through the columns it selects unchanged | the same |
-| Join (regular, semi, anti) | :func:`streamjoin.runtime.regular_join.derive_output_keys` | the same function |
+| Join (regular, semi, anti) | :func:`derive_output_keys` | the same function |
 | IntervalJoin, Union | none | none |
 | TemporalJoin, LookupJoin, OverAggregate, DropUpdateBefore, Sink | the input's (left input's) | the same |
 | Deduplicate, Rank, GroupAggregate, SinkUpsertMaterializer | its key columns | the same |
 
 A key is a tuple of field names; a node's keys are a tuple of keys (``Keys``), empty when none is known.
-The regular join's rule lives with the operator because direct Python callers of
-:func:`~streamjoin.runtime.regular_join.regular_join` need it too; the planner computes it here and hands the
-result to the operator (:mod:`streamjoin.planner.translate`), which then derives nothing itself.
+The planner hands the regular join its inputs' unique keys and state layouts (:mod:`streamjoin.planner.translate`);
+the operator derives none of them itself. The layout rule is the state views' own
+(:func:`streamjoin.runtime.join_state.choose_layout`, which direct Python callers of the operator get by default).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from sqlglot import exp
 
 from streamjoin.runtime.join_state import StateLayout, choose_layout
-from streamjoin.runtime.regular_join import derive_output_keys
 from streamjoin.runtime.streaming_join import JoinType
 
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_KEYS",
+    "derive_output_keys",
     "JoinInputSideSpec",
     "Keys",
     "NodeKeys",
@@ -145,3 +145,58 @@ def regular_join_keys(join: RegularJoin) -> NodeKeys:
             join.right_output_unique_key,
         )
     )
+
+
+def derive_output_keys(
+    join_type: JoinType,
+    left_columns: Sequence[str],
+    right_columns: Sequence[str],
+    on: Sequence[tuple[str, str]],
+    left_unique_key: Sequence[str] | None,
+    right_unique_key: Sequence[str] | None,
+) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
+    """Unique keys and upsert keys of the join output, as Flink derives them.
+
+    A declared input unique key is taken as the input's upsert key too (a source
+    primary key is both). Rules (Flink ``FlinkRelMdUniqueKeys.getJoinUniqueKeys``):
+    every union of a left and a right key; plus the left keys when the right join
+    columns contain a right key (each left row meets at most one right row) and the
+    join does not pad the left side; symmetrically for the right; SEMI/ANTI keep the
+    left keys. For upsert keys only input keys that contain their side's join
+    columns take part (Flink ``FlinkRelMdUpsertKeys``).
+
+    Returns:
+        ``(unique_keys, upsert_keys)``, each a tuple of column-name tuples in output order.
+
+    Example:
+        >>> derive_output_keys(JoinType.LEFT, ["l_ok", "l_ln"], ["o_ok"], [("l_ok", "o_ok")],
+        ...                    ["l_ok", "l_ln"], ["o_ok"])
+        ((('l_ok', 'l_ln'), ('l_ok', 'l_ln', 'o_ok')), (('l_ok', 'l_ln'), ('l_ok', 'l_ln', 'o_ok')))
+    """
+    order = {c: i for i, c in enumerate([*left_columns, *right_columns])}
+    left_on = frozenset(l for l, _ in on)
+    right_on = frozenset(r for _, r in on)
+
+    def combine(left_keys: list[frozenset], right_keys: list[frozenset], left_unique: bool, right_unique: bool) -> set:
+        if not join_type.projects_right:
+            return set(left_keys)
+        keys = {lk | rk for lk in left_keys for rk in right_keys}
+        if right_unique and join_type not in (JoinType.RIGHT, JoinType.FULL):
+            keys |= set(left_keys)
+        if left_unique and join_type not in (JoinType.LEFT, JoinType.FULL):
+            keys |= set(right_keys)
+        return keys
+
+    left_keys = [frozenset(left_unique_key)] if left_unique_key else []
+    right_keys = [frozenset(right_unique_key)] if right_unique_key else []
+    left_unique = any(k <= left_on for k in left_keys)
+    right_unique = any(k <= right_on for k in right_keys)
+    unique = combine(left_keys, right_keys, left_unique, right_unique)
+    upsert = combine(
+        [k for k in left_keys if left_on <= k], [k for k in right_keys if right_on <= k], left_unique, right_unique
+    )
+
+    def ordered(keys: set) -> tuple[tuple[str, ...], ...]:
+        return tuple(sorted((tuple(sorted(k, key=order.__getitem__)) for k in keys), key=lambda k: (len(k), k)))
+
+    return ordered(unique), ordered(upsert)

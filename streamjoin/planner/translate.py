@@ -221,7 +221,7 @@ class Translator:
             | {n: f.type for n, f in zip(node.right_names, node.right.fields)},
             self.source,
         )
-        # The planner's unique keys, upsert keys and state layouts: the operator derives none itself.
+        # The planner's unique keys and state layouts: the operator derives none itself.
         return regular_join(
             left,
             right,
@@ -231,7 +231,6 @@ class Translator:
             left_unique_key=node.left_unique_key,
             right_unique_key=node.right_output_unique_key,
             state_ttl_ms=node.state_ttl_ms,
-            upsert_keys=node.upsert_keys,
             layouts=(node.left_layout, node.right_layout),
         )
 
