@@ -9,24 +9,31 @@ Two figures are not in Spark's progress by default; the pipeline adds them with
 ``DataFrame.observe``, so they arrive in the same progress event's ``observedMetrics``:
 changes by RowKind (:func:`observe_changes`, on the changelog the sink writer receives) and
 dead letters (:func:`observe_dead_letters`, on the dead-letter query).
+
+:class:`StopOnInterrupt` turns an interrupt (SIGINT, SIGTERM: Ctrl-C, or an orchestrator terminating the
+run) into a stop of the session's queries between two micro-batches, so the thread that follows them
+sees them end and takes their last progress events, rather than a ``KeyboardInterrupt`` wherever it is.
 """
 
 from __future__ import annotations
 
 import json
 import queue
+import signal
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Self
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent, StreamingQueryProgress
 
 from streamjoin.changelog import ROWKIND_COLUMN, RowKind
 
-__all__ = ["Figures", "ProgressQueue", "batch_figures", "observe_changes", "observe_dead_letters"]
+__all__ = ["Figures", "ProgressQueue", "StopOnInterrupt", "batch_figures", "observe_changes", "observe_dead_letters"]
 
 CHANGES_METRIC = "streamjoin_changes"
 DEAD_LETTERS_METRIC = "streamjoin_dead_letters"
@@ -246,3 +253,72 @@ class _JsonProgressListener(JStreamingQueryListener):
     def onQueryProgress(self, jevent) -> None:
         progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
         self.pylistener.onQueryProgress(QueryProgressEvent(progress))
+
+
+class StopOnInterrupt:
+    """While entered, SIGINT and SIGTERM stop every streaming query of ``spark`` instead of raising.
+
+    PySpark's own SIGINT handler cancels every Spark job, a micro-batch's included, and raises
+    ``KeyboardInterrupt`` into whatever the main thread runs (a py4j call, a wait for progress
+    events). Here a helper thread stops the queries instead, each once its micro-batch in progress
+    has ended (up to ``batch_timeout_s``, then at once): the query ends without an error, and the
+    thread following it sees it end and takes its last progress events. A second signal raises
+    ``KeyboardInterrupt`` as before, for a stop that hangs.
+
+    Signal handlers belong to the main thread: entered on another, it does nothing. The previous
+    handlers come back on exit.
+
+    Example:
+        >>> with StopOnInterrupt(spark) as stop:
+        ...     run = run_pipeline(...)  # returns once the queries have stopped
+        >>> stop.requested  # whether they stopped for a signal
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, spark: SparkSession, batch_timeout_s: float = 60) -> None:
+        self.spark = spark
+        self.batch_timeout_s = batch_timeout_s
+        self.signal: int | None = None
+        self._previous: dict[int, object] = {}
+        self._stopper: threading.Thread | None = None
+
+    @property
+    def requested(self) -> bool:
+        """Whether a signal asked the queries to stop."""
+        return self.signal is not None
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+        if self._stopper is not None:
+            self._stopper.join()
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = signum
+        # py4j calls block: the handler must return at once to the main thread it interrupted.
+        self._stopper = threading.Thread(target=self._stop_queries, name="stop-on-interrupt", daemon=True)
+        self._stopper.start()
+
+    def _stop_queries(self) -> None:
+        for query in self.spark.streams.active:
+            # A query stopped inside its foreachBatch function can end with that batch's cancelled jobs as
+            # its error; between batches it stops cleanly, and the batch's commit is not left half done.
+            deadline = time.monotonic() + self.batch_timeout_s
+            while time.monotonic() < deadline and query.isActive and _running_a_batch(query.status):
+                time.sleep(0.05)
+            query.stop()
+
+
+def _running_a_batch(status: Mapping[str, object]) -> bool:
+    # An idle query's trigger is active too, between its polls of the sources: no batch to wait for then.
+    return bool(status["isTriggerActive"] and status["isDataAvailable"])

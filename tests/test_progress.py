@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,7 @@ from streamjoin.connectors.kafka_admin import ensure_topics, produce, topic_offs
 from streamjoin.datagen.topics import ORDERS, debezium_record
 from streamjoin.pipeline import Lakehouse, Pipeline, run_pipeline
 from streamjoin.planner import load_script, sql_pipelines
-from streamjoin.progress import Figures, batch_figures
+from streamjoin.progress import Figures, StopOnInterrupt, batch_figures
 
 EVENTS = Path(__file__).parent / "data" / "progress"
 
@@ -144,3 +148,47 @@ def test_an_interrupted_continuous_run_stops_its_queries_and_the_next_run_resume
     assert changelog.count() == changelog.select("o_orderkey").distinct().count() == 20
     assert spark.read.format("delta").load(lakehouse.table_path("orders_live")).count() == 20
     assert sum(f.dead_letters for f in seen) + run.figures.dead_letters == 1
+
+
+def test_an_interrupt_stops_the_queries_after_their_batch_in_progress_without_raising(spark, tmp_path):
+    """SIGINT (Ctrl-C, or Dagster terminating a run) while a micro-batch runs: the query stops once the batch has
+    ended, without an error, and the interrupted thread goes on; the previous handlers come back."""
+    started, finished = threading.Event(), []
+
+    def slow_first_batch(batch, batch_id: int) -> None:
+        if batch_id == 0:
+            started.set()
+            time.sleep(3)
+        batch.count()
+        finished.append(batch_id)
+
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    rows = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+    query = rows.writeStream.foreachBatch(slow_first_batch).option("checkpointLocation", str(tmp_path)).start()
+    try:
+        with StopOnInterrupt(spark) as stop:
+            assert started.wait(120), "the first batch did not start"
+            os.kill(os.getpid(), signal.SIGINT)
+            assert query.awaitTermination(60), "the query did not stop"
+        assert stop.signal == signal.SIGINT and stop.requested
+        assert query.exception() is None
+        assert 0 in finished  # the batch in progress ran to its end
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == previous
+    finally:
+        query.stop()
+
+
+def test_sigterm_stops_an_idle_query_and_a_second_signal_raises(spark, tmp_path):
+    memory = spark.readStream.format("rate").option("rowsPerSecond", 1).load().where("false")
+    query = memory.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
+    try:
+        with StopOnInterrupt(spark) as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert query.awaitTermination(60), "the query did not stop"
+            # A stop that hangs can still be broken off.
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+        assert stop.signal == signal.SIGTERM and query.exception() is None
+    finally:
+        query.stop()
