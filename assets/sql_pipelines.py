@@ -19,6 +19,7 @@ ends with them summed over the run, with the Delta operation metrics of its
 commits, as materialization metadata. No table is scanned for them.
 """
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from streamjoin.config import PROJECT_ROOT
 from streamjoin.connectors.kafka import KafkaSource
 from streamjoin.pipeline import run_pipeline
 from streamjoin.planner import SqlPipeline, load_script, sql_pipelines
-from streamjoin.progress import Figures
+from streamjoin.progress import Figures, StopOnInterrupt
 
 __all__ = [
     "SQL_DIR",
@@ -228,19 +229,25 @@ def materialize_pipeline(
 
     # The pipeline planned at definition load: it binds the lakehouse (its lookup tables) when it runs.
     observations = None if config.available_now else _Observations(context, pipeline.name, config.report_every)
+    # Terminating a continuous run stops its queries between micro-batches: the run returns, and the step ends
+    # with its figures (jobs.end_terminated_run ends the run canceled). A catch-up run ends by itself.
+    stop = StopOnInterrupt(session) if observations else nullcontext()
     try:
-        run = run_pipeline(
-            pipeline,
-            session,
-            home,
-            kafka.connection(),
-            available_now=config.available_now,
-            on_progress=log_progress,
-            on_figures=observations,
-        )
+        with stop:
+            run = run_pipeline(
+                pipeline,
+                session,
+                home,
+                kafka.connection(),
+                available_now=config.available_now,
+                on_progress=log_progress,
+                on_figures=observations,
+            )
     finally:
         if observations:  # a terminated run: the batches since the last observation
             observations.flush()
+    if isinstance(stop, StopOnInterrupt) and stop.requested:
+        context.log.info(f"terminated: the queries stopped after {run.batches} micro-batches")
     sink = pipeline.sink(home)
     merged, appended, dead = run.commits["sink"], run.commits["changelog"], run.commits["dead_letters"]
     yield MaterializeResult(

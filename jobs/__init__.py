@@ -3,21 +3,61 @@ continuous streaming job; every pipeline at once (``lakehouse_job``).
 
 Every job runs its steps in one process (the code location's default executor,
 ``in_process_executor``) so that an asset and its checks share one Spark session.
+
+Terminating a continuous run (the UI's **Terminate**) sends its run worker SIGINT; the pipeline asset
+takes it as a request to stop its streaming queries between micro-batches
+(:class:`streamjoin.progress.StopOnInterrupt`), reports its last figures and succeeds. Dagster has no
+*canceled* step, and would go on to the asset's checks and end the run *Success*;
+:func:`end_terminated_run`, a hook of the streaming jobs, ends it *Canceled* after that step instead,
+without the interrupt's trace that Dagster otherwise records on the step (a failure) and on the run.
 """
 
 from dagster import (
     AssetSelection,
+    DagsterExecutionInterruptedError,
+    DagsterRunStatus,
+    HookContext,
     OpExecutionContext,
     ScheduleDefinition,
     define_asset_job,
     job,
     op,
+    success_hook,
 )
 
 from resources import KafkaResource, TpchResource, concurrency_pool
 from streamjoin.datagen.topics import load_topics
 
-__all__ = ["hourly_schedule", "lakehouse_job", "load_tpch_topics_job", "pipeline_jobs"]
+__all__ = [
+    "TERMINATED_MESSAGE",
+    "end_terminated_run",
+    "hourly_schedule",
+    "lakehouse_job",
+    "load_tpch_topics_job",
+    "pipeline_jobs",
+]
+
+#: The message of a terminated continuous run's ``RUN_CANCELED`` event.
+TERMINATED_MESSAGE = (
+    "Run terminated: step {step} stopped cleanly and reported its figures; the steps after it did not run."
+)
+
+
+@success_hook
+def end_terminated_run(context: HookContext) -> None:
+    """After a step that succeeds while its run is being terminated: end the run canceled, before any further step.
+
+    Reported canceled first: Dagster then ends an interrupted run without another event (an interrupt while it is
+    *canceling* puts the interrupt's trace on the run's ``RUN_CANCELED``); an interrupt raised here, between steps,
+    fails no step.
+    """
+    run = context.instance.get_run_by_id(context.run_id)
+    if run is None or run.status not in {DagsterRunStatus.CANCELING, DagsterRunStatus.CANCELED}:
+        return
+    if run.status == DagsterRunStatus.CANCELING:
+        context.instance.report_run_canceled(run, message=TERMINATED_MESSAGE.format(step=context.step_key))
+    raise DagsterExecutionInterruptedError(f"run terminated after step {context.step_key}")
+
 
 lakehouse_job = define_asset_job(
     "lakehouse_job",
@@ -47,6 +87,7 @@ def pipeline_jobs(name: str) -> tuple:
         selection=selection,
         # The asset's run config (assets.sql_pipelines.StreamingRunConfig), as plain run config.
         config={"ops": {name: {"config": {"available_now": False}}}},
+        hooks={end_terminated_run},
         description=f"Continuous streaming run of `{name}`: its figures are asset observations every `report_every` "
         "micro-batches (run config); terminate the run to stop the query.",
     )

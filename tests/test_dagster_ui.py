@@ -23,6 +23,7 @@ import pytest
 from dagster import AssetKey, DagsterRunStatus, RunsFilter
 from dagster_dev_server import FINISHED, DagsterDev
 
+from jobs import TERMINATED_MESSAGE
 from streamjoin.config import PROJECT_ROOT, local_dir
 
 pytestmark = pytest.mark.e2e
@@ -122,8 +123,88 @@ def _jump_to(driver, url: str, asset: str) -> None:
     WebDriverWait(driver, 60).until(lambda d: d.find_elements("xpath", f"//h3[normalize-space()='{asset}']"))
 
 
+def test_every_schedule_and_sensor_starts_stopped_but_the_run_failure_sensor(dagster_dev):
+    """What README.md and docs/dagster.md tell a user: nothing is launched by itself until turned on."""
+    nodes = dagster_dev.graphql(
+        "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
+        "schedules { name scheduleState { status } } sensors { name sensorState { status } } } } } }"
+    )["repositoriesOrError"]["nodes"]
+    states = {s["name"]: s["scheduleState"]["status"] for n in nodes for s in n["schedules"]}
+    states |= {s["name"]: s["sensorState"]["status"] for n in nodes for s in n["sensors"]}
+    named = {"orders_current_hourly", "orders_shipped_fast_daily", "delta_maintenance_daily"}
+    assert named | {"orders_current_kafka_lag", "freshness_checks_sensor", "pipeline_run_failures"} <= set(states)
+    assert {name for name, status in states.items() if status == "RUNNING"} == {"pipeline_run_failures"}, states
+    for page in ("README.md", "docs/dagster.md"):
+        assert "`pipeline_run_failures`" in (PROJECT_ROOT / page).read_text(), page
+
+
+def _event_errors(events) -> list[str]:
+    """The error (class and message) of every event of a run's log that carries one: a failure's, an interrupt's."""
+    errors = []
+    for entry in events:
+        data = entry.dagster_event.event_specific_data if entry.dagster_event else None
+        error = getattr(data, "error", None)
+        if error is not None:
+            errors.append(f"{entry.dagster_event.event_type_value}: {error.cls_name}: {error.message}")
+    return errors
+
+
+def _terminate_the_continuous_run(dev: DagsterDev, driver, run_id: str, asset: str) -> None:
+    """Terminate a continuous run from its page, as a user does, once it has run a micro-batch: it ends canceled,
+    its step stopped cleanly (succeeded, its last figures reported), with no error and no interrupt's trace in any
+    event; its query stops with it (the run worker and its Spark driver exit)."""
+    from dagster import DagsterEventType
+    from dagster._serdes import serialize_value
+    from processes import alive
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    dev.wait(run_id, {DagsterRunStatus.STARTED, *FINISHED})
+    deadline = time.monotonic() + 600
+    while not any((e.user_message or "").startswith("batch ") for e in dev.instance.all_logs(run_id)):
+        assert dev.instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTED, dev.failure(run_id)
+        assert time.monotonic() < deadline, "the continuous run ran no micro-batch in 600 s"
+        time.sleep(2)
+    processes = dev.run_processes(run_id)
+    driver.get(f"{dev.url}/runs/{run_id}")
+    _click(driver, "//button[normalize-space()='Terminate']")
+    _click(driver, "//button[starts-with(normalize-space(), 'Terminate 1 run')]")
+    assert dev.wait(run_id, timeout_s=300).status == DagsterRunStatus.CANCELED
+    events = dev.instance.all_logs(run_id)
+    assert not _event_errors(events), _event_errors(events)
+    for name in ("KeyboardInterrupt", "DagsterExecutionInterruptedError", "Traceback"):
+        assert not [e.user_message for e in events if name in serialize_value(e)], name
+    steps = {e.dagster_event.event_type: e.step_key for e in events if e.dagster_event and e.step_key}
+    assert steps.get(DagsterEventType.STEP_SUCCESS) == asset and DagsterEventType.STEP_FAILURE not in steps, steps
+    [canceled] = [e for e in events if e.dagster_event and e.dagster_event.event_type == DagsterEventType.RUN_CANCELED]
+    assert canceled.dagster_event.message == TERMINATED_MESSAGE.format(step=asset), canceled.dagster_event.message
+    # Its last progress: the observations (one per report_every batches, and the rest when it stopped) add up to the
+    # step's materialization, the run's totals.
+    key = AssetKey(asset)
+    observed = [
+        e.asset_observation.metadata for e in events if e.asset_observation and e.asset_observation.asset_key == key
+    ]
+    [materialized] = [
+        e.asset_materialization.metadata
+        for e in events
+        if e.asset_materialization and e.asset_materialization.asset_key == key
+    ]
+    for figure in ("micro_batches", "input_rows"):
+        total = sum(o[figure].value for o in observed)
+        assert total == materialized[figure].value > 0, (figure, observed, materialized)
+    deadline = time.monotonic() + 60
+    while running := {p for p in processes if alive(p)}:
+        assert time.monotonic() < deadline, f"processes of the terminated run still alive: {running}"
+        time.sleep(1)
+    driver.get(f"{dev.url}/runs/{run_id}")
+    WebDriverWait(driver, 60).until(lambda d: "Errored (0)" in d.find_element("tag name", "body").text)
+    page = driver.find_element("tag name", "body").text
+    _shot(driver, "2b-continuous-run-terminated")
+    assert "Canceled" in page and "Succeeded (1)" in page, page[:2000]
+
+
 def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev, browser):
-    """Two launches of one pipeline run one after the other (its pool); another pipeline's run overlaps with them.
+    """Two launches of one pipeline run one after the other (its pool); another pipeline's run overlaps with them,
+    a continuous one, terminated from its page.
 
     Then the UI shows the run's asset checks passed, and the Data Docs page linked from a check's
     metadata shows that validation (the check's suite, the run, its expectations).
@@ -159,17 +240,19 @@ def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev
     )
     assert dagster_dev.instance.get_run_by_id(first).status in {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
     # Another pipeline holds another pool: it starts beside the first run, ahead of the queued second. It is
-    # launched with `dagster job launch`, the CLI's way into the same queue and run worker.
-    other = dagster_dev.launch("orders_by_status_job")
+    # launched with `dagster job launch`, the CLI's way into the same queue and run worker, as its continuous job,
+    # which the test terminates from its run page below.
+    other = dagster_dev.launch("orders_by_status_streaming_job")
     driver.get(f"{dagster_dev.url}/runs")
     WebDriverWait(driver, 60).until(lambda d: "Queued" in d.find_element("tag name", "body").text)
     _shot(driver, "2-runs-second-queued")
+    # Terminated as soon as it has run a micro-batch: its idle query would only slow the other runs down.
+    _terminate_the_continuous_run(dagster_dev, driver, other, "orders_by_status")
 
     one = dagster_dev.wait(first)
     assert one.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(first)
     two = dagster_dev.wait(second)
     assert two.status == DagsterRunStatus.SUCCESS, dagster_dev.failure(second)
-    assert dagster_dev.wait(other).status == DagsterRunStatus.SUCCESS, dagster_dev.failure(other)
     records = {r.dagster_run.run_id: r for r in dagster_dev.instance.get_run_records()}
     assert records[second].start_time >= records[first].end_time, "the second run started before the first ended"
     assert records[other].start_time < records[first].end_time, "the other pipeline's run waited for the first run"
