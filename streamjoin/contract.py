@@ -187,8 +187,9 @@ class DeduplicateSpec:
 
     Attributes:
         keep: which row of a key is kept.
-        ordered: whether rows carry an order value (``_order``) that decides, else arrival order.
-        event_time: whether the order value is a rowtime behind a watermark (late rows are dropped).
+        ordered: whether rows carry an order value (``_order``) that decides, else arrival order (Flink's
+            ``RowTime*`` functions, else its ``ProcTime*`` ones; keeping the first row, the order value is a rowtime
+            behind a watermark: late rows are dropped).
         columns: the input row's columns, in order.
         watermark_column: the column of the per-row watermark (LONG ms), or None.
         proctime_columns: the columns that are ``PROCTIME()`` values (ignored when comparing rows).
@@ -197,7 +198,6 @@ class DeduplicateSpec:
 
     keep: Literal["first", "last"]
     ordered: bool
-    event_time: bool
     columns: tuple[str, ...]
     watermark_column: str | None
     proctime_columns: tuple[str, ...]

@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from streamjoin import contract
+from streamjoin.config import PROJECT_ROOT
 from streamjoin.contract import (
     SCALA_FILE,
     SPECS,
@@ -107,7 +108,7 @@ def test_encode_writes_camel_case_keys_and_nested_specs():
             contract.TemporalJoinSpec(inputs=None, how="inner", append_only_versions=False),
             "inputs: expected a TwoInputSpec",
         ),
-        (contract.DeduplicateSpec("any", False, False, (), None, (), False), "keep: 'any' is not one of"),
+        (contract.DeduplicateSpec("any", False, (), None, (), False), "keep: 'any' is not one of"),
     ],
 )
 def test_encode_refuses_a_value_of_another_type_naming_the_field(spec, message):
@@ -116,10 +117,10 @@ def test_encode_refuses_a_value_of_another_type_naming_the_field(spec, message):
 
 
 def test_the_literals_are_the_runtime_s_names():
-    from streamjoin.runtime import over_functions
     from streamjoin.runtime.aggregates import FUNCTIONS
-    from streamjoin.runtime.join_state import StateLayout
-    from streamjoin.runtime.streaming_join import JoinType
+    from streamjoin.runtime.over_aggregate import functions as over_functions
+    from streamjoin.runtime.regular_join.state_views import StateLayout
+    from streamjoin.runtime.regular_join.streaming_join import JoinType
 
     assert typing.get_args(contract.AggregateFunctionName) == FUNCTIONS
     assert set(typing.get_args(contract.JoinTypeName)) == {t.value for t in JoinType}
@@ -145,3 +146,18 @@ def test_the_shared_constants_are_the_ones_the_python_engine_uses():
     scala = "\n".join(_hand_written_scala().values())
     for value in ('"numLateRecordsDropped"', '"_side"', '"_left"', '"_right"', '"_pair"', '"_rowkind"', '"_seq"'):
         assert value not in scala, f"Scala spells {value} itself instead of reading Contract"
+
+
+def test_every_jvm_logic_names_a_scala_class_of_its_family_folder():
+    """``JvmLogic("<family>.<Class>", …)``: the class is in ``operators/<family>/``, as its Python twin is in
+    ``streamjoin/runtime/<family>/``."""
+    named = set()
+    for path in (PROJECT_ROOT / "streamjoin" / "runtime").rglob("*.py"):
+        named |= set(re.findall(r'"([a-z_]+)\.([A-Z]\w*Logic)"', path.read_text()))
+    assert len(named) >= 11
+    for family, name in sorted(named):
+        assert (PROJECT_ROOT / "streamjoin" / "runtime" / family).is_dir(), f"no Python family {family}"
+        folder = SCALA_FILE.parent / family
+        assert any(re.search(rf"\bclass {name}\(", p.read_text()) for p in folder.glob("*.scala")), (
+            f"{family}.{name}: no such class in {folder}"
+        )

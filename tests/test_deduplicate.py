@@ -19,8 +19,8 @@ from streamjoin.changelog import ChangelogError, RowKind, materialize
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner import plan_script
 from streamjoin.runtime.deduplicate import DedupState, deduplicate_function
+from streamjoin.runtime.inputs import check_insert
 from streamjoin.runtime.timers import MIN_TIME
-from streamjoin.runtime.tws import check_insert
 
 I, UB, UA = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER
 

@@ -37,12 +37,12 @@ from streamjoin.jvm import ENGINE_CONF
 from streamjoin.runtime.changelog_normalize import ChangelogNormalize, changelog_normalize
 from streamjoin.runtime.deduplicate import DedupState, deduplicate, deduplicate_function
 from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
-from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinLogic, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.regular_join import regular_join
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
-from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalRowTimeJoin, temporal_join
+from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
+from streamjoin.runtime.temporal_join import TemporalJoinLogic, TemporalRowTimeJoin, temporal_join
 from streamjoin.runtime.timers import MIN_TIME
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
 from streamjoin.testing.engines import ProcessingTime, Visit, Watermark, capture, run_engines, run_two_steps, visits
@@ -234,7 +234,7 @@ def back_to_ints(changes, rowtimes):
 @given(**INTERVAL_PARAMETERS)
 def test_interval_join(spark, seed, how, lower, width, delay):
     bounds = IntervalBounds(lower, lower + width)
-    driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))
+    driver = LocalKeyedDriver(IntervalJoinLogic(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))
     schemas = [StructType([StructField(f"{p}{c}", t) for c, t in ID_KEY_TIME]) for p in "lr"]
     arrivals = [
         (side, RowKind.INSERT, (ident, key, t))
@@ -306,7 +306,7 @@ def interval_residual_run(spark, run, seed, how, lower, width, delay, plan):
 @given(**{**INTERVAL_PARAMETERS, "how": st.sampled_from(["left", "right", "full"])})
 def test_interval_join_with_a_residual(spark, seed, how, lower, width, delay):
     """Outer interval join with a residual as the python engine plans it: the candidate step and
-    ResidualPadding chained on each engine."""
+    ResidualPaddingLogic chained on each engine."""
     interval_residual_run(spark, run_two_steps, seed, how, lower, width, delay, "python").assert_equal()
 
 
@@ -322,7 +322,7 @@ def test_interval_join_with_a_residual_inside_the_jvm_join(spark, seed, how, low
 @EXAMPLES
 @given(seed=st.integers(0, 2**32 - 1), how=st.sampled_from(["inner", "left"]), delay=st.integers(0, 8))
 def test_temporal_join(spark, seed, how, delay):
-    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 3)), (delay, delay))
+    driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin(how, 3)), (delay, delay))
     schemas = [
         StructType([StructField(f"p{c}", t) for c, t in ID_KEY_TIME]),
         StructType(

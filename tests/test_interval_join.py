@@ -14,16 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.changelog import ChangelogError, RowKind, materialize
+from streamjoin.contract import IntervalJoinSpec, ResidualPaddingSpec, TwoInputSpec
 from streamjoin.errors import ValidationError
 from streamjoin.planner.script import plan_script
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.interval_join import (
     IntervalBounds,
-    IntervalJoinOperator,
+    IntervalJoinLogic,
     ProcTimeIntervalJoin,
     RowTimeIntervalJoin,
 )
-from streamjoin.runtime.interval_residual import ResidualPadding
+from streamjoin.runtime.interval_join.residual import ResidualPaddingLogic
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver, _Columns, _KeyedTwoInputLogic
 from streamjoin.runtime.processor import Element
 
@@ -61,7 +62,7 @@ def replay(case, how: str, bounds: IntervalBounds):
     """Feed the case to the logic in Flink's arrival order with Flink's watermark rule."""
     left, right = case.tables[LEFT], case.tables[RIGHT]
     join = RowTimeIntervalJoin(how, bounds, len(left.columns), len(right.columns))
-    driver = LocalKeyedDriver(IntervalJoinOperator(join), (left.watermark_delay_ms, right.watermark_delay_ms))
+    driver = LocalKeyedDriver(IntervalJoinLogic(join), (left.watermark_delay_ms, right.watermark_delay_ms))
     for name, kind, values in case.arrivals():
         table = case.tables[name]
         row = typed(table.columns, values)
@@ -205,7 +206,7 @@ def test_arguments_are_checked():
         IntervalBounds(1.5, 2)
     with pytest.raises(ValidationError, match="IntervalBounds"):
         RowTimeIntervalJoin("inner", (0, 1), 1, 1)
-    driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin("inner", IntervalBounds(0, 1), 1, 1)), (0, 0))
+    driver = LocalKeyedDriver(IntervalJoinLogic(RowTimeIntervalJoin("inner", IntervalBounds(0, 1), 1, 1)), (0, 0))
     with pytest.raises(ChangelogError, match=r"insert-only.*-D\[1\] on the left"):
         driver.process(0, (1,), RowKind.DELETE, (1,), 5)
 
@@ -217,16 +218,16 @@ class ResidualPipeline:
     """An outer interval join with a residual as the Spark plan runs it, in plain Python: step 1 (the
     join in candidate mode, fed like Flink's operator), step 2 (``residual(left values, right values)``
     in place of Spark's filter: a pair is kept only when it returns True, so None drops it, as
-    Spark's ``coalesce(condition, false)``) and step 3 (:class:`ResidualPadding` per join key).
+    Spark's ``coalesce(condition, false)``) and step 3 (:class:`ResidualPaddingLogic` per join key).
     Rows of both inputs have the join key at ``key_index``.
 
     ``changelog`` / ``steps`` are the output and when each change came, as :class:`LocalKeyedDriver`'s."""
 
     def __init__(self, how, bounds, arities, residual, delays=(0, 0), key_index=1):
         self.join = RowTimeIntervalJoin(how, bounds, *arities, candidates=True)
-        self.driver = LocalKeyedDriver(IntervalJoinOperator(self.join), delays)
+        self.driver = LocalKeyedDriver(IntervalJoinLogic(self.join), delays)
         columns = [f"c{i}" for i in range(sum(arities))]
-        self.padding = ResidualPadding(columns, (self.join.left_outer, self.join.right_outer))
+        self.padding = ResidualPaddingLogic(columns, (self.join.left_outer, self.join.right_outer))
         self.residual, self.left_arity, self.key_index = residual, arities[0], key_index
         self.states, self.changelog, self.steps = {}, [], []
         self._fed = 0
@@ -334,7 +335,7 @@ def test_candidate_mode_numbers_rows_per_key_and_emits_every_outer_rows_expiry()
 
 
 def test_residual_padding_state_holds_only_matched_outer_rows_until_they_expire():
-    padding = ResidualPadding(["l", "r"], (True, False))
+    padding = ResidualPaddingLogic(["l", "r"], (True, False))
     state = padding.new_state((1,))
     assert padding.on_element(state, Element(0, RowKind.INSERT, ("l", "r", 0, 7)), None) == [
         (RowKind.INSERT, ("l", "r"))
@@ -350,22 +351,22 @@ def test_residual_padding_state_holds_only_matched_outer_rows_until_they_expire(
 def test_the_jvm_twins_are_described_with_the_union_frames_columns():
     """What the Scala twins read (IntervalJoinLogic.scala over TwoInputLogic.scala, ResidualPaddingLogic.scala)."""
     join = RowTimeIntervalJoin("left", IntervalBounds.between(-10, 10, upper_inclusive=False), 2, 3, candidates=True)
-    logic = _KeyedTwoInputLogic(IntervalJoinOperator(join), _Columns(rowtime=(1, 0), row_watermark=(2, 3)), ["_key0"])
+    logic = _KeyedTwoInputLogic(IntervalJoinLogic(join), _Columns(rowtime=(1, 0), row_watermark=(2, 3)), ["_key0"])
     assert logic.jvm_logic() == JvmLogic(
-        "IntervalJoinLogic",
-        {
-            "how": "left",
-            "lowerMs": -10,
-            "upperMs": 9,
-            "candidates": True,
-            "condition": None,
-            "keyColumns": ["_key0"],
-            "rowtime": [1, 0],
-            "rowWatermark": [2, 3],
-        },
+        "interval_join.IntervalJoinLogic",
+        IntervalJoinSpec(
+            inputs=TwoInputSpec(key_columns=("_key0",), rowtime=(1, 0), row_watermark=(2, 3)),
+            how="left",
+            lower_ms=-10,
+            upper_ms=9,
+            candidates=True,
+            condition=None,
+        ),
     )
-    padding = ResidualPadding(["l", "r"], (True, False))
-    assert padding.jvm_logic() == JvmLogic("ResidualPaddingLogic", {"columns": ["l", "r"], "outer": [True, False]})
+    padding = ResidualPaddingLogic(["l", "r"], (True, False))
+    assert padding.jvm_logic() == JvmLogic(
+        "interval_join.ResidualPaddingLogic", ResidualPaddingSpec(columns=("l", "r"), outer=(True, False))
+    )
 
 
 def test_an_outer_interval_join_with_a_residual_plans_and_explains_it():
@@ -403,7 +404,7 @@ def run_random(rows, how, bounds, delay, residual=None):
     changelog, the rows held in state at the end, the rows that arrived at or behind the watermark
     (*late*), and the late rows whose whole window was behind it (*not stored*)."""
     if residual is None:
-        runner = driver = LocalKeyedDriver(IntervalJoinOperator(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))
+        runner = driver = LocalKeyedDriver(IntervalJoinLogic(RowTimeIntervalJoin(how, bounds, 3, 3)), (delay, delay))
     else:
         runner = ResidualPipeline(how, bounds, (3, 3), residual, (delay, delay))
         driver = runner.driver
@@ -498,7 +499,7 @@ def test_state_is_bounded_by_rate_times_window_not_by_stream_length():
     def peak_state(n):
         rows = generate(random.Random(7), n, 50, 5, late_share=0.0)
         join = RowTimeIntervalJoin("full", IntervalBounds.between(-20, 20), 3, 3)
-        driver = LocalKeyedDriver(IntervalJoinOperator(join), (5, 5))
+        driver = LocalKeyedDriver(IntervalJoinLogic(join), (5, 5))
         peak = 0
         for side, key, rowtime, ident in rows:
             driver.process(side, (key,), RowKind.INSERT, (ident, key, rowtime), rowtime)

@@ -36,7 +36,7 @@ from test_interval_join import (
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinOperator, RowTimeIntervalJoin, interval_join
+from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinLogic, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import STATE_NAME, LocalKeyedDriver
 from streamjoin.sink.collect import collect_changelog
 
@@ -166,7 +166,7 @@ def flink_reference(name):
     params = CASES[name]
     left, right = case.tables[LEFT], case.tables[RIGHT]
     join = RowTimeIntervalJoin(params["how"], params["bounds"], len(left.columns), len(right.columns))
-    driver = LocalKeyedDriver(IntervalJoinOperator(join), (left.watermark_delay_ms, right.watermark_delay_ms))
+    driver = LocalKeyedDriver(IntervalJoinLogic(join), (left.watermark_delay_ms, right.watermark_delay_ms))
     for table, kind, values in case.arrivals():
         row = typed(case.tables[table].columns, values)
         names = [c for c, _ in case.tables[table].columns]

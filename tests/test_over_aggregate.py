@@ -21,9 +21,9 @@ from pyspark.sql.types import DoubleType, IntegerType, StringType
 from streamjoin.changelog import ChangelogError
 from streamjoin.errors import StateError, ValidationError
 from streamjoin.runtime.aggregates import parse_calls
-from streamjoin.runtime.over_functions import OverWindow
+from streamjoin.runtime.inputs import check_insert, require_order_value
+from streamjoin.runtime.over_aggregate.functions import OverWindow
 from streamjoin.runtime.timers import MIN_TIME
-from streamjoin.runtime.tws import check_insert, require_order_value
 
 MAX_PRICE = [("maxPrice", "MAX", "price")]
 # AVG(CAST(price AS DOUBLE)) reads the projected column priceD (see DERIVED).

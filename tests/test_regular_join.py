@@ -18,9 +18,17 @@ from test_regular_join_cases import QUERIES, SIDES, _spec, assert_same_changes_p
 
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
+from streamjoin.contract import RegularJoinSpec
 from streamjoin.errors import ValidationError
 from streamjoin.planner.metadata import derive_output_keys
-from streamjoin.runtime.join_state import (
+from streamjoin.runtime.processor import KeyedProcessor, child_seq
+from streamjoin.runtime.regular_join import regular_join
+from streamjoin.runtime.regular_join.operator import (
+    _RegularJoinAssociateLogic,
+    _RegularJoinCandidateLogic,
+    _RegularJoinLogic,
+)
+from streamjoin.runtime.regular_join.state_views import (
     DictRecordStore,
     InputSideHasNoUniqueKey,
     InputSideHasUniqueKey,
@@ -28,14 +36,7 @@ from streamjoin.runtime.join_state import (
     StateLayout,
     choose_layout,
 )
-from streamjoin.runtime.processor import KeyedProcessor, child_seq
-from streamjoin.runtime.regular_join import (
-    _AssociateLogic,
-    _CandidateLogic,
-    _JoinLogic,
-    regular_join,
-)
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
+from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT, row_of
 
 L, R = LEFT, RIGHT
@@ -352,7 +353,7 @@ def test_processor_keeps_flinks_state_on_invalid_changelogs():
     )
     names = [s.names for s in schemas]
     tester = TwsTester(
-        KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), [*names[0], *names[1], "_rowkind", "_seq"])
+        KeyedProcessor(_RegularJoinLogic(spec, schemas, (True, True)), [*names[0], *names[1], "_rowkind", "_seq"])
     )
     changes = [
         (L, "+I", (1, "x")),
@@ -452,7 +453,7 @@ def test_processor_with_transform_with_state_tester_equals_the_plain_python_run(
     )
     names = [s.names for s in schemas]
     output = [*names[0], *names[1]] if spec.join_type.projects_right else names[0]
-    tester = TwsTester(KeyedProcessor(_JoinLogic(spec, schemas, (True, True)), [*output, "_rowkind", "_seq"]))
+    tester = TwsTester(KeyedProcessor(_RegularJoinLogic(spec, schemas, (True, True)), [*output, "_rowkind", "_seq"]))
     reference = LocalRegularJoin(spec)
     ours, expected = [], []
     for seq, (table, kind, values) in enumerate(case.arrivals()):
@@ -473,9 +474,9 @@ def test_two_step_processors_equal_the_one_step_join_even_with_tied_seq():
     schemas = (schema, schema)
     names = [["lk", "lv"], ["rk", "rv"]]
     candidate_columns = ["_key0", "_side", "_left", "_right", "_pair", "_rowkind", "_seq"]
-    candidates = TwsTester(KeyedProcessor(_CandidateLogic(spec, schemas, (True, True)), candidate_columns))
+    candidates = TwsTester(KeyedProcessor(_RegularJoinCandidateLogic(spec, schemas, (True, True)), candidate_columns))
     output_columns = ["lk", "lv", "rk", "rv", "_rowkind", "_seq"]
-    associate = TwsTester(KeyedProcessor(_AssociateLogic(spec, schemas, (True, True)), output_columns))
+    associate = TwsTester(KeyedProcessor(_RegularJoinAssociateLogic(spec, schemas, (True, True)), output_columns))
     reference = LocalRegularJoin(spec, greater)
     batches = [
         [(R, "+I", (1, 3), 0)],
@@ -498,28 +499,27 @@ def test_each_step_describes_its_scala_twin_for_the_jvm_engine():
     spec = JoinSpec(JoinType.LEFT, [0], [0], 2, 2, [0], [1])
     schema = StructType([StructField("k", IntegerType()), StructField("v", IntegerType())])
     steps = [
-        _JoinLogic(spec, (schema, schema), (True, True)),
-        _CandidateLogic(spec, (schema, schema), (True, True)),
-        _AssociateLogic(spec, (schema, schema), JoinType.LEFT.outer),
+        _RegularJoinLogic(spec, (schema, schema), (True, True)),
+        _RegularJoinCandidateLogic(spec, (schema, schema), (True, True)),
+        _RegularJoinAssociateLogic(spec, (schema, schema), JoinType.LEFT.outer),
     ]
     twins = [step.jvm_logic() for step in steps]
     assert [t.logic_class for t in twins] == [
-        "RegularJoinLogic",
-        "RegularJoinCandidateLogic",
-        "RegularJoinAssociateLogic",
+        "regular_join.RegularJoinLogic",
+        "regular_join.RegularJoinCandidateLogic",
+        "regular_join.RegularJoinAssociateLogic",
     ]
-    assert twins[2].spec == {
-        "joinType": "left",
-        "layouts": ["JoinKeyContainsUniqueKey", "InputSideHasUniqueKey"],
-        "uniqueKeys": [[0], [1]],
-        "stored": [True, False],
-        "keyPrefix": "_key",
-        "condition": None,
-    }
-    assert twins[0].spec["stored"] == [True, True]
-    no_keys = _JoinLogic(JoinSpec(JoinType.INNER, [0], [0], 2, 2), (schema, schema), (True, True)).jvm_logic()
-    assert no_keys.spec["uniqueKeys"] == [None, None]
-    assert no_keys.spec["layouts"] == ["InputSideHasNoUniqueKey"] * 2
+    assert twins[2].spec == RegularJoinSpec(
+        join_type="left",
+        layouts=("JoinKeyContainsUniqueKey", "InputSideHasUniqueKey"),
+        unique_keys=((0,), (1,)),
+        stored=(True, False),
+        condition=None,
+    )
+    assert twins[0].spec.stored == (True, True)
+    no_keys = _RegularJoinLogic(JoinSpec(JoinType.INNER, [0], [0], 2, 2), (schema, schema), (True, True)).jvm_logic()
+    assert no_keys.spec.unique_keys == (None, None)
+    assert no_keys.spec.layouts == ("InputSideHasNoUniqueKey",) * 2
 
 
 # --- output keys -------------------------------------------------------------------------------
@@ -595,19 +595,19 @@ def test_shared_and_reserved_column_names_are_refused(inputs):
         regular_join(left.drop("_seq"), right, on=[("a1", "b1")])
 
 
-def test_explain_line_states_layouts_distribution_and_steps(inputs, caplog, engine):
+def test_the_log_says_where_the_engine_evaluates_a_residual(inputs, caplog, engine):
+    # The plan's EXPLAIN shows the join (streamjoin.planner.plan); the operator says only what the engine chose.
     caplog.set_level(logging.INFO, logger="streamjoin.runtime.regular_join")
     keyed = regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 > b1", left_unique_key=["a1"])
-    keyed_explain = caplog.messages[-1]
-    assert "leftInputSpec=[JoinKeyContainsUniqueKey], rightInputSpec=[InputSideHasNoUniqueKey]" in keyed_explain
     residual = (
         "in the join, on each equi-matching pair"
         if engine == "jvm"
         else "Spark filter on candidate pairs between two stateful steps"
     )
-    assert "distribution=[hash[a1]]" in keyed_explain and f"residual=[{residual}]" in keyed_explain
+    assert caplog.messages[-1] == f"regular join residual predicate 'a2 > b1': {residual}"
     regular_join(*inputs, on=[], how="inner", condition="a2 > b1")
-    assert "singleton: no equi-join key, one task" in caplog.messages[-1]
+    inner = "in the join, on each equi-matching pair" if engine == "jvm" else "Spark filter on the joined rows"
+    assert caplog.messages[-1].endswith(inner)
     assert keyed.columns == ["a1", "a2", "b1", "b2", "_rowkind", "_seq"]
     assert regular_join(*inputs, on=[("a1", "b1")], how="anti").columns == ["a1", "a2", "_rowkind", "_seq"]
 
@@ -619,9 +619,9 @@ def test_a_residual_the_jvm_join_cannot_evaluate_runs_as_a_spark_filter(spark, i
     caplog.set_level(logging.INFO, logger="streamjoin.runtime")
     regular_join(*inputs, on=[("a1", "b1")], how="left", condition="plus_one(a2) > b1")
     assert "holds" in caplog.messages[-2] and "a Spark filter evaluates it" in caplog.messages[-2]
-    assert "residual=[Spark filter on candidate pairs between two stateful steps]" in caplog.messages[-1]
+    assert caplog.messages[-1].endswith(": Spark filter on candidate pairs between two stateful steps")
     regular_join(*inputs, on=[("a1", "b1")], how="left", condition="a2 + 1 > b1")
-    assert "residual=[in the join, on each equi-matching pair]" in caplog.messages[-1]
+    assert caplog.messages[-1].endswith(": in the join, on each equi-matching pair")
 
 
 @pytest.mark.parametrize("engine", ["jvm"], indirect=True)
@@ -634,4 +634,4 @@ def test_a_residual_reading_the_current_time_runs_as_a_spark_filter(spark, input
     caplog.set_level(logging.INFO, logger="streamjoin.runtime")
     regular_join(*inputs, on=[("a1", "b1")], how="left", condition=f"a2 > b1 OR {clock} IS NULL")
     assert "holds" in caplog.messages[-2] and "a Spark filter evaluates it" in caplog.messages[-2]
-    assert "residual=[Spark filter on candidate pairs between two stateful steps]" in caplog.messages[-1]
+    assert caplog.messages[-1].endswith(": Spark filter on candidate pairs between two stateful steps")

@@ -25,7 +25,7 @@ import pytest
 from flink_cases import case_names, load_case
 
 from streamjoin.changelog import RowKind, materialize
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
+from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 
 

@@ -26,7 +26,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import changelog_file_stream
 from streamjoin.runtime.regular_join import regular_join
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
+from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 from streamjoin.sink.collect import collect_changelog
 

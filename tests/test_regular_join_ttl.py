@@ -28,7 +28,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
 from streamjoin.runtime.regular_join import regular_join
-from streamjoin.runtime.streaming_join import JoinSpec, JoinType, LocalRegularJoin
+from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.two_input import LEFT, RIGHT
 
 I, D = RowKind.INSERT, RowKind.DELETE

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.changelog import RowKind, materialize
+from streamjoin.contract import TemporalJoinSpec, TwoInputSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver, _Columns, _KeyedTwoInputLogic
-from streamjoin.runtime.temporal_join import TemporalJoinOperator, TemporalProcessTimeJoin, TemporalRowTimeJoin
+from streamjoin.runtime.temporal_join import TemporalJoinLogic, TemporalProcessTimeJoin, TemporalRowTimeJoin
 
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -85,7 +86,7 @@ def typed(columns, values) -> tuple:
 def replay(case, versioned: str, how: str, append_only: bool, select):
     probe, build = case.tables[PROBE], case.tables[versioned]
     join = TemporalRowTimeJoin(how, len(build.columns), append_only_versions=append_only)
-    driver = LocalKeyedDriver(TemporalJoinOperator(join), (probe.watermark_delay_ms, build.watermark_delay_ms))
+    driver = LocalKeyedDriver(TemporalJoinLogic(join), (probe.watermark_delay_ms, build.watermark_delay_ms))
     for name, kind, values in case.arrivals():
         table = case.tables[name]
         row = typed(table.columns, values)
@@ -136,7 +137,7 @@ def run_rates(how, orders):
         ("EUR", 119, "11:15"),
         ("GBP", 108, "11:49"),
     ]
-    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 2)), (60_000, 0))
+    driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin(how, 2)), (60_000, 0))
     seen = set()
     for currency, rate, at in rates:
         kind = RowKind.UPDATE_AFTER if currency in seen else RowKind.INSERT
@@ -164,7 +165,7 @@ def test_classic_rates_example():
 
 def test_results_wait_for_the_watermark_and_are_never_retracted():
     join = TemporalRowTimeJoin("inner", 2)
-    driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 0))
+    driver = LocalKeyedDriver(TemporalJoinLogic(join), (0, 0))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 114), hm("09:00"))
     assert driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("10:00")) == []  # rates wm still 09:00
     # A rate at 10:00 arrives: the order's time is now behind the combined watermark -> joined with it.
@@ -177,7 +178,7 @@ def test_results_wait_for_the_watermark_and_are_never_retracted():
 
 def test_delete_ends_a_version_and_a_probe_row_behind_the_watermark_is_joined_at_the_next_rise():
     join = TemporalRowTimeJoin("left", 2)
-    driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 0))
+    driver = LocalKeyedDriver(TemporalJoinLogic(join), (0, 0))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 114), hm("09:00"))
     driver.process(1, ("EUR",), RowKind.DELETE, ("EUR", 114), hm("10:00"))
     driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("09:30"))
@@ -196,7 +197,7 @@ def test_delete_ends_a_version_and_a_probe_row_behind_the_watermark_is_joined_at
 def test_probe_row_behind_the_watermark_joins_its_version_while_it_is_in_state():
     """temporal_left_1_0013: rates delay 0, orders delay 1 ms; order 2 (10:00) arrives after order 1
     (10:01) raised the combined watermark to 10:00, the JPY rate's time. Flink 2.3.0 joins it."""
-    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin("left", 1)), (1, 0))
+    driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin("left", 1)), (1, 0))
     driver.process(1, ("JPY",), RowKind.INSERT, (3,), hm("10:00"))
     driver.process(0, ("USD",), RowKind.INSERT, (1, "USD"), hm("10:01"))
     assert driver.watermark == hm("10:00")
@@ -214,7 +215,7 @@ def test_probe_row_behind_the_watermark_misses_a_version_already_cleaned_up():
     """The clean-up at a watermark keeps only the newest version at or before it: a probe row arriving
     later with an older time finds no version (LEFT pads it, INNER drops it), as in Flink 2.3.0."""
     for how, expected in (("left", [("o1", "EUR", 116), ("old", "EUR", None)]), ("inner", [("o1", "EUR", 116)])):
-        driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 1)), (0, 0))
+        driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin(how, 1)), (0, 0))
         driver.process(1, ("EUR",), RowKind.INSERT, (114,), hm("09:00"))
         driver.process(1, ("EUR",), RowKind.UPDATE_AFTER, (116,), hm("10:00"))
         driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("10:30"))
@@ -229,7 +230,7 @@ def test_invalid_changelog_on_the_versioned_side_is_read_as_flink_reads_it():
     # Flink 2.3.0's output of invalid_temporal_versioned_anomalies (tests/data/flink-diff/cases): a +U with no
     # insert is a version, a -D of a key never inserted is "no row from then on", a -U without its +U is dropped
     # (the join reads +I/+U/-D only), a +I of an existing key is a new version.
-    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin("left", 2)), (0, 0))
+    driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin("left", 2)), (0, 0))
     for kind, k, r, at in [
         (RowKind.UPDATE_AFTER, 1, 10, 0),
         (RowKind.DELETE, 2, 0, 1000),
@@ -250,7 +251,7 @@ def test_invalid_changelog_on_the_versioned_side_is_read_as_flink_reads_it():
 
 def test_append_only_versions_ignore_an_older_row():
     join = TemporalRowTimeJoin("inner", 2, append_only_versions=True)
-    driver = LocalKeyedDriver(TemporalJoinOperator(join), (0, 10 * 60_000))
+    driver = LocalKeyedDriver(TemporalJoinLogic(join), (0, 10 * 60_000))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 116), hm("10:45"))
     driver.process(1, ("EUR",), RowKind.INSERT, ("EUR", 114), hm("09:00"))  # older than the latest: ignored
     driver.process(0, ("EUR",), RowKind.INSERT, ("o1", "EUR"), hm("10:50"))
@@ -264,17 +265,15 @@ def test_the_jvm_twin_is_described_with_the_union_frames_columns():
     """What TemporalJoinLogic.scala (over TwoInputLogic.scala) reads; no per-row watermark here."""
     join = TemporalRowTimeJoin("left", 2, append_only_versions=True)
     logic = _KeyedTwoInputLogic(
-        TemporalJoinOperator(join), _Columns(rowtime=(2, 1), row_watermark=None), ["_key0", "_key1"]
+        TemporalJoinLogic(join), _Columns(rowtime=(2, 1), row_watermark=None), ["_key0", "_key1"]
     )
     assert logic.jvm_logic() == JvmLogic(
-        "TemporalJoinLogic",
-        {
-            "how": "left",
-            "appendOnlyVersions": True,
-            "keyColumns": ["_key0", "_key1"],
-            "rowtime": [2, 1],
-            "rowWatermark": None,
-        },
+        "temporal_join.TemporalJoinLogic",
+        TemporalJoinSpec(
+            inputs=TwoInputSpec(key_columns=("_key0", "_key1"), rowtime=(2, 1), row_watermark=None),
+            how="left",
+            append_only_versions=True,
+        ),
     )
 
 
@@ -343,7 +342,7 @@ def batch_temporal_join(events, how):
 
 
 def run_random(events, how, delay):
-    driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin(how, 2)), (delay, delay))
+    driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin(how, 2)), (delay, delay))
     late = set()
     for side, kind, key, t, ident, value in events:
         if side == 0 and t <= driver.watermark:
@@ -384,7 +383,7 @@ def test_random_streams_do_exercise_late_probes():
 def test_state_is_bounded_by_keys_and_watermark_delay_not_by_stream_length():
     def peak_state(n):
         events = generate(random.Random(3), n // 4, n, 20, 5, late_share=0.0)
-        driver = LocalKeyedDriver(TemporalJoinOperator(TemporalRowTimeJoin("left", 2)), (5, 5))
+        driver = LocalKeyedDriver(TemporalJoinLogic(TemporalRowTimeJoin("left", 2)), (5, 5))
         peak = 0
         for side, kind, key, t, ident, value in events:
             driver.process(side, (key,), kind, (ident, key, t) if side == 0 else (key, value), t)

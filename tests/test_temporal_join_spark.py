@@ -27,15 +27,10 @@ from test_temporal_join import generate as generate_temporal
 
 from streamjoin.changelog import RowKind, materialize
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.interval_join import (
-    IntervalBounds,
-    IntervalJoinOperator,
-    RowTimeIntervalJoin,
-    interval_join,
-)
+from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinLogic, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 from streamjoin.runtime.temporal_join import (
-    TemporalJoinOperator,
+    TemporalJoinLogic,
     TemporalProcessTimeJoin,
     TemporalRowTimeJoin,
     lookup_join,
@@ -220,8 +215,8 @@ def test_random_streams_through_spark_give_the_reference_result(spark, engine, t
         temporal_stream_run("temporal", temporal_case, "left", True),
     ]
     results, _ = run_together(spark, tmp_path, runs, 6)
-    interval_ref = reference(interval_case, IntervalJoinOperator(RowTimeIntervalJoin("full", bounds, 3, 3)))
-    temporal_ref = reference(temporal_case, TemporalJoinOperator(TemporalRowTimeJoin("left", 3)))
+    interval_ref = reference(interval_case, IntervalJoinLogic(RowTimeIntervalJoin("full", bounds, 3, 3)))
+    temporal_ref = reference(temporal_case, TemporalJoinLogic(TemporalRowTimeJoin("left", 3)))
     assert materialize((k, v) for _, k, v in results["interval"]) == materialize(interval_ref.changelog)
     assert materialize((k, v) for _, k, v in results["temporal"]) == materialize(temporal_ref.changelog)
     assert len(interval_ref.changelog) > 20 and len(temporal_ref.changelog) > 10

@@ -16,7 +16,8 @@ Flink asks its metadata query for these (``FlinkRelMdUniqueKeys``, ``FlinkRelMdU
 A key is a tuple of field names; a node's keys are a tuple of keys (``Keys``), empty when none is known.
 The planner hands the regular join its inputs' unique keys and state layouts (:mod:`streamjoin.planner.translate`);
 the operator derives none of them itself. The layout rule is the state views' own
-(:func:`streamjoin.runtime.join_state.choose_layout`, which direct Python callers of the operator get by default).
+(:func:`streamjoin.runtime.regular_join.state_views.choose_layout`, which direct Python callers of the operator
+get by default).
 """
 
 from __future__ import annotations
@@ -26,19 +27,19 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlglot import exp
 
-from streamjoin.runtime.join_state import StateLayout, choose_layout
-from streamjoin.runtime.streaming_join import JoinType
+from streamjoin.runtime.regular_join.state_views import StateLayout, choose_layout
+from streamjoin.runtime.regular_join.streaming_join import JoinType
 
 if TYPE_CHECKING:
     from streamjoin.planner.plan import Field, Node, RegularJoin
 
 __all__ = [
     "NO_KEYS",
-    "derive_output_keys",
     "JoinInputSideSpec",
     "Keys",
     "NodeKeys",
     "calc_keys",
+    "derive_output_keys",
     "forwarded_keys",
     "grouping_keys",
     "join_input_spec",

@@ -69,7 +69,7 @@ from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import interval_join
 from streamjoin.runtime.over_aggregate import over_aggregate
-from streamjoin.runtime.over_functions import Frame
+from streamjoin.runtime.over_aggregate.functions import Frame
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize

@@ -43,8 +43,9 @@ class JvmLogic:
     """A per-key logic for the jvm engine: which Scala class runs it, built from which spec.
 
     Attributes:
-        logic_class: the Scala ``KeyedLogic`` subclass in ``streamjoin.operators`` (simple name, e.g.
-            ``"DeduplicateLogic"``), with a ``(spec, StructType)`` constructor taking ``spec``'s Scala twin.
+        logic_class: the Scala ``KeyedLogic`` subclass, named within ``streamjoin.operators`` by its family
+            package (e.g. ``"deduplicate.DeduplicateLogic"``), with a ``(spec, StructType)`` constructor taking
+            ``spec``'s Scala twin.
         spec: one of :data:`streamjoin.contract.SPECS`.
     """
 

@@ -31,10 +31,10 @@ from streamjoin.changelog import RowKind
 from streamjoin.contract import Position, TwoInputSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
+from streamjoin.runtime.inputs import output_schema, require_columns, unshared_exchange, without_watermark_columns
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, KeyTimers, TimerService
 from streamjoin.runtime.two_input import ordered_changes, union_inputs
-from streamjoin.runtime.tws import output_schema, require_columns, unshared_exchange, without_watermark_columns
 
 __all__ = ["SIDES", "STATE_NAME", "KeyState", "KeyedTwoInputLogic", "LocalKeyedDriver", "join_pairs", "keyed_two_input"]
 

@@ -286,7 +286,7 @@ def run_two_steps(
 ) -> EngineRun:
     """Run an operator function with two chained shells (an outer join with a residual predicate:
     the regular join's candidate and associate steps, the interval join's candidate step and
-    :class:`~streamjoin.runtime.interval_residual.ResidualPadding`) on both engines.
+    :class:`~streamjoin.runtime.interval_join.residual.ResidualPaddingLogic`) on both engines.
 
     ``steps(first shell)`` drive the first shell (:func:`run_engines`); its output must be equal on
     both engines, or with ``ordered=False`` (when it numbers rows in state order, as the regular

@@ -107,7 +107,6 @@ object OverAggregateSpec {
 final case class DeduplicateSpec(
     keep: String,
     ordered: Boolean,
-    eventTime: Boolean,
     columns: Seq[String],
     watermarkColumn: Option[String],
     proctimeColumns: Seq[String],
@@ -115,7 +114,7 @@ final case class DeduplicateSpec(
 )
 
 object DeduplicateSpec {
-  val fields: Seq[String] = Seq("keep", "ordered", "eventTime", "columns", "watermarkColumn", "proctimeColumns", "stateTtl")
+  val fields: Seq[String] = Seq("keep", "ordered", "columns", "watermarkColumn", "proctimeColumns", "stateTtl")
 
   def decode(json: String): DeduplicateSpec = decode(SpecCodec.parse(json))
 
@@ -124,7 +123,6 @@ object DeduplicateSpec {
     DeduplicateSpec(
       keep = SpecCodec.oneOf(node.get("keep"), "DeduplicateSpec.keep", Seq("first", "last")),
       ordered = SpecCodec.bool(node.get("ordered"), "DeduplicateSpec.ordered"),
-      eventTime = SpecCodec.bool(node.get("eventTime"), "DeduplicateSpec.eventTime"),
       columns = SpecCodec.seq(node.get("columns"), "DeduplicateSpec.columns", -1)(n => SpecCodec.string(n, "DeduplicateSpec.columns[]")),
       watermarkColumn = SpecCodec.option(node.get("watermarkColumn"))(n => SpecCodec.string(n, "DeduplicateSpec.watermarkColumn")),
       proctimeColumns = SpecCodec.seq(node.get("proctimeColumns"), "DeduplicateSpec.proctimeColumns", -1)(n => SpecCodec.string(n, "DeduplicateSpec.proctimeColumns[]")),

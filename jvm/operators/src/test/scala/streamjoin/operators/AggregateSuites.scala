@@ -1,5 +1,6 @@
 package streamjoin.operators
 
+import streamjoin.operators.group_aggregate.GroupAggregateLogic
 import java.math.{BigDecimal => JBigDecimal}
 
 import org.apache.spark.sql.Row

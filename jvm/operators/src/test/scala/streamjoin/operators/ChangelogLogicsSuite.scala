@@ -1,5 +1,7 @@
 package streamjoin.operators
 
+import streamjoin.operators.changelog_normalize.ChangelogNormalizeLogic
+import streamjoin.operators.upsert_materializer.SinkUpsertMaterializerLogic
 import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.Row

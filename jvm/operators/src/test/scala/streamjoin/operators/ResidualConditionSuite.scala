@@ -1,5 +1,7 @@
 package streamjoin.operators
 
+import streamjoin.operators.interval_join.IntervalJoinLogic
+import streamjoin.operators.regular_join.{JoinRecordStateViews, RegularJoinLogic, RowBytes}
 import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.types._
 import org.scalatest.BeforeAndAfterAll
@@ -36,7 +38,7 @@ class ResidualConditionSuite extends AnyFunSuite with BeforeAndAfterAll {
       Seq(field("_key0", IntegerType), field("_side", IntegerType), field("_left", left), field("_right", right))
         ++ changelogColumns: _*
     )
-    val layouts = Seq(JoinRecordView.InputSideHasNoUniqueKey, JoinRecordView.InputSideHasNoUniqueKey)
+    val layouts = Seq(JoinRecordStateViews.InputSideHasNoUniqueKey, JoinRecordStateViews.InputSideHasNoUniqueKey)
     val h = new OperatorHarness(
       input,
       classOf[RegularJoinLogic],

@@ -1,5 +1,6 @@
 package streamjoin.operators
 
+import streamjoin.operators.changelog_normalize.ChangelogNormalizeLogic
 import org.apache.spark.sql.types.{IntegerType, StructField, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 

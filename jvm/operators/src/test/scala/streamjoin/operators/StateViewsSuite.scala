@@ -1,5 +1,6 @@
 package streamjoin.operators
 
+import streamjoin.operators.regular_join.{JoinRecordStateViews, RowBytes}
 import scala.collection.mutable
 
 import org.apache.spark.sql.Row
@@ -124,8 +125,8 @@ class MapStateViewSuite extends AnyFunSuite {
   }
 }
 
-/** [[JoinRecordView]] over a [[JoinSideStore]]: the regular join's state per join key and side. */
-class JoinRecordViewSuite extends AnyFunSuite {
+/** [[JoinRecordStateView]] over a [[JoinSideStore]]: the regular join's state per join key and side. */
+class JoinRecordStateViewsSuite extends AnyFunSuite {
   private val schema = StructType(Seq(StructField("k", IntegerType), StructField("v", StringType)))
   private val project = UnsafeProjection.create(schema)
   private def row(k: Int, v: String): UnsafeRow = project(InternalRow(k, UTF8String.fromString(v))).copy()
@@ -133,13 +134,13 @@ class JoinRecordViewSuite extends AnyFunSuite {
     records.toSeq.map { case (r, a) => (r.getUTF8String(1).toString, a) }
 
   private def noUniqueKey(map: CountingMapState[RowBytes, Row]) = {
-    val store = JoinRecordView.store(JoinRecordView.InputSideHasNoUniqueKey, null, map, schema, Array())
+    val store = JoinRecordStateViews.store(JoinRecordStateViews.InputSideHasNoUniqueKey, null, map, schema, Array())
     (
       store,
-      JoinRecordView(
-        JoinRecordView.InputSideHasNoUniqueKey,
+      JoinRecordStateViews(
+        JoinRecordStateViews.InputSideHasNoUniqueKey,
         store,
-        JoinRecordView.rowKey(JoinRecordView.InputSideHasNoUniqueKey, schema, Array())
+        JoinRecordStateViews.rowKey(JoinRecordStateViews.InputSideHasNoUniqueKey, schema, Array())
       )
     )
   }
@@ -177,17 +178,17 @@ class JoinRecordViewSuite extends AnyFunSuite {
 
   test("JoinKeyContainsUniqueKey: one row per join key in a ValueState, replaced by the next one") {
     val value = new CountingValueState[Row]()
-    val layout = JoinRecordView.JoinKeyContainsUniqueKey
-    val store = JoinRecordView.store(layout, value, null, schema, Array())
-    val view = JoinRecordView(layout, store, JoinRecordView.rowKey(layout, schema, Array()))
+    val layout = JoinRecordStateViews.JoinKeyContainsUniqueKey
+    val store = JoinRecordStateViews.store(layout, value, null, schema, Array())
+    val view = JoinRecordStateViews(layout, store, JoinRecordStateViews.rowKey(layout, schema, Array()))
     view.add(row(1, "a"), 1)
     view.add(row(1, "b"), 0)
     assert(shown(view.records()) == Seq(("b", 0)))
     assert(view.associations(row(1, "zzz")) == 0) // any row of the key is the key's row
     store.flush()
     assert(value.writes == 1 && value.stored.get.getInt(1) == 0)
-    val next = JoinRecordView.store(layout, value, null, schema, Array())
-    val again = JoinRecordView(layout, next, JoinRecordView.rowKey(layout, schema, Array()))
+    val next = JoinRecordStateViews.store(layout, value, null, schema, Array())
+    val again = JoinRecordStateViews(layout, next, JoinRecordStateViews.rowKey(layout, schema, Array()))
     again.retract(row(1, "whatever"))
     next.flush()
     assert(value.clears == 1 && value.stored.isEmpty)
@@ -195,9 +196,9 @@ class JoinRecordViewSuite extends AnyFunSuite {
 
   test("InputSideHasUniqueKey: rows keyed by their unique key's bytes") {
     val map = new CountingMapState[RowBytes, Row]()
-    val layout = JoinRecordView.InputSideHasUniqueKey
-    val store = JoinRecordView.store(layout, null, map, schema, Array(1))
-    val view = JoinRecordView(layout, store, JoinRecordView.rowKey(layout, schema, Array(1)))
+    val layout = JoinRecordStateViews.InputSideHasUniqueKey
+    val store = JoinRecordStateViews.store(layout, null, map, schema, Array(1))
+    val view = JoinRecordStateViews(layout, store, JoinRecordStateViews.rowKey(layout, schema, Array(1)))
     view.add(row(1, "a"), 0)
     view.add(row(2, "a"), 3) // same unique key (v): replaces the row
     view.add(row(1, "b"), 0)
@@ -206,9 +207,9 @@ class JoinRecordViewSuite extends AnyFunSuite {
     assert(map.data.size == 2)
     val stored = map.data.values.map(v => PackedRows.point(v.getAs[Array[Byte]](0), 2).getInt(0)).toSet
     assert(stored == Set(1, 2)) // the a row now is (2, a)
-    assert(JoinRecordView.valueSchema(layout).fieldNames.toSeq == Seq("row", "_associations"))
+    assert(JoinRecordStateViews.valueSchema(layout).fieldNames.toSeq == Seq("row", "_associations"))
     assert(
-      JoinRecordView.valueSchema(JoinRecordView.InputSideHasNoUniqueKey).fieldNames.toSeq == Seq(
+      JoinRecordStateViews.valueSchema(JoinRecordStateViews.InputSideHasNoUniqueKey).fieldNames.toSeq == Seq(
         "_count",
         "_associations"
       )

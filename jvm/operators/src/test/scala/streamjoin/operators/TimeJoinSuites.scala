@@ -1,5 +1,7 @@
 package streamjoin.operators
 
+import streamjoin.operators.interval_join.{IntervalJoinLogic, ResidualPaddingLogic}
+import streamjoin.operators.temporal_join.TemporalJoinLogic
 import java.sql.Timestamp
 import java.time.Instant
 
