@@ -165,7 +165,13 @@ dagster-ui: setup kafka
 	mkdir -p $(LOCAL)/dagster && cp dagster_project/dagster.yaml $(LOCAL)/dagster/dagster.yaml
 	# The storage is created before the services start: each of them would migrate a new one at once.
 	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster instance migrate
-	DAGSTER_HOME=$(abspath $(LOCAL))/dagster $(VENV)/bin/dagster dev -w workspace.yaml
+	# dagster dev gives each of its services up to 60 s to stop and leaves their run workers behind. It runs in
+	# a process group of its own: Ctrl-C or SIGTERM interrupts the group (the webserver, the daemon, the code
+	# server, runs and their Spark drivers), and what is left of it after 10 s is killed.
+	DAGSTER_HOME=$(abspath $(LOCAL))/dagster setsid $(VENV)/bin/dagster dev -w workspace.yaml & dev=$$!; \
+	    trap 'kill -INT -$$dev 2>/dev/null; n=0; while kill -0 -$$dev 2>/dev/null && [ $$n -lt 20 ]; \
+	        do sleep 0.5; n=$$((n + 1)); done; kill -KILL -$$dev 2>/dev/null; exit 130' INT TERM; \
+	    wait $$dev
 
 clean:
 	# The broker service lives in .local/kafka: stop it before its folder goes.
