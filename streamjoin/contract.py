@@ -19,7 +19,7 @@ Types a spec field may have, and their Scala twins: ``str`` (``String``), ``bool
 (``Long``; milliseconds, offsets), :data:`Position` (``Int``: a position in a row), ``Literal[...]`` of
 strings (``String``, checked against the values on both sides), ``X | None`` (``Option[X]``, JSON null),
 ``tuple[X, ...]`` (``Seq[X]``, a JSON array), ``tuple[X, X]`` (``Seq[X]`` of that length),
-``StructType`` (Spark's ``StructType``, as its JSON), and another spec (a nested object).
+``StructType`` and ``DataType`` (Spark's, as their JSON), and another spec (a nested object).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NewType, Union
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 
@@ -131,10 +131,12 @@ class AggregateCallSpec:
     Attributes:
         function: the aggregate function, upper-case.
         column: the argument column, None only for ``COUNT(*)``.
+        result_type: the result's Spark type, as :func:`streamjoin.runtime.aggregates.result_type` decides it.
     """
 
     function: AggregateFunctionName
     column: str | None
+    result_type: DataType
 
 
 @dataclass(frozen=True)
@@ -400,9 +402,9 @@ def _encode(value: Any, hint: Any, path: str) -> Any:
         if type(value) is not hint:
             raise TypeError(f"{path}: expected a {hint.__name__}, got {value!r}")
         return {camel(f.name): _encode(getattr(value, f.name), t, f"{path}.{f.name}") for f, t in _fields(hint)}
-    if hint is StructType:
-        if not isinstance(value, StructType):
-            raise TypeError(f"{path}: expected a StructType, got {value!r}")
+    if hint in (StructType, DataType):
+        if not isinstance(value, hint):
+            raise TypeError(f"{path}: expected a {hint.__name__}, got {value!r}")
         return value.jsonValue()
     base = getattr(hint, "__supertype__", hint)  # a NewType's base
     # bool is an int in Python; neither stands in for the other here
@@ -447,7 +449,7 @@ def _scala_type(hint: Any) -> str:
         return hint.__name__
     if hint is Position:
         return "Int"
-    return {str: "String", bool: "Boolean", int: "Long", StructType: "StructType"}[hint]
+    return {str: "String", bool: "Boolean", int: "Long", StructType: "StructType", DataType: "DataType"}[hint]
 
 
 def _scala_decoder(hint: Any, node: str, path: str) -> str:
@@ -466,7 +468,7 @@ def _scala_decoder(hint: Any, node: str, path: str) -> str:
         return f"{hint.__name__}.decode({node})"
     if hint is Position:
         return f'SpecCodec.int({node}, "{path}")'
-    name = {str: "string", bool: "bool", int: "long", StructType: "structType"}[hint]
+    name = {str: "string", bool: "bool", int: "long", StructType: "structType", DataType: "dataType"}[hint]
     return f'SpecCodec.{name}({node}, "{path}")'
 
 
@@ -483,7 +485,7 @@ def scala_source() -> str:
         "package streamjoin.operators",
         "",
         "import com.fasterxml.jackson.databind.JsonNode",
-        "import org.apache.spark.sql.types.StructType",
+        "import org.apache.spark.sql.types.{DataType, StructType}",
         "",
         "/** The constants both engines use (`streamjoin.contract.CONSTANTS`). */",
         "object Contract {",

@@ -55,9 +55,9 @@ __all__ = [
     "AggregateCall",
     "AggregateFunction",
     "Aggregates",
-    "call_specs",
     "make_function",
     "parse_calls",
+    "result_type",
 ]
 
 #: Aggregate function names accepted in an :class:`AggregateCall`.
@@ -123,12 +123,23 @@ def parse_calls(aggregates: Iterable[AggregateCall | Sequence]) -> tuple[Aggrega
     return tuple(calls)
 
 
-def call_specs(calls: Iterable[AggregateCall]) -> tuple[AggregateCallSpec, ...]:
-    """The calls as the jvm engine's specs carry them (column None = ``COUNT(*)``)."""
-    return tuple(
-        AggregateCallSpec(function=c.function, column=c.column)  # type: ignore[arg-type]
-        for c in calls
-    )
+def result_type(function: str, input_type: DataType | None) -> DataType:
+    """The Spark type of ``function``'s result over a column of ``input_type`` (None for ``COUNT(*)``), as Flink
+    types it (the module's table): the one place it is decided — the functions here, the planner's aggregate rule
+    and, through the spec, the jvm engine's functions take it from here.
+
+    Example:
+        >>> result_type("SUM", DecimalType(10, 2)), result_type("AVG", DecimalType(10, 2)), result_type("COUNT", None)
+        (DecimalType(38,2), DecimalType(38,6), LongType())
+    """
+    if function in ("COUNT", "COUNT_DISTINCT"):
+        return LongType()
+    assert input_type is not None, f"{function} aggregates a column"
+    if function == "SUM" and isinstance(input_type, DecimalType):
+        return DecimalType(_MAX_DECIMAL_PRECISION, input_type.scale)
+    if function == "AVG" and isinstance(input_type, DecimalType):
+        return DecimalType(_MAX_DECIMAL_PRECISION, max(6, input_type.scale))
+    return input_type
 
 
 class AggregateFunction(ABC):
@@ -186,7 +197,7 @@ class _Count(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        return LongType()
+        return result_type("COUNT", self.input_type)
 
     def create(self) -> list:
         return [0]
@@ -210,7 +221,7 @@ class _CountDistinct(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        return LongType()
+        return result_type("COUNT_DISTINCT", self.input_type)
 
     def create(self) -> list:
         return [0]
@@ -264,9 +275,7 @@ class _Sum(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        if isinstance(self.input_type, DecimalType):
-            return DecimalType(_MAX_DECIMAL_PRECISION, self.input_type.scale)
-        return self._column_type
+        return result_type("SUM", self.input_type)
 
     def create(self) -> list:
         return [None, 0]
@@ -293,9 +302,7 @@ class _Avg(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        if isinstance(self.input_type, DecimalType):
-            return DecimalType(_MAX_DECIMAL_PRECISION, max(6, self.input_type.scale))
-        return self._column_type
+        return result_type("AVG", self.input_type)
 
     def create(self) -> list:
         return [0, 0]
@@ -349,7 +356,7 @@ class _Extreme(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        return self._column_type
+        return result_type("MAX", self.input_type)
 
     def _better(self, a, b) -> bool:
         return a > b if self.largest else a < b
@@ -407,7 +414,7 @@ class _Positional(AggregateFunction):
 
     @property
     def result_type(self) -> DataType:
-        return self._column_type
+        return result_type("FIRST_VALUE", self.input_type)
 
     def create(self) -> list:
         return []
@@ -512,6 +519,13 @@ class Aggregates:
     @property
     def result_types(self) -> list[DataType]:
         return [f.result_type for f in self.functions]
+
+    def specs(self) -> tuple[AggregateCallSpec, ...]:
+        """The calls as the jvm engine's specs carry them, with their result types."""
+        return tuple(
+            AggregateCallSpec(function=c.function, column=c.column, result_type=f.result_type)  # type: ignore[arg-type]
+            for c, f in zip(self.calls, self.functions, strict=True)
+        )
 
     def create(self) -> tuple[list[list], dict[int, MutableMapping]]:
         """Fresh accumulators and in-memory views (function position → dict)."""

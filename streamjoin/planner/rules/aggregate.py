@@ -15,7 +15,8 @@ from streamjoin.planner.expressions import AGGREGATES, Scope, ScopeColumn, field
 from streamjoin.planner.plan import Aggregate, Calc, Field, GroupAggregate, Node, uniquify
 from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.project import output_names
-from streamjoin.planner.types import SqlType
+from streamjoin.planner.types import SqlType, from_spark
+from streamjoin.runtime.aggregates import result_type
 
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
@@ -69,10 +70,8 @@ def _aggregate_type(planner: QueryPlanner, function: str, t: SqlType | None, cal
         raise planner.error(
             ValidationError, call, f"{function} needs a number; '{call.this.sql(Flink)}' is {t}", "type-mismatch"
         )
-    if function == "SUM" and t.root == "DECIMAL":
-        return SqlType("DECIMAL", 38, t.scale)
-    if function == "AVG" and t.root == "DECIMAL":
-        return SqlType("DECIMAL", 38, max(6, t.decimal_digits[1]))
+    if function in ("SUM", "AVG") and t.root == "DECIMAL":  # the operator's rule, which changes its scale
+        return from_spark(result_type(function, t.spark)).with_nullable(True)
     return t.with_nullable(True)
 
 

@@ -14,7 +14,7 @@ from pyspark.sql.types import DataType, LongType, StructField, StructType, Times
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.contract import GroupAggregateSpec
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.aggregates import AggregateCall, Aggregates, call_specs, parse_calls
+from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.group_aggregate.function import GROUP_FUNCTIONS, GroupAggFunction, GroupState
 from streamjoin.runtime.inputs import changelog_columns, check_state_ttl, output_schema, require_columns, rows_in_order
@@ -145,7 +145,7 @@ class _GroupAggregateLogic(KeyedLogic):
             GroupAggregateSpec(
                 columns=tuple(self.columns),
                 group_by=tuple(self.group_by),
-                aggregates=call_specs(self.calls),
+                aggregates=Aggregates(self.calls, self.types, self.columns, retractable=self.retractable).specs(),
                 retractable=self.retractable,
                 mini_batch=self.mini_batch,
             ),

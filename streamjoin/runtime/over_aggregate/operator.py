@@ -59,7 +59,7 @@ from pyspark.sql.types import DataType, LongType, StructField, TimestampNTZType,
 from streamjoin.changelog import SEQ_COLUMN, RowKind
 from streamjoin.contract import OverAggregateSpec
 from streamjoin.errors import ValidationError
-from streamjoin.runtime.aggregates import AggregateCall, call_specs, parse_calls
+from streamjoin.runtime.aggregates import AggregateCall, parse_calls
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.inputs import (
     changelog_columns,
@@ -133,7 +133,7 @@ class _OverAggregateLogic(KeyedLogic):
                 function=type(fn).__name__,  # type: ignore[arg-type]  # checked against the Literal by encode
                 offset=fn.offset,
                 columns=tuple(self.columns),
-                aggregates=call_specs(self.window.aggregates),
+                aggregates=fn.aggregates.specs(),
                 retractable=self.window.preceding is not None,
                 order_by=self.window.order_by,
                 rowtime_column=_ROWTIME_MS,

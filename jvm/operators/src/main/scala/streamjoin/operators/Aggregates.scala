@@ -63,11 +63,12 @@ final class MapStateView(state: MapState[Row, Row]) extends AggregateView {
  * A typed aggregate function with retraction, the JVM twin of one class of
  * `streamjoin.runtime.aggregates` (Flink's built-in functions and their `*WithRetractAggFunction`).
  * An accumulator is an `Array[Any]` laid out as [[accFields]] (stored as one struct); functions
- * with [[usesView]] also get their [[AggregateView]].
+ * with [[usesView]] also get their [[AggregateView]]. The result type comes with the spec
+ * (`streamjoin.runtime.aggregates.result_type` decides it).
  */
-abstract class AggregateFunction(val inputType: DataType, val retractable: Boolean) extends Serializable {
+abstract class AggregateFunction(val inputType: DataType, val resultType: DataType, val retractable: Boolean)
+    extends Serializable {
   def usesView: Boolean = false
-  def resultType: DataType
   def accFields: Seq[StructField]
   def create(): Array[Any]
   def accumulate(acc: Array[Any], value: Any, view: AggregateView): Unit
@@ -91,9 +92,8 @@ abstract class AggregateFunction(val inputType: DataType, val retractable: Boole
 }
 
 /** COUNT(col) / COUNT(*): nulls are not counted unless it is COUNT(*). Accumulator: count. */
-final class CountFunction(inputType: DataType, retractable: Boolean, star: Boolean)
-    extends AggregateFunction(inputType, retractable) {
-  def resultType: DataType = LongType
+final class CountFunction(inputType: DataType, resultType: DataType, retractable: Boolean, star: Boolean)
+    extends AggregateFunction(inputType, resultType, retractable) {
   def accFields: Seq[StructField] = Seq(StructField("count", LongType, nullable = false))
   def create(): Array[Any] = Array(0L)
   def accumulate(acc: Array[Any], value: Any, view: AggregateView): Unit =
@@ -104,10 +104,9 @@ final class CountFunction(inputType: DataType, retractable: Boolean, star: Boole
 }
 
 /** COUNT(DISTINCT col): the view's values with a multiplicity > 0. Accumulator: that count. */
-final class CountDistinctFunction(inputType: DataType, retractable: Boolean)
-    extends AggregateFunction(inputType, retractable) {
+final class CountDistinctFunction(inputType: DataType, resultType: DataType, retractable: Boolean)
+    extends AggregateFunction(inputType, resultType, retractable) {
   override def usesView: Boolean = true
-  def resultType: DataType = LongType
   def accFields: Seq[StructField] = Seq(StructField("count", LongType, nullable = false))
   def create(): Array[Any] = Array(0L)
   def accumulate(acc: Array[Any], value: Any, view: AggregateView): Unit = if (value != null) add(acc, view, value, 1)
@@ -170,12 +169,9 @@ private[operators] final class Arithmetic(inputType: DataType) extends Serializa
 }
 
 /** SUM: NULL over no values; integral sums wrap like Java; DECIMAL(p, s) sums as DECIMAL(38, s). Accumulator: sum, count. */
-final class SumFunction(inputType: DataType, retractable: Boolean) extends AggregateFunction(inputType, retractable) {
+final class SumFunction(inputType: DataType, resultType: DataType, retractable: Boolean)
+    extends AggregateFunction(inputType, resultType, retractable) {
   private val arithmetic = new Arithmetic(inputType)
-  def resultType: DataType = inputType match {
-    case d: DecimalType => DecimalType(38, d.scale)
-    case t              => t
-  }
   def accFields: Seq[StructField] =
     Seq(StructField("sum", arithmetic.sumType, nullable = true), StructField("count", LongType, nullable = false))
   def create(): Array[Any] = Array(null, 0L)
@@ -199,12 +195,9 @@ final class SumFunction(inputType: DataType, retractable: Boolean) extends Aggre
  * BIGINT and truncates toward zero; DECIMAL(p, s) gives DECIMAL(38, max(6, s)) rounded HALF_UP.
  * Accumulator: sum, count.
  */
-final class AvgFunction(inputType: DataType, retractable: Boolean) extends AggregateFunction(inputType, retractable) {
+final class AvgFunction(inputType: DataType, resultType: DataType, retractable: Boolean)
+    extends AggregateFunction(inputType, resultType, retractable) {
   private val arithmetic = new Arithmetic(inputType)
-  def resultType: DataType = inputType match {
-    case d: DecimalType => DecimalType(38, math.max(6, d.scale))
-    case t              => t
-  }
   def accFields: Seq[StructField] =
     Seq(StructField("sum", arithmetic.sumType, nullable = false), StructField("count", LongType, nullable = false))
   def create(): Array[Any] = Array(arithmetic.zero, 0L)
@@ -236,10 +229,9 @@ final class AvgFunction(inputType: DataType, retractable: Boolean) extends Aggre
  * a view value → multiplicity and the number of values whose multiplicity went 0 → 1 and not yet
  * back (Flink's mapSize); the result is NULL when that number is 0. Accumulator: extreme, mapSize.
  */
-final class ExtremeFunction(inputType: DataType, retractable: Boolean, largest: Boolean)
-    extends AggregateFunction(inputType, retractable) {
+final class ExtremeFunction(inputType: DataType, resultType: DataType, retractable: Boolean, largest: Boolean)
+    extends AggregateFunction(inputType, resultType, retractable) {
   override def usesView: Boolean = retractable
-  def resultType: DataType = inputType
   def accFields: Seq[StructField] =
     Seq(StructField("extreme", inputType, nullable = true), StructField("mapSize", LongType, nullable = false))
   def create(): Array[Any] = Array(null, 0L)
@@ -287,9 +279,8 @@ final class ExtremeFunction(inputType: DataType, retractable: Boolean, largest: 
  * frames, whose rows leave in arrival order): keeps the frame's non-null values and drops the
  * oldest equal one on retraction. Accumulator: the values (a `Vector`, stored as an array).
  */
-final class PositionalFunction(inputType: DataType, retractable: Boolean, first: Boolean)
-    extends AggregateFunction(inputType, retractable) {
-  def resultType: DataType = inputType
+final class PositionalFunction(inputType: DataType, resultType: DataType, retractable: Boolean, first: Boolean)
+    extends AggregateFunction(inputType, resultType, retractable) {
   def accFields: Seq[StructField] = Seq(
     StructField("values", ArrayType(inputType, containsNull = false), nullable = false)
   )
@@ -331,16 +322,16 @@ final class Aggregates(calls: Seq[AggregateCallSpec], input: StructType, columns
     extends Serializable {
   private val argPositions: Array[Int] = calls.map(_.column.map(columns.indexOf(_)).getOrElse(-1)).toArray
   val functions: Array[AggregateFunction] = calls.toArray.map { c =>
-    val t = c.column.map(input(_).dataType).orNull
+    val (t, r) = (c.column.map(input(_).dataType).orNull, c.resultType)
     c.function match {
-      case "COUNT"          => new CountFunction(t, retractable, star = c.column.isEmpty)
-      case "COUNT_DISTINCT" => new CountDistinctFunction(t, retractable)
-      case "SUM"            => new SumFunction(t, retractable)
-      case "AVG"            => new AvgFunction(t, retractable)
-      case "MIN"            => new ExtremeFunction(t, retractable, largest = false)
-      case "MAX"            => new ExtremeFunction(t, retractable, largest = true)
-      case "FIRST_VALUE"    => new PositionalFunction(t, retractable, first = true)
-      case "LAST_VALUE"     => new PositionalFunction(t, retractable, first = false)
+      case "COUNT"          => new CountFunction(t, r, retractable, star = c.column.isEmpty)
+      case "COUNT_DISTINCT" => new CountDistinctFunction(t, r, retractable)
+      case "SUM"            => new SumFunction(t, r, retractable)
+      case "AVG"            => new AvgFunction(t, r, retractable)
+      case "MIN"            => new ExtremeFunction(t, r, retractable, largest = false)
+      case "MAX"            => new ExtremeFunction(t, r, retractable, largest = true)
+      case "FIRST_VALUE"    => new PositionalFunction(t, r, retractable, first = true)
+      case "LAST_VALUE"     => new PositionalFunction(t, r, retractable, first = false)
       case other            => throw new IllegalArgumentException(s"unknown aggregate function $other")
     }
   }

@@ -3,7 +3,7 @@
 package streamjoin.operators
 
 import com.fasterxml.jackson.databind.JsonNode
-import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.types.{DataType, StructType}
 
 /** The constants both engines use (`streamjoin.contract.CONSTANTS`). */
 object Contract {
@@ -28,11 +28,12 @@ object Contract {
 /** One aggregate `function(column)` of a GROUP BY or an OVER window (docs/semantics.md §5, §6). */
 final case class AggregateCallSpec(
     function: String,
-    column: Option[String]
+    column: Option[String],
+    resultType: DataType
 )
 
 object AggregateCallSpec {
-  val fields: Seq[String] = Seq("function", "column")
+  val fields: Seq[String] = Seq("function", "column", "resultType")
 
   def decode(json: String): AggregateCallSpec = decode(SpecCodec.parse(json))
 
@@ -40,7 +41,8 @@ object AggregateCallSpec {
     SpecCodec.requireFields(node, "AggregateCallSpec", fields)
     AggregateCallSpec(
       function = SpecCodec.oneOf(node.get("function"), "AggregateCallSpec.function", Seq("COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "FIRST_VALUE", "LAST_VALUE")),
-      column = SpecCodec.option(node.get("column"))(n => SpecCodec.string(n, "AggregateCallSpec.column"))
+      column = SpecCodec.option(node.get("column"))(n => SpecCodec.string(n, "AggregateCallSpec.column")),
+      resultType = SpecCodec.dataType(node.get("resultType"), "AggregateCallSpec.resultType")
     )
   }
 }

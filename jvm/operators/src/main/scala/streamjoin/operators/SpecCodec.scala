@@ -49,6 +49,9 @@ object SpecCodec {
     if (values.contains(value)) value else wrong(path, s"one of ${values.mkString(", ")}", node)
   }
 
+  def dataType(node: JsonNode, path: String): DataType =
+    if (node.isObject || node.isTextual) DataType.fromJson(node.toString) else wrong(path, "a Spark type", node)
+
   def structType(node: JsonNode, path: String): StructType =
     if (node.isObject) DataType.fromJson(node.toString).asInstanceOf[StructType] else wrong(path, "a StructType", node)
 

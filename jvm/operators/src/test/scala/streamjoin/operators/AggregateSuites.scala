@@ -35,7 +35,7 @@ class AggregatesSuite extends AnyFunSuite {
 
   private def aggregates(retractable: Boolean, calls: (String, String)*): Aggregates =
     new Aggregates(
-      calls.map { case (f, c) => AggregateCallSpec(f, Option(c)) },
+      calls.map { case (f, c) => Changes.call(f, c, input) },
       input,
       columns,
       retractable
@@ -142,7 +142,7 @@ class GroupAggregateLogicSuite extends AnyFunSuite {
     GroupAggregateSpec(
       columns = Seq("k", "v"),
       groupBy = Seq("k"),
-      aggregates = Seq(AggregateCallSpec("COUNT", None), AggregateCallSpec("MAX", Some("v"))),
+      aggregates = Seq(AggregateCallSpec("COUNT", None, LongType), AggregateCallSpec("MAX", Some("v"), IntegerType)),
       retractable = true,
       miniBatch = miniBatch
     )
@@ -212,7 +212,7 @@ class GroupAggregateLogicSuite extends AnyFunSuite {
       GroupAggregateSpec(
         columns = Seq("order_id", "tms_company"),
         groupBy = Seq("tms_company"),
-        aggregates = Seq(AggregateCallSpec("COUNT_DISTINCT", Some("order_id"))),
+        aggregates = Seq(AggregateCallSpec("COUNT_DISTINCT", Some("order_id"), LongType)),
         retractable = true,
         miniBatch = false
       )

@@ -120,6 +120,19 @@ object OperatorHarness {
 
 /** Helpers of the suites: schema building, kinds and values of changes. */
 object Changes {
+
+  /** The result type the Python side puts in an aggregate's spec (`streamjoin.runtime.aggregates.result_type`). */
+  def call(function: String, column: String, input: StructType): AggregateCallSpec = {
+    val t = Option(column).map(input(_).dataType)
+    val result = (function, t) match {
+      case ("COUNT" | "COUNT_DISTINCT", _) => LongType
+      case ("SUM", Some(d: DecimalType))   => DecimalType(38, d.scale)
+      case ("AVG", Some(d: DecimalType))   => DecimalType(38, math.max(6, d.scale))
+      case (_, Some(other))                => other
+      case (_, None)                       => LongType
+    }
+    AggregateCallSpec(function, Option(column), result)
+  }
   def field(name: String, t: DataType): StructField = StructField(name, t, nullable = true)
 
   /** The changelog columns every logic reads after its own: `_rowkind`, `_seq`. */
