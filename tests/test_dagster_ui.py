@@ -196,10 +196,13 @@ def _terminate_the_continuous_run(dev: DagsterDev, driver, run_id: str, asset: s
         assert time.monotonic() < deadline, f"processes of the terminated run still alive: {running}"
         time.sleep(1)
     driver.get(f"{dev.url}/runs/{run_id}")
-    WebDriverWait(driver, 60).until(lambda d: "Errored (0)" in d.find_element("tag name", "body").text)
+    # The step counts show before the run's logs have loaded ("Not executed (7)"): wait for the loaded page.
+    WebDriverWait(driver, 60, message="the terminated run's page never showed its step succeeded").until(
+        lambda d: "Succeeded (1)" in d.find_element("tag name", "body").text
+    )
     page = driver.find_element("tag name", "body").text
     _shot(driver, "2b-continuous-run-terminated")
-    assert "Canceled" in page and "Succeeded (1)" in page, page[:2000]
+    assert "Canceled" in page and "Errored (0)" in page, page[:2000]
 
 
 def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev, browser):
