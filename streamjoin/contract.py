@@ -39,6 +39,7 @@ from pyspark.sql.types import DataType, StructType
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 
 __all__ = [
+    "ASSERTIONS_CONF",
     "CLOCKS",
     "CONSTANTS",
     "KEY_COLUMN_PREFIX",
@@ -76,6 +77,8 @@ CLOCKS: tuple[str, ...] = typing.get_args(Clock)
 
 #: State variable mirroring a key's count of rows dropped as late (Flink's ``numLateRecordsDropped`` metric).
 LATE_STATE = "numLateRecordsDropped"
+#: The Spark setting that turns the changelog assertions on (docs/semantics.md §1.1).
+ASSERTIONS_CONF = "spark.streamjoin.changelogAssertions"
 #: Column of the side tag (INT) in a two-input operator's union frame.
 SIDE_COLUMN = "_side"
 #: Column of the left row (STRUCT) in the union frame, null on right rows.
@@ -105,6 +108,7 @@ CONSTANTS: dict[str, str] = {
     "RightRowColumn": RIGHT_ROW_COLUMN,
     "KeyColumnPrefix": KEY_COLUMN_PREFIX,
     "PairColumn": PAIR_COLUMN,
+    "AssertionsConf": ASSERTIONS_CONF,
 }
 assert sorted(v for k, v in CONSTANTS.items() if k.startswith("Clock")) == sorted(CLOCKS)
 

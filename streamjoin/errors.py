@@ -23,6 +23,7 @@ an exit status (:mod:`streamjoin.cli`, ``docs/cli.md``).
 from __future__ import annotations
 
 __all__ = [
+    "ChangelogAssertionError",
     "ChangelogError",
     "ConnectorError",
     "ConnectorTimeoutError",
@@ -54,6 +55,11 @@ class UnsupportedPlanError(StreamJoinError):
 class ChangelogError(StreamJoinError, ValueError):
     """A changelog that cannot be materialised or encoded, e.g. it retracts a row never added,
     carries an unknown RowKind, or feeds updates to an operator that takes insert-only input."""
+
+
+class ChangelogAssertionError(ChangelogError, AssertionError):
+    """An operator's output broke the changelog invariant of docs/semantics.md §1.1, found by the changelog
+    assertions a session turns on (``streamjoin.runtime.assertions``): a defect of the engine, not of the input."""
 
 
 class StateError(StreamJoinError):

@@ -90,6 +90,9 @@ def spark():
     finally:
         if _SETS_JIT:
             os.environ["SPARK_SUBMIT_OPTS"] = _SUBPROCESS_JIT
+    from streamjoin.runtime.assertions import ASSERTIONS_CONF
+
+    session.conf.set(ASSERTIONS_CONF, "true")  # every operator's visits checked (docs/semantics.md §1.1)
     yield session
     session.stop()
 

@@ -35,6 +35,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 from streamjoin import contract
 from streamjoin.changelog import RowKind, with_seq_path
 from streamjoin.jvm import engine
+from streamjoin.runtime.assertions import assertions_on, check_visit
 from streamjoin.runtime.engine import JvmLogic, apply_jvm
 
 __all__ = [
@@ -178,10 +179,13 @@ class KeyedLogic:
     Attributes:
         state_name: the ``ValueState`` of the default state handling.
         counts_late_rows: mirror ``state.late_dropped`` into :data:`LATE_STATE`.
+        output_keyed_by_key: the output's upsert key is the grouping key, so a visit's changes are one
+            upsert key's changelog (what the changelog assertions check, :mod:`streamjoin.runtime.assertions`).
     """
 
     state_name = "state"
     counts_late_rows = False
+    output_keyed_by_key = False
 
     def open(self, handle: Any, state_ttl_ms: int | None) -> None:
         """Declare the state variables (once per partition and micro-batch, in ``init``)."""
@@ -245,7 +249,9 @@ class KeyedProcessor(StatefulProcessor):
     instant; keep one Spark timer at the key's next wake-up; store the state;
     mirror the late-row count; emit the changes as rows ``output columns +
     _rowkind + _seq``. An expired Spark timer advances
-    the key to the current time the same way.
+    the key to the current time the same way. With the session's changelog
+    assertions on, each visit's changes are checked first
+    (:func:`~streamjoin.runtime.assertions.check_visit`).
 
     Args:
         logic: the operator's logic.
@@ -261,6 +267,7 @@ class KeyedProcessor(StatefulProcessor):
         self.output_names = tuple(output_names)
         self.clock = clock
         self.state_ttl_ms = state_ttl_ms
+        self.assertions = False
 
     @property
     def time_mode(self) -> str:
@@ -280,6 +287,7 @@ class KeyedProcessor(StatefulProcessor):
         twin = self.logic.jvm_logic()
         if twin is not None and engine(df.sparkSession) == "jvm":
             return apply_jvm(df, list(key), output, twin, clock=self.clock, state_ttl_ms=self.state_ttl_ms)
+        self.assertions = assertions_on(df.sparkSession)
         return df.groupBy(*key).transformWithState(
             statefulProcessor=self, outputStructType=output, outputMode="Append", timeMode=self.time_mode
         )
@@ -319,7 +327,7 @@ class KeyedProcessor(StatefulProcessor):
             assert now is not None  # the instant clock always tells the time
             # Every row of this key's instant has arrived: the instant is over.
             self._advance(state, now + 1, out, last_seq)
-        return self._finish(state, out, late_before)
+        return self._finish(key, state, out, late_before)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         state = self.logic.load(tuple(key))
@@ -328,7 +336,7 @@ class KeyedProcessor(StatefulProcessor):
         now = self._now(state, timerValues)
         assert now is not None  # only a logic with a clock sets timers
         self._advance(state, now, out, None)
-        return self._finish(state, out, getattr(state, "late_dropped", 0))
+        return self._finish(key, state, out, getattr(state, "late_dropped", 0))
 
     def _advance(self, state, time: int, out: _Output, seq: bytes | None) -> None:
         """Fire the key's timers up to ``time``; their changes are numbered under ``seq``, or, when None,
@@ -341,7 +349,11 @@ class KeyedProcessor(StatefulProcessor):
 
         state.timers.advance(time, fire)
 
-    def _finish(self, state, out: _Output, late_before: int):
+    def _finish(self, key, state, out: _Output, late_before: int):
+        if self.assertions:
+            check_visit(
+                type(self.logic).__name__, tuple(key), out.changes, one_upsert_key=self.logic.output_keyed_by_key
+            )
         if self.clock in ("event", "processing"):
             state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
         self.logic.store(state)

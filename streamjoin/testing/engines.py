@@ -220,6 +220,7 @@ def run_engines(
     spark = captured.prepared.sparkSession
     event_time = processor.time_mode == "EventTime"
     wall_clock = processor.clock == "instant"
+    processor.assertions = True  # as LocalRun's jvm shell: every visit checked (streamjoin.runtime.assertions)
     python = TwsTester(
         _TupleKey(processor),
         timeMode=processor.time_mode,

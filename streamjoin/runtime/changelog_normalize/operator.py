@@ -32,6 +32,8 @@ class _KeyRow:
 class _ChangelogNormalizeLogic(KeyedLogic):
     """:func:`normalize_change` as the shell's per-key logic; the row in a ``ValueState`` (with TTL)."""
 
+    output_keyed_by_key = True
+
     def __init__(self, schema: StructType, update_before: bool, state_ttl: bool) -> None:
         self._schema = schema
         self._options = {"update_before": update_before, "state_ttl": state_ttl}

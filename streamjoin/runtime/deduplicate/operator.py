@@ -42,6 +42,7 @@ class _DeduplicateLogic(KeyedLogic):
     """A :class:`DeduplicateFunction` as the shell's per-key logic; see :func:`deduplicate`."""
 
     state_name = DEDUP_STATE
+    output_keyed_by_key = True
     counts_late_rows = True
 
     def __init__(

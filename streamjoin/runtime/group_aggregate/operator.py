@@ -76,6 +76,7 @@ class _GroupAggregateLogic(KeyedLogic):
     """:class:`GroupAggFunction` as the shell's per-key logic; see :func:`group_aggregate`."""
 
     state_name = GROUP_STATE
+    output_keyed_by_key = True
 
     def __init__(
         self,

@@ -35,6 +35,8 @@ class _SinkUpsertMaterializerLogic(KeyedLogic):
     """:class:`SinkUpsertMaterializer` as the shell's per-key logic: the sink key's rows in a
     ``ListState``, changes taken in ``_seq`` order."""
 
+    output_keyed_by_key = True
+
     def __init__(self, logic: SinkUpsertMaterializer, schema: StructType) -> None:
         self._logic = logic
         self._schema = schema

@@ -38,6 +38,10 @@ abstract class KeyedLogic extends Serializable {
   /** Mirror `KeyContext.lateDropped` into the `numLateRecordsDropped` state variable. */
   def countsLateRows: Boolean = false
 
+  /** The output's upsert key is the grouping key, so a visit's changes are one upsert key's changelog (what
+   * [[ChangelogAssertions]] check). */
+  def outputKeyedByKey: Boolean = false
+
   /** Declare the state variables (once per partition and micro-batch). */
   def open(handle: StatefulProcessorHandle, ttl: TTLConfig): Unit
 

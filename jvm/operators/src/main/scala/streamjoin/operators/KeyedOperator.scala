@@ -25,8 +25,10 @@ import org.apache.spark.sql.types._
  * @param logic      the operator's logic
  * @param clock      what the current time is ([[Clock]])
  * @param stateTtlMs state TTL in ms for the logic's state variables, or <= 0 for none
+ * @param assertions check each visit's changes ([[ChangelogAssertions]]) before emitting them
  */
-class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) extends StatefulProcessor[Row, Row, Row] {
+class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long, assertions: Boolean = false)
+    extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var timerState: ValueState[Row] = _
   private val keyValueSchema = logic.keyValueSchema
@@ -92,7 +94,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) exte
     }
     if (lastSeq != null) out.add(lastSeq, logic.finishBundle(ctx))
     if (clock == Clock.Instant) advance(ctx, current + 1, out, lastSeq) // every row of this key's instant has arrived
-    finish(ctx, sparkTimer, hasTimerRow, out, lateBefore, current)
+    finish(key, ctx, sparkTimer, hasTimerRow, out, lateBefore, current)
   }
 
   override def handleExpiredTimer(
@@ -104,7 +106,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) exte
     val out = new SeqOutput()
     val current = now(ctx, timerValues)
     advance(ctx, current, out, null)
-    finish(ctx, null, hasTimerRow, out, ctx.lateDropped, current) // Spark deleted the timer that just expired
+    finish(key, ctx, null, hasTimerRow, out, ctx.lateDropped, current) // Spark deleted the timer that just expired
   }
 
   /** Fire the key's timers up to `to`; their changes are numbered under `seq`, or, when null, [[KeyedLogic.timerSeq]]. */
@@ -115,6 +117,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) exte
     }
 
   private def finish(
+      key: Row,
       ctx: KeyContext,
       registered: java.lang.Long,
       hasTimerRow: Boolean,
@@ -148,6 +151,8 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long) exte
       }
     }
     if (lateState != null && ctx.lateDropped != lateBefore) lateState.update(Row(ctx.lateDropped))
+    if (assertions)
+      ChangelogAssertions.checkVisit(logic.getClass.getSimpleName, key, out.changes.toSeq, logic.outputKeyedByKey)
     out.changes.iterator.map { case (seq, c) =>
       val values = new Array[Any](c.values.length + 2)
       System.arraycopy(c.values, 0, values, 0, c.values.length)

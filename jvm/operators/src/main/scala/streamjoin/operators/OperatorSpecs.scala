@@ -23,6 +23,7 @@ object Contract {
   val RightRowColumn = "_right"
   val KeyColumnPrefix = "_key"
   val PairColumn = "_pair"
+  val AssertionsConf = "spark.streamjoin.changelogAssertions"
 }
 
 /** One aggregate `function(column)` of a GROUP BY or an OVER window (docs/semantics.md §5, §6). */

@@ -48,7 +48,8 @@ object Operators {
    * @param spec       the spec's JSON (`streamjoin.contract.encode`)
    * @param clock      [[Clock]] name
    * @param stateTtlMs state TTL in ms, <= 0 for none
-   * @return the output changelog, `outputJson`'s columns
+   * @return the output changelog, `outputJson`'s columns; each key visit's changes checked by
+   *         [[ChangelogAssertions]] when the session's `Contract.AssertionsConf` is `true`
    */
   def apply(
       df: DataFrame,
@@ -62,7 +63,8 @@ object Operators {
     val keyColumns = keys.asScala.toArray
     val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
     val keySchema = StructType(keyColumns.map(c => df.schema(c)))
-    val processor = operator(df.schema, logicClass, spec, clock, stateTtlMs)
+    val assertions = df.sparkSession.conf.get(Contract.AssertionsConf, "false").equalsIgnoreCase("true")
+    val processor = operator(df.schema, logicClass, spec, clock, stateTtlMs, assertions)
     val input = PackedRows.pack(df, processor.logic.packedInput)
     val packedOutput = processor.logic.packedOutput
     implicit val outputEncoder: Encoder[Row] =
@@ -79,14 +81,21 @@ object Operators {
    * The [[KeyedOperator]] running `logicClass` over prepared input rows of schema `input`, built from the spec
    * JSON `spec` — what [[apply]] runs per key, and what the tools jar's `LocalRun` drives in process.
    */
-  def operator(input: StructType, logicClass: String, spec: String, clock: String, stateTtlMs: Long): KeyedOperator = {
+  def operator(
+      input: StructType,
+      logicClass: String,
+      spec: String,
+      clock: String,
+      stateTtlMs: Long,
+      assertions: Boolean
+  ): KeyedOperator = {
     val logic = Class.forName(logicClass).asSubclass(classOf[KeyedLogic])
     val specType = constructor(logic).getParameterTypes()(0)
     val decode = OperatorSpecs.decoders.getOrElse(
       specType,
       throw new IllegalArgumentException(s"$logicClass takes a ${specType.getName}, not an operator spec")
     )
-    operator(input, logic, decode(spec), clock, stateTtlMs)
+    operator(input, logic, decode(spec), clock, stateTtlMs, assertions)
   }
 
   /** The [[KeyedOperator]] running `logic` built from `spec`, one of the spec types of `OperatorSpecs.scala`
@@ -96,9 +105,15 @@ object Operators {
       logic: Class[_ <: KeyedLogic],
       spec: AnyRef,
       clock: String,
-      stateTtlMs: Long
+      stateTtlMs: Long,
+      assertions: Boolean
   ): KeyedOperator =
-    new KeyedOperator(constructor(logic).newInstance(spec, input).asInstanceOf[KeyedLogic], clock, stateTtlMs)
+    new KeyedOperator(
+      constructor(logic).newInstance(spec, input).asInstanceOf[KeyedLogic],
+      clock,
+      stateTtlMs,
+      assertions
+    )
 
   private def constructor(logic: Class[_ <: KeyedLogic]): java.lang.reflect.Constructor[_] = logic.getConstructors
     .find(c => c.getParameterCount == 2 && c.getParameterTypes()(1) == classOf[StructType])

@@ -45,7 +45,7 @@ final class LocalRun(
   private val input = DataType.fromJson(inputJson).asInstanceOf[StructType]
   private val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
   private val keySchema = StructType(keys.asScala.map(c => input(c)).toSeq)
-  private val operator = Operators.operator(input, logicClass, spec, clock, stateTtlMs)
+  private val operator = Operators.operator(input, logicClass, spec, clock, stateTtlMs, assertions = true)
   private val packInput = PackedRows.packer(input, operator.logic.packedInput)
   private val readInput =
     ExpressionEncoder(PackedRows.packedSchema(input, operator.logic.packedInput)).resolveAndBind().createDeserializer()

@@ -37,7 +37,7 @@ final class OperatorHarness(
     stateTtlMs: Long = 0L,
     outputData: StructType = null
 ) {
-  val operator: KeyedOperator = Operators.operator(input, logic, spec, clock, stateTtlMs)
+  val operator: KeyedOperator = Operators.operator(input, logic, spec, clock, stateTtlMs, assertions = true)
   private var wallClockMs = 0L
   operator.wallClock = () => wallClockMs
 

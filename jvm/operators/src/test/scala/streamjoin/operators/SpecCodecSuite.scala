@@ -43,11 +43,12 @@ class SpecCodecSuite extends AnyFunSuite {
   test("a logic is built from the spec type its constructor takes") {
     val input =
       StructType(Seq(StructField("k", IntegerType), StructField("v", IntegerType)) ++ Changes.changelogColumns)
-    val op = Operators.operator(input, classOf[ChangelogNormalizeLogic].getName, normalize, Clock.None, 0L)
+    val op =
+      Operators.operator(input, classOf[ChangelogNormalizeLogic].getName, normalize, Clock.None, 0L, assertions = true)
     assert(op.logic.isInstanceOf[ChangelogNormalizeLogic])
     val wrong = """{"columns": ["k", "v"], "upsertKey": []}"""
     intercept[IllegalArgumentException](
-      Operators.operator(input, classOf[ChangelogNormalizeLogic].getName, wrong, Clock.None, 0L)
+      Operators.operator(input, classOf[ChangelogNormalizeLogic].getName, wrong, Clock.None, 0L, assertions = true)
     )
   }
 }

@@ -15,6 +15,7 @@ import org.apache.spark.sql.types.StructType
  * Built from a [[ChangelogNormalizeSpec]] (with state TTL on, an identical row is emitted again).
  */
 class ChangelogNormalizeLogic(spec: ChangelogNormalizeSpec, input: StructType) extends KeyedLogic {
+  override def outputKeyedByKey: Boolean = true
   private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
   private val updateBefore = spec.updateBefore
   private val stateTtl = spec.stateTtl

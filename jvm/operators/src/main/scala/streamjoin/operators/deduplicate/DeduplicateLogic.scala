@@ -17,6 +17,7 @@ import org.apache.spark.sql.types._
  * Built from a [[DeduplicateSpec]] (an ordered input's order value in `_order`).
  */
 class DeduplicateLogic(spec: DeduplicateSpec, input: StructType) extends KeyedLogic {
+  override def outputKeyedByKey: Boolean = true
   private val ordered = spec.ordered
   private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)

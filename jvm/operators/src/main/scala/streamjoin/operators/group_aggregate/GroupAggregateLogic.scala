@@ -20,6 +20,7 @@ import org.apache.spark.sql.types._
  * Built from a [[GroupAggregateSpec]].
  */
 class GroupAggregateLogic(spec: GroupAggregateSpec, input: StructType) extends KeyedLogic {
+  override def outputKeyedByKey: Boolean = true
   private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
   private val groupPositions = spec.groupBy.map(spec.columns.indexOf(_)).toArray
   private val aggregates = new Aggregates(spec.aggregates, input, spec.columns, spec.retractable)

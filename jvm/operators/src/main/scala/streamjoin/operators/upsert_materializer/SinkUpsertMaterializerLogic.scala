@@ -18,6 +18,7 @@ import org.apache.spark.sql.types.StructType
  * Built from a [[SinkUpsertMaterializerSpec]].
  */
 class SinkUpsertMaterializerLogic(spec: SinkUpsertMaterializerSpec, input: StructType) extends KeyedLogic {
+  override def outputKeyedByKey: Boolean = true
   private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
   private val upsertKey = spec.upsertKey.map(spec.columns.indexOf(_)).toArray
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
