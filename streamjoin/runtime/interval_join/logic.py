@@ -23,9 +23,11 @@ The logic follows Flink's ``TimeIntervalJoin`` / ``RowTimeIntervalJoin`` /
 State per key is the two caches (rows by rowtime) and two timer times:
 bounded by rate × window length, not by stream length.
 
-Layers: :class:`TimeIntervalJoin` (one key's state, unit testable);
-:class:`IntervalJoinLogic` (a logic of :mod:`streamjoin.runtime.keyed_two_input`;
-jvm twin ``IntervalJoinLogic.scala``); :func:`interval_join`.
+Layers: :class:`TimeIntervalJoin` and its two subclasses (one key's state, unit testable;
+jvm twins in ``TimeIntervalJoin.scala``);
+:class:`~streamjoin.runtime.interval_join.IntervalJoinLogic` (a logic of
+:mod:`streamjoin.runtime.keyed_two_input`; jvm twin ``IntervalJoinLogic.scala``);
+:func:`~streamjoin.runtime.interval_join.interval_join`.
 """
 
 from __future__ import annotations

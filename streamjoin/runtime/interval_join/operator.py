@@ -110,8 +110,8 @@ def interval_join(
     from being null-padded. The jvm engine evaluates it inside the join; on the
     python engine Spark does (INNER: a filter on the joined rows; outer: two
     stateful steps around a Spark filter, :mod:`streamjoin.runtime.interval_join.residual`).
-    One line describing the operator, Flink-style, is logged at INFO by
-    ``streamjoin.runtime.interval_join``.
+    Where the residual is evaluated is logged at INFO by ``streamjoin.runtime.interval_join``
+    (``streamjoin explain`` renders the operator from the plan).
 
     Spark specifics (what differs from Flink, and why):
 

@@ -8,7 +8,7 @@ a pair for which it is false or NULL is no match (not emitted, and it does
 not mark either row as joined); an outer row that no pair matched is emitted
 null-padded once, when it leaves the cache. Residual predicates are Spark SQL
 expressions here, never evaluated by Python. The jvm engine's join evaluates
-them itself, as Flink does (``IntervalJoinLogic`` with a ``JoinCondition``);
+them itself, as Flink does (``TimeIntervalJoin.scala`` with a ``JoinCondition``);
 on the python engine Spark evaluates them, so an outer join with one runs as:
 
 1. the interval join in candidate mode (:class:`~streamjoin.runtime.interval_join.TimeIntervalJoin`,

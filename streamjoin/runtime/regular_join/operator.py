@@ -356,9 +356,9 @@ def regular_join(
         The output changelog DataFrame: the left columns, then the right columns (not
         for SEMI/ANTI), all nullable, then ``_rowkind`` (STRING) and ``_seq`` (BINARY: the
         input change's ``_seq`` followed by the index of this change among those it
-        caused, :func:`~streamjoin.runtime.processor.child_seq`). One line describing the physical operator,
-        Flink-style (state layouts, distribution, residual, TTL, upsert keys), is logged at INFO by
-        ``streamjoin.runtime.regular_join``. The output's unique and upsert keys are
+        caused, :func:`~streamjoin.runtime.processor.child_seq`). Where a residual predicate is
+        evaluated is logged at INFO by ``streamjoin.runtime.regular_join`` (``streamjoin explain`` renders the
+        operator from the plan). The output's unique and upsert keys are
         the planner's (:func:`streamjoin.planner.metadata.derive_output_keys`): a sink whose primary key is not an
         upsert key needs the SinkUpsertMaterializer
         (:func:`~streamjoin.runtime.upsert_materializer.sink_upsert_materialize`).

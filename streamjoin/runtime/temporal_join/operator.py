@@ -41,8 +41,8 @@ class TemporalJoinLogic:
         return self.join.on_timer(state, time, timers)
 
     def jvm_logic(self, inputs: TwoInputSpec) -> JvmLogic:
-        """Its Scala twin, ``TemporalJoinLogic.scala`` (Flink's state layout: probe rows and versions
-        in a MapState each)."""
+        """Its Scala twin, ``TemporalJoinLogic.scala`` running ``TemporalRowTimeJoin.scala`` (Flink's state
+        layout: probe rows and versions in a MapState each)."""
         return JvmLogic(
             "temporal_join.TemporalJoinLogic",
             TemporalJoinSpec(inputs=inputs, how=self.join.how, append_only_versions=self.join.append_only_versions),
