@@ -197,8 +197,9 @@ def _terminate_the_continuous_run(dev: DagsterDev, driver, run_id: str, asset: s
         time.sleep(1)
     driver.get(f"{dev.url}/runs/{run_id}")
     # The step counts show before the run's logs have loaded ("Not executed (7)"): wait for the loaded page.
-    WebDriverWait(driver, 60, message="the terminated run's page never showed its step succeeded").until(
-        lambda d: "Succeeded (1)" in d.find_element("tag name", "body").text
+    WebDriverWait(driver, 60).until(
+        lambda d: "Succeeded (1)" in d.find_element("tag name", "body").text,
+        "the terminated run's page never showed its step succeeded",
     )
     page = driver.find_element("tag name", "body").text
     _shot(driver, "2b-continuous-run-terminated")
