@@ -41,6 +41,11 @@ QUERIES = [
         "SELECT {B}.t, COUNT(*) AS c, MAX({A}.v) AS xv, MIN({A}.v) AS nv "
         "FROM {A} FULL JOIN {B} ON {A}.k = {B}.k GROUP BY {B}.t"
     ),
+    (
+        # One side unique on the join key: the aggregate is split around the join (docs/semantics.md §6.1).
+        "SELECT g.t, COUNT(*) AS c, SUM({A}.v) AS sv, MAX({A}.v) AS xv, MIN(g.w) AS nw "
+        "FROM {A} JOIN (SELECT k, MIN(t) AS t, MAX(w) AS w FROM {B} GROUP BY k) g ON {A}.k = g.k GROUP BY g.t"
+    ),
 ]
 SEEDS = [1, 2]
 

@@ -111,3 +111,42 @@ def test_state_ttl_is_refused_for_an_event_time_deduplication_keeping_the_first_
             "SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) AS rn FROM e) WHERE rn = 1;"
         )
     assert "keeping the first row on event time" in str(info.value) and str(info.value).endswith("[rule: state-ttl]")
+
+
+SPLIT_DDL = """
+CREATE TABLE orders (oid INT, cid INT, amount INT, PRIMARY KEY (oid) NOT ENFORCED)
+  WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');
+CREATE TABLE customers (cid INT, region STRING, PRIMARY KEY (cid) NOT ENFORCED)
+  WITH ('connector' = 'values', 'changelog-mode' = 'I,UA,D');
+"""
+
+
+def test_an_aggregate_over_a_join_with_a_side_unique_on_its_join_key_is_split_around_it():
+    query = "SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS s, MAX(o.amount) AS m, MIN(c.region) AS r FROM orders o "
+    explain = plan_script(SPLIT_DDL + query + "JOIN customers c ON o.cid = c.cid GROUP BY c.region;")
+    lines = explain.statements[0].explain.splitlines()
+    # Flink 2.3.0's plan of the chain_orders_region cases: the orders aggregated per customer below the join.
+    above = (
+        "GroupAggregate(groupBy=[region], select=[region, SUM(f2) AS n, SUM(f3) AS s, MAX(f4) AS m, MIN(region) AS r]"
+    )
+    assert lines[2].startswith(f"+- {above}"), lines[2]
+    assert "Join(joinType=[InnerJoin], where=[cid = cid0], select=[cid, f2, f3, f4, cid0, region]" in lines[4]
+    below = "GroupAggregate(groupBy=[cid], select=[cid, COUNT(*) AS f2, SUM(amount) AS f3, MAX(amount) AS f4]"
+    assert below in lines[6], lines[6]
+    assert "ChangelogNormalize(key=[oid]" in lines[8]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # COUNT(DISTINCT) does not split; nor a LEFT join; nor SUM of the unique side's column (Calcite multiplies
+        # it by the other side's count); nor grouping by the join column.
+        "SELECT c.region, COUNT(DISTINCT o.amount) FROM orders o JOIN customers c ON o.cid = c.cid GROUP BY c.region",
+        "SELECT c.region, COUNT(*) FROM orders o LEFT JOIN customers c ON o.cid = c.cid GROUP BY c.region",
+        "SELECT o.amount, SUM(c.cid) FROM orders o JOIN customers c ON o.cid = c.cid GROUP BY o.amount",
+        "SELECT o.cid, COUNT(*) FROM orders o JOIN customers c ON o.cid = c.cid GROUP BY o.cid",
+    ],
+)
+def test_other_aggregates_over_a_join_stay_above_it(query):
+    explain = plan_script(SPLIT_DDL + query + ";").statements[0].explain
+    assert explain.count("GroupAggregate(") == 1, explain

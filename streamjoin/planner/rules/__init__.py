@@ -14,6 +14,7 @@ returning plan nodes; the planner's ``plan_select`` dispatches to them:
 | :mod:`.temporal` | ``JOIN t FOR SYSTEM_TIME AS OF …`` | ``TemporalJoin`` or ``LookupJoin`` |
 | :mod:`.subquery` | ``[NOT] IN`` / ``[NOT] EXISTS`` subqueries | ``Join`` semi / anti |
 | :mod:`.aggregate` | ``GROUP BY``, aggregates, ``SELECT DISTINCT`` | ``GroupAggregate`` |
+| :mod:`.aggregate_join_transpose` | ``GROUP BY`` over a join, one side unique | ``GroupAggregate`` below and above |
 | :mod:`.over` | ``agg(…) OVER (… ORDER BY time …)`` | ``OverAggregate`` |
 | :mod:`.rank` | ``ROW_NUMBER() OVER (…)`` filtered ``= 1`` | ``Deduplicate`` / ``Rank`` (Top-1) |
 """

@@ -1,6 +1,7 @@
 """``GROUP BY``, aggregate calls and ``HAVING`` (and ``SELECT DISTINCT``, planned as ``GROUP BY`` every
 column): a ``GroupAggregate`` over any changelog, argument expressions computed by a Calc before it
-(Flink's ``StreamPhysicalGroupAggregateRule``); also the aggregate calls of OVER windows.
+(Flink's ``StreamPhysicalGroupAggregateRule``), split around an inner join with a side unique on its join key
+(:mod:`.aggregate_join_transpose`); also the aggregate calls of OVER windows.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import AGGREGATES, Scope, ScopeColumn, field_column, resolve
 from streamjoin.planner.plan import Aggregate, Calc, Field, GroupAggregate, Node, uniquify
 from streamjoin.planner.relation import Relation
+from streamjoin.planner.rules.aggregate_join_transpose import split_aggregate_around_join
 from streamjoin.planner.rules.project import output_names
 from streamjoin.planner.types import SqlType, from_spark
 from streamjoin.runtime.aggregates import result_type
@@ -155,7 +157,13 @@ def plan_aggregate(
             "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported",
             "supported-aggregates",
         )
-    agg = GroupAggregate(pre, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch)
+    agg = None
+    if pre is node:
+        agg = split_aggregate_around_join(
+            node, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch
+        )
+    if agg is None:
+        agg = GroupAggregate(pre, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch)
 
     def rewrite(e: exp.Expr) -> exp.Expr:
         # Columns name the input (Flink: a SELECT alias never shadows an input column, so an aggregate
