@@ -44,7 +44,7 @@ def _generated(name: str) -> bool:
 
 
 #: Generated cases per family that ``make test`` replays on jvm at one row per micro-batch (module docstring).
-PER_FAMILY = 2
+PER_FAMILY = 1
 
 
 def _suite_cases(names: list[str], per_family: int = 1) -> list[str]:

@@ -1,4 +1,4 @@
-"""Kill/restart trials in the suite: every stateful ``sql/`` pipeline on the jvm engine, in three trials (``make chaos``
+"""Kill/restart trials in the suite: the stateful ``sql/`` pipelines on the jvm engine, in four trials (``make chaos``
 runs both engines and trials of each pipeline alone).
 
 Each trial (``tests.reliability.chaos.run_trial``) runs its pipelines as one process against a fresh
@@ -20,14 +20,14 @@ from tests.reliability.verify import Verdict, changelog_batches_twice, offsets_g
 
 #: (pipelines in the trial's process, engine, the (target pipeline, moment) of each kill, broker faults). A kill
 #: stops the whole process: it also hits the pipelines it does not aim at, at whatever moment each is in.
-#: ``make test`` runs :data:`TOGETHER`: every stateful pipeline in one process (one Spark driver start per run),
-#: killed once, aimed between the regular join's Delta commit and its checkpoint commit, the window in which a
-#: replayed batch must still commit its state stores and the sink must skip its writes; the other pipelines are
-#: hit wherever they are. ``make test-all`` also runs :data:`TRIALS`, 3–6 minutes each alone on 2 cores, which
-#: aim a kill at every moment: the regular join after its Delta commit; the temporal join during a micro-batch,
-#: with a broker stop and restart on the same data folder (``make chaos --broker-faults N``); the interval join
-#: during its state store commit, sharing a process with the dedup + group aggregate and OVER. ``make chaos``
-#: aims three kills at each pipeline in every trial.
+#: ``make test`` runs the first of :data:`TRIALS`: the regular join alone, killed between its Delta commit and its
+#: checkpoint commit, the window in which a replayed batch must still commit its state stores and the sink must
+#: skip its writes (about 2 minutes of a worker). ``make test-all`` also runs the other :data:`TRIALS`, which aim
+#: a kill at every other moment: the temporal join during a micro-batch, with a broker stop and restart on the same
+#: data folder (``make chaos --broker-faults N``); the interval join during its state store commit, sharing a
+#: process with the dedup + group aggregate and OVER; and :data:`TOGETHER`, every stateful pipeline in one process
+#: killed once (9 minutes of a worker, a quarter of ``make test``'s budget). ``make chaos`` aims three kills at
+#: each pipeline in every trial.
 TOGETHER = (PIPELINES, "jvm", (("lineitem_with_order", "after_delta_commit"),), 0)
 TRIALS = [
     (("lineitem_with_order",), "jvm", (("lineitem_with_order", "after_delta_commit"),), 0),
@@ -51,10 +51,14 @@ def test_the_trials_cover_every_pipeline_and_moment():
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("pipelines", "engine", "aims", "broker_faults"),
-    [pytest.param(*TOGETHER, marks=pytest.mark.xdist_group("kill_together"), id="together")]
+    [pytest.param(*TOGETHER, marks=[pytest.mark.xdist_group("kill_together"), pytest.mark.slow], id="together")]
     + [
-        pytest.param(*t, marks=[pytest.mark.xdist_group(f"kill_{t[0][0]}"), pytest.mark.slow], id="+".join(t[0]))
-        for t in TRIALS
+        pytest.param(
+            *t,
+            marks=[pytest.mark.xdist_group(f"kill_{t[0][0]}"), *([pytest.mark.slow] if i else [])],
+            id="+".join(t[0]),
+        )
+        for i, t in enumerate(TRIALS)
     ],
 )
 def test_killed_pipelines_restart_with_nothing_lost_or_doubled(pipelines, engine, aims, broker_faults, spark, tmp_path):
