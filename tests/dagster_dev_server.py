@@ -175,19 +175,6 @@ class DagsterDev:
         assert answer["__typename"] == "LaunchRunSuccess", answer
         return answer["run"]["runId"]
 
-    def terminate(self, run_id: str) -> None:
-        """Terminate a run through the webserver, as the run page's Terminate button does.
-
-        Raises:
-            AssertionError: the webserver did not accept the termination (its message).
-        """
-        result = self.graphql(
-            "mutation($runId: String!) { terminateRun(runId: $runId) { __typename "
-            "... on TerminateRunFailure { message } ... on PythonError { message } } }",
-            {"runId": run_id},
-        )["terminateRun"]
-        assert result["__typename"] == "TerminateRunSuccess", result
-
     def runs(self, job: str | None = None) -> list:
         return [r for r in self.instance.get_runs() if job is None or r.job_name == job]
 
