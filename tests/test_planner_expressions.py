@@ -50,6 +50,11 @@ def spark(flink_sql: str) -> str:
                 "DIV 1000 + 2147483648, 4294967296) - 2147483648 AS INT)"
             ),
         ),
+        # Flink's REGEXP_EXTRACT: group 0 by default, the group kept, NULL without a match or past the groups
+        ("REGEXP_EXTRACT(s, '[0-9]+')", "CASE WHEN s RLIKE '[0-9]+' THEN REGEXP_EXTRACT(s, '[0-9]+', 0) END"),
+        ("REGEXP_EXTRACT(s, '(a)(b)', 2)", "CASE WHEN s RLIKE '(a)(b)' THEN REGEXP_EXTRACT(s, '(a)(b)', 2) END"),
+        ("REGEXP_EXTRACT(s, '(a)(b)', 3)", "CAST(NULL AS STRING)"),
+        ("REGEXP_EXTRACT(s, '(a)', -1)", "CAST(NULL AS STRING)"),
     ],
 )
 def test_spark_sql_keeps_flinks_meaning(flink, expected):

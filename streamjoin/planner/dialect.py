@@ -57,6 +57,17 @@ def _build_timestampdiff(args: list) -> exp.Expr:
     return exp.TimestampDiff(this=args[2], expression=args[1], unit=exp.var(unit.name.upper()))
 
 
+def _build_regexp_extract(args: list) -> exp.Expr:
+    """Flink's ``REGEXP_EXTRACT(string, regex[, extractIndex])``: the third argument is the group (sqlglot's base
+    parser reads it as a position, which its Spark generator drops), and without it the group is 0, the whole
+    match (``SqlFunctionUtils.regexpExtract(str, regex)`` calls it with 0; Spark's default group is 1). A call of
+    another shape stays an anonymous ``REGEXP_EXTRACT(…)``."""
+    if len(args) not in (2, 3):
+        return exp.Anonymous(this="REGEXP_EXTRACT", expressions=list(args))
+    group = args[2] if len(args) == 3 else exp.Literal.number(0)
+    return exp.RegexpExtract(this=args[0], expression=args[1], group=group)
+
+
 def timestampdiff_unit(node: exp.TimestampDiff) -> str | None:
     """The unit of a parsed ``TIMESTAMPDIFF`` (``SECOND``, ``MONTH``…; Calcite's ``SQL_TSI_X`` is ``X``), or
     ``None`` when it is not a unit keyword."""
@@ -90,7 +101,11 @@ class FlinkParser(BaseParser):
 
     PROPERTY_PARSERS = {**BaseParser.PROPERTY_PARSERS, "LIKE": lambda self: self._parse_like_clause()}
 
-    FUNCTIONS = {**BaseParser.FUNCTIONS, "TIMESTAMPDIFF": _build_timestampdiff}
+    FUNCTIONS = {
+        **BaseParser.FUNCTIONS,
+        "TIMESTAMPDIFF": _build_timestampdiff,
+        "REGEXP_EXTRACT": _build_regexp_extract,
+    }
 
     # The tokenizer files EXPLAIN with DESCRIBE (Flink's DESCRIBE is not supported).
     STATEMENT_PARSERS = {

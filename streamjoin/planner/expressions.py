@@ -19,6 +19,7 @@ writes the Flink meaning: ``INT / INT`` is an integer division in Flink
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -369,6 +370,10 @@ class Typer:
             return _STRING
         if isinstance(node, (exp.Upper, exp.Lower, exp.Trim, exp.Substring, exp.Concat)):
             return _STRING
+        if isinstance(node, exp.RegexpExtract):
+            for operand in node.iter_expressions():
+                self.type_of(operand)
+            return _STRING.with_nullable(True)
         if isinstance(node, exp.Length):
             return SqlType("INT")
         if isinstance(node, (exp.Abs, exp.Floor, exp.Ceil, exp.Round)):
@@ -474,6 +479,7 @@ def spark_sql(expression: exp.Expr, typer: Typer) -> str:
     - ``PROCTIME()`` is ``CURRENT_TIMESTAMP()`` (the micro-batch's timestamp);
     - ``TO_TIMESTAMP_LTZ(epoch, 3)`` / ``(epoch, 0)`` are ``TIMESTAMP_MILLIS`` / ``TIMESTAMP_SECONDS``;
     - ``TIMESTAMPDIFF(unit, t1, t2)`` counts Flink's whole units (:func:`timestampdiff_spark`);
+    - ``REGEXP_EXTRACT(s, regex[, group])`` is Flink's (:func:`regexp_extract_spark`);
     - everything else is sqlglot's transpilation to the ``spark`` dialect.
 
     Operands are rewritten before the operator that contains them (``i / 2 / 3`` divides as integers twice).
@@ -530,7 +536,36 @@ def flink_functions(node: exp.Expr) -> exp.Expr:
         return timestampdiff_spark(
             timestampdiff_unit(node), node.expression.transform(flink_functions), node.this.transform(flink_functions)
         )
+    if isinstance(node, exp.RegexpExtract):
+        return regexp_extract_spark(
+            node.this.transform(flink_functions),
+            node.expression.transform(flink_functions),
+            node.args["group"].transform(flink_functions),
+        )
     return node
+
+
+def regexp_extract_spark(string: exp.Expr, regex: exp.Expr, group: exp.Expr) -> exp.Expr:
+    """Flink's ``REGEXP_EXTRACT`` (``SqlFunctionUtils.regexpExtract``) in Spark: the group of the first match
+    (``find``, as Spark's ``RLIKE`` and ``regexp_extract``), NULL when the regex finds no match (Spark's
+    ``regexp_extract`` gives ``''``), and NULL when a literal group index is negative or past the regex's groups
+    (Flink swallows the error into NULL; Spark fails the query). One difference stays: a group that took no part
+    in the match is ``''`` in Spark where Flink gives NULL (``(a)|(b)``, group 2, on ``'a'``)."""
+    negative = isinstance(group, exp.Neg)
+    literal = group.this if negative else group
+    if isinstance(literal, exp.Literal) and not literal.is_string:
+        index = -int(literal.name) if negative else int(literal.name)
+        groups = None
+        if isinstance(regex, exp.Literal) and regex.is_string:
+            try:
+                groups = re.compile(regex.name).groups
+            except re.error:
+                pass  # a Java-only construct: Spark counts the groups
+        if index < 0 or (groups is not None and index > groups):
+            return exp.cast(exp.null(), "STRING")
+    found = exp.RegexpLike(this=string.copy(), expression=regex.copy())
+    extracted = exp.RegexpExtract(this=string, expression=regex, group=group)
+    return exp.Case(ifs=[exp.If(this=found, true=extracted)])
 
 
 # Flink reads the time points as milliseconds (TimestampData.getMillisecond: sub-millisecond digits dropped).
