@@ -276,3 +276,19 @@ def test_scalar_subquery_and_subquery_under_or_are_unsupported():
         "SELECT order_id FROM Orders WHERE amount > 1 OR order_id IN (SELECT id FROM Changes);", UnsupportedPlanError
     )
     assert message.endswith("[rule: supported-queries]")
+
+
+def test_with_refuses_recursion_column_lists_and_names_taken():
+    message = refused("WITH RECURSIVE r AS (SELECT order_id FROM Orders) SELECT * FROM r;", UnsupportedPlanError)
+    assert "WITH RECURSIVE is not supported" in message and message.endswith("[rule: supported-clauses]")
+    message = refused("WITH r (id) AS (SELECT order_id FROM Orders) SELECT * FROM r;", UnsupportedPlanError)
+    assert "WITH r (columns) AS … is not supported" in message
+    message = refused("WITH Ships AS (SELECT order_id FROM Orders) SELECT * FROM Ships;", UnsupportedPlanError)
+    assert "'Ships' is a declared table or view" in message and message.endswith("[rule: unique-names]")
+    message = refused("WITH r AS (SELECT order_id FROM Orders), r AS (SELECT order_id FROM Ships) SELECT * FROM r;")
+    assert "WITH names 'r' twice" in message
+
+
+def test_a_common_table_expression_sees_only_those_before_it():
+    message = refused("WITH a AS (SELECT order_id FROM b), b AS (SELECT order_id FROM Orders) SELECT * FROM a;")
+    assert "unknown table or view 'b'" in message and message.endswith("[rule: table-exists]")

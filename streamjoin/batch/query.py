@@ -8,7 +8,8 @@ streaming plan is consulted only to refuse what the batch query cannot mean.
 
 Rewrites, where a construct has no batch equivalent in Spark (docs/semantics.md §10):
 
-- the views the query reads become common table expressions; ``*`` is expanded (sqlglot's ``qualify``);
+- the views the query reads become common table expressions, before the query's own; ``*`` is expanded
+  (sqlglot's ``qualify``);
 - an event-time temporal join ``JOIN v FOR SYSTEM_TIME AS OF p.t AS r ON …`` joins the version of ``v``
   valid at ``p.t``: the latest version of the key with version time ≤ ``p.t``, none if that version
   is a delete (§4.2);
@@ -162,7 +163,9 @@ def _with_views(query: exp.Expr, catalog: Catalog) -> exp.Expr:
             exp.CTE(this=catalog.views[n].query.copy(), alias=exp.TableAlias(this=exp.to_identifier(n, quoted=True)))
             for n in needed
         ]
-        query.set("with_", exp.With(expressions=ctes))
+        # The query's own WITH (the planner refused names of views there) follows the views it may read.
+        own = query.args.get("with_")
+        query.set("with_", exp.With(expressions=[*ctes, *(own.expressions if own else [])]))
     return query
 
 

@@ -6,7 +6,7 @@ locations, the state TTL) and dispatches as Flink's planner applies its rule set
 
 | SQL | rule | node |
 | --- | --- | --- |
-| ``FROM t`` | ``scan`` | ``TableSourceScan`` (views are planned inline) |
+| ``FROM t`` | ``scan`` | ``TableSourceScan`` (views and ``WITH``'s common table expressions are planned inline) |
 | projections, ``WHERE`` | ``project`` | ``Calc`` (expressions handed to Spark SQL) |
 | ``JOIN … ON`` bounding both sides' time attributes | ``joins`` | ``IntervalJoin`` |
 | ``JOIN t FOR SYSTEM_TIME AS OF l.rowtime`` | ``temporal`` | ``TemporalJoin`` (versioned table or versioned view) |
@@ -25,11 +25,12 @@ Every error names the file, line and column, the table or column, and the rule
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sqlglot import exp
 
-from streamjoin.errors import StreamJoinError, UnsupportedPlanError
+from streamjoin.errors import StreamJoinError, UnsupportedPlanError, ValidationError
 from streamjoin.planner.catalog import Catalog
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.expressions import Scope, Typer, and_all, conjuncts, field_column, resolve
@@ -57,6 +58,16 @@ _UNSUPPORTED_CLAUSES = {
 }
 
 
+@dataclass(frozen=True)
+class CommonTable:
+    """A common table expression of a ``WITH``: its query, the text it is in, and the frames of common table
+    expressions it sees (:attr:`QueryPlanner.ctes` at its definition)."""
+
+    query: exp.Expr
+    source: SqlSource
+    frames: tuple[dict[str, CommonTable], ...]
+
+
 class QueryPlanner:
     """Plans queries against a catalog.
 
@@ -75,6 +86,9 @@ class QueryPlanner:
         self.state_ttl_ms = state_ttl_ms
         self.mini_batch = mini_batch
         self.views_in_progress: list[str] = []
+        #: The common table expressions in scope, innermost ``WITH`` last: name → its query and the frames it
+        #: sees (those around its ``WITH`` and the expressions before it in the same ``WITH``).
+        self.ctes: list[dict[str, CommonTable]] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -122,12 +136,58 @@ class QueryPlanner:
         """
         if isinstance(query, exp.Subquery):
             return self.plan_query(query.this, outer)
+        if isinstance(query, (exp.Select, exp.SetOperation)) and query.args.get("with_"):
+            return self.plan_with(query, outer)
         if isinstance(query, exp.Select):
             return self.plan_select(query, outer)
         if isinstance(query, exp.Union) and query.args.get("distinct") is False:
             return plan_union_all(self, query, outer)
         what = "UNION / INTERSECT / EXCEPT" if isinstance(query, exp.SetOperation) else type(query).__name__.upper()
         raise self.error(UnsupportedPlanError, query, f"{what} queries are not supported", "supported-queries")
+
+    def plan_with(self, query: exp.Select | exp.SetOperation, outer: Scope | None) -> Relation:
+        """``WITH name AS (query), … <query>``: each common table expression is planned inline wherever the query
+        reads it, as a view is (Flink expands them the same way); one sees those before it in its ``WITH``.
+
+        Raises:
+            ValidationError: a name given twice in one ``WITH``.
+            UnsupportedPlanError: ``WITH RECURSIVE``, a column list (``WITH t (a, b) AS …``), or a name that is a
+                declared table or view.
+        """
+        with_ = query.args["with_"]
+        if with_.args.get("recursive"):
+            raise self.error(UnsupportedPlanError, with_, "WITH RECURSIVE is not supported", "supported-clauses")
+        frame: dict[str, CommonTable] = {}
+        for cte in with_.expressions:
+            name, alias = cte.alias, cte.args["alias"]
+            if alias.columns:
+                raise self.error(
+                    UnsupportedPlanError,
+                    cte,
+                    f"WITH {name} (columns) AS … is not supported; name the columns in its SELECT",
+                    "supported-clauses",
+                )
+            if name in frame:
+                raise self.error(ValidationError, cte, f"WITH names '{name}' twice", "unique-names")
+            if name in self.catalog.tables or name in self.catalog.views:
+                raise self.error(
+                    UnsupportedPlanError,
+                    cte,
+                    f"WITH {name}: '{name}' is a declared table or view; give the expression another name",
+                    "unique-names",
+                )
+            frame[name] = CommonTable(cte.this, self.source, (*self.ctes, dict(frame)))
+        query.set("with_", None)
+        self.ctes.append(frame)
+        try:
+            return self.plan_query(query, outer)
+        finally:
+            self.ctes.pop()
+            query.set("with_", with_)
+
+    def common_table(self, name: str) -> CommonTable | None:
+        """The innermost common table expression in scope named ``name``, if any."""
+        return next((frame[name] for frame in reversed(self.ctes) if name in frame), None)
 
     def plan_select(self, select: exp.Select, outer: Scope | None) -> Relation:
         """Plan a ``SELECT``: FROM and WHERE, then the rule its select list calls for (aggregate, rank, OVER,
@@ -140,13 +200,6 @@ class QueryPlanner:
                     f"{clause} is not supported in a streaming query: {why}",
                     "supported-clauses",
                 )
-        if select.args.get("with_"):
-            raise self.error(
-                UnsupportedPlanError,
-                select.args["with_"],
-                "WITH (common table expressions) is not supported; declare a view",
-                "supported-clauses",
-            )
         where = conjuncts(select.args["where"].this) if select.args.get("where") else []
         relation = self.plan_from(select, where, outer)
         scope = relation.scope(self.source, outer)

@@ -23,7 +23,8 @@ __all__ = ["plan_table_ref", "plan_view", "scan"]
 
 
 def plan_table_ref(planner: QueryPlanner, item: exp.Expr, outer: Scope | None) -> Relation:
-    """A ``FROM`` item: a table, a view or a parenthesised query, under its alias.
+    """A ``FROM`` item: a common table expression of a ``WITH``, a table, a view or a parenthesised query, under its
+    alias.
 
     Raises:
         ValidationError: an unknown name, or ``FOR SYSTEM_TIME AS OF`` outside a join.
@@ -46,6 +47,15 @@ def plan_table_ref(planner: QueryPlanner, item: exp.Expr, outer: Scope | None) -
             )
         name = item.name
         alias = item.alias or name
+        common = planner.common_table(name)
+        if common is not None:
+            saved = planner.ctes
+            planner.ctes = list(common.frames)
+            try:
+                with planner.in_source(common.source):
+                    return planner.plan_query(common.query).qualified(alias)
+            finally:
+                planner.ctes = saved
         if name in planner.catalog.tables:
             return scan(planner, planner.catalog.tables[name]).qualified(alias)
         if name in planner.catalog.views:
