@@ -289,6 +289,10 @@ def test_with_refuses_recursion_column_lists_and_names_taken():
     assert "WITH names 'r' twice" in message
 
 
-def test_a_common_table_expression_sees_only_those_before_it():
+def test_a_common_table_expression_sees_only_those_before_it_and_a_view_none():
     message = refused("WITH a AS (SELECT order_id FROM b), b AS (SELECT order_id FROM Orders) SELECT * FROM a;")
     assert "unknown table or view 'b'" in message and message.endswith("[rule: table-exists]")
+    message = refused(
+        "CREATE VIEW v AS SELECT order_id FROM c;\nWITH c AS (SELECT order_id FROM Orders) SELECT * FROM v;"
+    )
+    assert "unknown table or view 'c'" in message and message.endswith("[rule: table-exists]")

@@ -73,11 +73,14 @@ def plan_view(planner: QueryPlanner, name: str, at: exp.Expr) -> Relation:
         raise planner.error(ValidationError, at, f"view '{name}' refers to itself", "view-cycle")
     view = planner.catalog.views[name]
     planner.views_in_progress.append(name)
+    # A view reads the catalog only, never the common table expressions of the query that reads it.
+    ctes, planner.ctes = planner.ctes, []
     try:
         with planner.in_source(view.source):
             return planner.plan_query(view.query)
     finally:
         planner.views_in_progress.pop()
+        planner.ctes = ctes
 
 
 def scan(planner: QueryPlanner, table: TableDef) -> Relation:
