@@ -63,6 +63,7 @@ __all__ = [
     "SinkUpsertMaterializerSpec",
     "TemporalJoinSpec",
     "TwoInputSpec",
+    "WindowAggregateSpec",
     "encode",
     "scala_source",
 ]
@@ -184,6 +185,31 @@ class OverAggregateSpec:
     retractable: bool
     order_by: str | None
     rowtime_column: str
+    watermark_column: str | None
+
+
+@dataclass(frozen=True)
+class WindowAggregateSpec:
+    """A window aggregate (Flink's ``WindowAggOperator``), docs/semantics.md §11.
+
+    Attributes:
+        columns: the input row's columns, in order (the grouping key's and the window's among them).
+        group_by: the grouping key's columns (without the window's).
+        window_start: the column of the row's window start (TIMESTAMP).
+        window_end: the column of the row's window end (TIMESTAMP).
+        window_end_ms: the column of the row's window end in epoch ms (LONG).
+        aggregates: the aggregates, in output order.
+        retractable: whether the input retracts (retractable accumulators, Flink's ``*WithRetract*``).
+        watermark_column: the column of the per-row watermark (LONG ms), or None.
+    """
+
+    columns: tuple[str, ...]
+    group_by: tuple[str, ...]
+    window_start: str
+    window_end: str
+    window_end_ms: str
+    aggregates: tuple[AggregateCallSpec, ...]
+    retractable: bool
     watermark_column: str | None
 
 
@@ -353,6 +379,7 @@ SPECS: tuple[type, ...] = (
     AggregateCallSpec,
     GroupAggregateSpec,
     OverAggregateSpec,
+    WindowAggregateSpec,
     DeduplicateSpec,
     ChangelogNormalizeSpec,
     SinkUpsertMaterializerSpec,

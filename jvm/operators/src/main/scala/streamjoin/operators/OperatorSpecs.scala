@@ -106,6 +106,38 @@ object OverAggregateSpec {
   }
 }
 
+/** A window aggregate (Flink's `WindowAggOperator`), docs/semantics.md §11. */
+final case class WindowAggregateSpec(
+    columns: Seq[String],
+    groupBy: Seq[String],
+    windowStart: String,
+    windowEnd: String,
+    windowEndMs: String,
+    aggregates: Seq[AggregateCallSpec],
+    retractable: Boolean,
+    watermarkColumn: Option[String]
+)
+
+object WindowAggregateSpec {
+  val fields: Seq[String] = Seq("columns", "groupBy", "windowStart", "windowEnd", "windowEndMs", "aggregates", "retractable", "watermarkColumn")
+
+  def decode(json: String): WindowAggregateSpec = decode(SpecCodec.parse(json))
+
+  def decode(node: JsonNode): WindowAggregateSpec = {
+    SpecCodec.requireFields(node, "WindowAggregateSpec", fields)
+    WindowAggregateSpec(
+      columns = SpecCodec.seq(node.get("columns"), "WindowAggregateSpec.columns", -1)(n => SpecCodec.string(n, "WindowAggregateSpec.columns[]")),
+      groupBy = SpecCodec.seq(node.get("groupBy"), "WindowAggregateSpec.groupBy", -1)(n => SpecCodec.string(n, "WindowAggregateSpec.groupBy[]")),
+      windowStart = SpecCodec.string(node.get("windowStart"), "WindowAggregateSpec.windowStart"),
+      windowEnd = SpecCodec.string(node.get("windowEnd"), "WindowAggregateSpec.windowEnd"),
+      windowEndMs = SpecCodec.string(node.get("windowEndMs"), "WindowAggregateSpec.windowEndMs"),
+      aggregates = SpecCodec.seq(node.get("aggregates"), "WindowAggregateSpec.aggregates", -1)(n => AggregateCallSpec.decode(n)),
+      retractable = SpecCodec.bool(node.get("retractable"), "WindowAggregateSpec.retractable"),
+      watermarkColumn = SpecCodec.option(node.get("watermarkColumn"))(n => SpecCodec.string(n, "WindowAggregateSpec.watermarkColumn"))
+    )
+  }
+}
+
 /** Deduplication, `ROW_NUMBER() OVER (PARTITION BY key ORDER BY t) = 1` (Flink's `operators/deduplicate`). */
 final case class DeduplicateSpec(
     keep: String,
@@ -332,6 +364,7 @@ object OperatorSpecs {
     classOf[AggregateCallSpec] -> ((json: String) => AggregateCallSpec.decode(json)),
     classOf[GroupAggregateSpec] -> ((json: String) => GroupAggregateSpec.decode(json)),
     classOf[OverAggregateSpec] -> ((json: String) => OverAggregateSpec.decode(json)),
+    classOf[WindowAggregateSpec] -> ((json: String) => WindowAggregateSpec.decode(json)),
     classOf[DeduplicateSpec] -> ((json: String) => DeduplicateSpec.decode(json)),
     classOf[ChangelogNormalizeSpec] -> ((json: String) => ChangelogNormalizeSpec.decode(json)),
     classOf[SinkUpsertMaterializerSpec] -> ((json: String) => SinkUpsertMaterializerSpec.decode(json)),
