@@ -44,6 +44,7 @@ from streamjoin.planner.rules.rank import apply_rank_filter, check_ranks, plan_r
 from streamjoin.planner.rules.scan import plan_table_ref
 from streamjoin.planner.rules.subquery import is_subquery_predicate, plan_subquery_join
 from streamjoin.planner.rules.union import plan_union_all
+from streamjoin.planner.rules.window import group_window_auxiliaries
 
 __all__ = ["QueryPlanner", "check_ranks", "merge_calc"]
 
@@ -227,6 +228,8 @@ class QueryPlanner:
             bool(select.args.get("group"))
             or bool(select.args.get("having"))
             or any(aggregates_outside_windows(e) for _, e in items)
+            # TUMBLE_START(…) and its kin belong to a GROUP BY TUMBLE(…): planned (or refused) with the aggregate.
+            or any(group_window_auxiliaries(e) for _, e in items)
         )
         over = [w for _, e in items for w in e.find_all(exp.Window)]
         if distinct is not None:

@@ -15,6 +15,10 @@ rather than methods:
 - ``TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)`` with its first argument read as a time unit
   (a ``Var``, ``SQL_TSI_DAY`` spelled ``DAY``), not a column: a ``TimestampDiff`` whose ``this`` is
   ``timepoint2`` and ``expression`` ``timepoint1``, as sqlglot's MySQL dialect reads it;
+- the window table functions ``TUMBLE``, ``HOP``, ``CUMULATE`` and ``SESSION`` with a table argument
+  (``TABLE t [PARTITION BY k]``), a ``DESCRIPTOR(ts)`` and named arguments (``SIZE => …``) as a
+  :class:`WindowTableFunction`; called without a table argument (``GROUP BY TUMBLE(ts, INTERVAL …)``, Flink's
+  legacy group windows) they stay anonymous calls;
 - ``CREATE TABLE … WITH (…) LIKE source (INCLUDING ALL OVERWRITING OPTIONS …)``: Flink's LIKE
   clause, a ``LikeProperty`` whose ``expressions`` are ``Property(this=strategy, value=feature)``
   (sqlglot reads the options of Postgres' form, without parentheses);
@@ -37,7 +41,17 @@ from sqlglot.tokens import TokenType
 
 from streamjoin.errors import ValidationError
 
-__all__ = ["EXPLAIN_DETAILS", "Explain", "Flink", "interval_ms", "timestampdiff_unit"]
+__all__ = [
+    "EXPLAIN_DETAILS",
+    "WINDOW_TVF_PARAMETERS",
+    "Descriptor",
+    "Explain",
+    "Flink",
+    "TableArgument",
+    "WindowTableFunction",
+    "interval_ms",
+    "timestampdiff_unit",
+]
 
 #: The ``EXPLAIN`` details Flink accepts (``ExplainDetail``).
 EXPLAIN_DETAILS = ("CHANGELOG_MODE", "ESTIMATED_COST", "JSON_EXECUTION_PLAN", "PLAN_ADVICE")
@@ -84,6 +98,37 @@ class Explain(exp.Expression):
     arg_types = {"this": True, "expressions": False}
 
 
+#: Flink's window table functions and their parameters in positional order (Flink's ``SqlTumbleTableFunction``,
+#: ``SqlHopTableFunction``, ``SqlCumulateTableFunction``, ``SqlSessionTableFunction``).
+WINDOW_TVF_PARAMETERS = {
+    "TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"),
+    "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
+    "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"),
+    "SESSION": ("DATA", "TIMECOL", "GAP"),
+}
+
+
+class TableArgument(exp.Expression):
+    """A table argument of a table function, ``TABLE t [PARTITION BY k, …]``: ``this`` is the ``exp.Table``,
+    ``partition_by`` its columns."""
+
+    arg_types = {"this": True, "partition_by": False}
+
+
+class Descriptor(exp.Expression):
+    """``DESCRIPTOR(col, …)``: ``expressions`` are the columns."""
+
+    arg_types = {"expressions": True}
+
+
+class WindowTableFunction(exp.Expression):
+    """``TUMBLE|HOP|CUMULATE|SESSION(TABLE t, DESCRIPTOR(ts), interval, …)``: ``this`` is the function's name
+    (upper case), ``expressions`` its arguments as written, an ``exp.Kwarg`` (``SIZE => …``) when named; the table
+    argument is a :class:`TableArgument`, the time column a :class:`Descriptor`."""
+
+    arg_types = {"this": True, "expressions": True}
+
+
 class FlinkParser(BaseParser):
     """sqlglot's base parser plus Flink's ``WATERMARK FOR`` constraint and ``EXPLAIN``."""
 
@@ -107,6 +152,11 @@ class FlinkParser(BaseParser):
         "REGEXP_EXTRACT": _build_regexp_extract,
     }
 
+    FUNCTION_PARSERS = {
+        **BaseParser.FUNCTION_PARSERS,
+        **{name: (lambda self, name=name: self._parse_window_function(name)) for name in WINDOW_TVF_PARAMETERS},
+    }
+
     # The tokenizer files EXPLAIN with DESCRIBE (Flink's DESCRIBE is not supported).
     STATEMENT_PARSERS = {
         **BaseParser.STATEMENT_PARSERS,
@@ -128,6 +178,43 @@ class FlinkParser(BaseParser):
                 options.append(exp.Property(this=exp.var(strategy), value=exp.var(feature.name.upper())))
             self._match_r_paren()
         return self.expression(exp.LikeProperty(this=table, expressions=options))
+
+    def _parse_window_function(self, name: str) -> exp.Expr:
+        """After ``TUMBLE(``: a window table function when its first argument is a table (``TABLE t``) or named
+        (``DATA => …``), else a legacy group window call (``TUMBLE(ts, INTERVAL '1' HOUR)``), anonymous."""
+        first, second = self._curr, self._next
+        named = second is not None and second.token_type == TokenType.FARROW
+        if first is None or not (first.token_type == TokenType.TABLE or named):
+            return self.expression(exp.Anonymous(this=name, expressions=self._parse_csv(self._parse_lambda)))
+        return self.expression(WindowTableFunction(this=name, expressions=self._parse_csv(self._parse_window_argument)))
+
+    def _parse_window_argument(self) -> exp.Expr | None:
+        if self._curr is not None and self._next is not None and self._next.token_type == TokenType.FARROW:
+            key = self._curr.text.upper()
+            self._advance(2)
+            value = self._parse_window_value()
+            return self.expression(exp.Kwarg(this=exp.var(key), expression=value))
+        return self._parse_window_value()
+
+    def _parse_window_value(self) -> exp.Expr | None:
+        if self._match(TokenType.TABLE):
+            table = self._parse_table_parts()
+            partition: list = []
+            if self._match(TokenType.PARTITION_BY):
+                # PARTITION BY k or PARTITION BY (k1, k2): a comma after one column starts the next argument.
+                if self._match(TokenType.L_PAREN):
+                    partition = self._parse_csv(self._parse_column)
+                    self._match_r_paren()
+                else:
+                    partition = [self._parse_column()]
+            return self.expression(TableArgument(this=table, partition_by=partition))
+        opens = self._next is not None and self._next.token_type == TokenType.L_PAREN
+        if self._curr is not None and self._curr.text.upper() == "DESCRIPTOR" and opens:
+            self._advance(2)
+            columns = self._parse_csv(self._parse_column)
+            self._match_r_paren()
+            return self.expression(Descriptor(expressions=columns))
+        return self._parse_disjunction()
 
     def _parse_explain(self) -> Explain:
         if self._prev.text.upper() != "EXPLAIN":
@@ -161,6 +248,17 @@ class FlinkGenerator(Generator):
     TRANSFORMS = {
         **Generator.TRANSFORMS,
         Explain: lambda self, e: self.explain_sql(e),
+        WindowTableFunction: lambda self, e: self.func(e.name, *e.expressions),
+        Descriptor: lambda self, e: self.func("DESCRIPTOR", *e.expressions),
+        TableArgument: lambda self, e: (
+            f"TABLE {self.sql(e, 'this')}"
+            + (
+                f" PARTITION BY {self.expressions(e, key='partition_by', flat=True)}"
+                if e.args.get("partition_by")
+                else ""
+            )
+        ),
+        exp.Kwarg: lambda self, e: f"{self.sql(e, 'this')} => {self.sql(e, 'expression')}",
         exp.PartitionedByProperty: lambda self, e: f"PARTITIONED BY {self.sql(e, 'this')}",
         exp.TimestampDiff: lambda self, e: self.func("TIMESTAMPDIFF", e.args.get("unit"), e.expression, e.this),
     }
@@ -207,7 +305,11 @@ class Flink(Dialect):
         IDENTIFIERS = ["`"]
         STRING_ESCAPES = ["'"]
         # EXPLAIN is a statement with a statement inside, not a command whose rest is one string.
-        KEYWORDS = {**tokens.Tokenizer.KEYWORDS, "EXPLAIN": TokenType.DESCRIBE}
+        # SESSION is a window function's name in Flink (no ALTER/SET SESSION).
+        KEYWORDS = {
+            **{k: v for k, v in tokens.Tokenizer.KEYWORDS.items() if k != "SESSION"},
+            "EXPLAIN": TokenType.DESCRIBE,
+        }
 
     Parser = FlinkParser
     Generator = FlinkGenerator

@@ -29,6 +29,7 @@ from streamjoin.planner.plan import (
     OverAggregate,
     Sink,
     SinkUpsertMaterializer,
+    WindowAggregate,
     _Join,
 )
 
@@ -55,7 +56,7 @@ def _distribution(node: Node, index: int) -> str | None:
     """The Exchange in front of input ``index`` of ``node``, or ``None`` when the input is not shuffled."""
     if isinstance(node, _Join) and node.name != "LookupJoin":
         keys = node.left_keys if index == 0 else node.right_keys
-    elif isinstance(node, GroupAggregate):
+    elif isinstance(node, (GroupAggregate, WindowAggregate)):
         keys = node.group_by
     elif isinstance(node, OverAggregate):
         keys = node.partition_by

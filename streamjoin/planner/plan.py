@@ -3,7 +3,7 @@
 Nodes mirror Flink's ``StreamPhysical*`` nodes (and print under their names in
 EXPLAIN): ``TableSourceScan``, ``Calc`` (projection + filter), ``Join``
 (regular, incl. semi/anti), ``IntervalJoin``, ``TemporalJoin``, ``LookupJoin``,
-``OverAggregate``, ``Deduplicate`` / ``Rank``, ``GroupAggregate``,
+``OverAggregate``, ``Deduplicate`` / ``Rank``, ``GroupAggregate``, ``WindowTableFunction``, ``WindowAggregate``,
 ``DropUpdateBefore``, ``ChangelogNormalize``, ``SinkUpsertMaterializer``, ``Sink``.
 
 Every node knows, from its inputs, at construction:
@@ -52,6 +52,10 @@ __all__ = [
     "TemporalJoin",
     "Union",
     "UpdateKind",
+    "WindowAggregate",
+    "WindowKind",
+    "WindowSpec",
+    "WindowTableFunction",
     "uniquify",
     "walk",
     "watermarked_tables",
@@ -59,6 +63,7 @@ __all__ = [
 
 JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
 UpdateKind = Literal["NONE", "ONLY_UPDATE_AFTER", "BEFORE_AND_AFTER"]
+WindowKind = Literal["TUMBLE", "HOP", "CUMULATE"]
 
 _JOIN_TYPE_NAMES = {
     "inner": "InnerJoin",
@@ -634,6 +639,127 @@ class GroupAggregate(Node):
         attrs = [("groupBy", _names(self.group_by))] if self.group_by else []
         attrs += [("select", _names(self.group_by + [str(a) for a in self.aggregates]))] + _state_ttl(self.state_ttl_ms)
         return attrs + ([("miniBatch", "true")] if self.mini_batch else [])
+
+
+def _duration(ms: int) -> str:
+    """A window length as Flink's EXPLAIN prints it (``10 min``, ``1 h``, ``5 s``, ``1500 ms``)."""
+    for unit, length in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
+        if ms % length == 0:
+            return f"{ms // length} {unit}"
+    return f"{ms} ms"
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """The windows of a window table function (docs/semantics.md §11); lengths in milliseconds.
+
+    ``kind`` is ``TUMBLE`` (``size``), ``HOP`` (``size`` every ``step``, Flink's slide) or ``CUMULATE``
+    (windows growing by ``step`` up to ``size``); ``offset`` shifts the windows' alignment from the epoch.
+    ``time_col`` is the input's rowtime column the windows are assigned by.
+    """
+
+    kind: WindowKind
+    time_col: str
+    size_ms: int
+    step_ms: int | None = None
+    offset_ms: int = 0
+
+    def __str__(self) -> str:
+        parts = [f"time_col=[{self.time_col}]"]
+        if self.kind == "CUMULATE":
+            parts += [f"max_size=[{_duration(self.size_ms)}]", f"step=[{_duration(self.step_ms or 0)}]"]
+        else:
+            parts.append(f"size=[{_duration(self.size_ms)}]")
+            if self.kind == "HOP":
+                parts.append(f"slide=[{_duration(self.step_ms or 0)}]")
+        if self.offset_ms:
+            parts.append(f"offset=[{_duration(self.offset_ms)}]")
+        return f"{self.kind}({', '.join(parts)})"
+
+
+#: The columns a window table function adds, in Flink's order.
+WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
+
+
+class WindowTableFunction(Node):
+    """``TABLE(TUMBLE|HOP|CUMULATE(TABLE t, DESCRIPTOR(rowtime), …))``: each input row once per window it falls in,
+    with ``window_start``, ``window_end`` (TIMESTAMP(3)) and ``window_time`` (``window_end`` − 1 ms, a rowtime
+    attribute) added; the input's rowtime becomes a plain timestamp (Flink's ``StreamPhysicalWindowTableFunction``).
+    Stateless: a row is emitted when it arrives, with the input's RowKind. docs/semantics.md §11.
+    """
+
+    name = "WindowTableFunction"
+
+    def __init__(self, input: Node, window: WindowSpec):
+        self.inputs = [input]
+        self.window = window
+        time_type = input.field(window.time_col).type
+        assert time_type is not None and time_type.time_attribute == "ROWTIME"  # the rule checks it
+        self.fields = [Field(f.name, f.type.plain() if f.type else None) for f in input.fields]
+        bound = SqlType("TIMESTAMP", 3, nullable=False)
+        self.fields += [
+            Field("window_start", bound),
+            Field("window_end", bound),
+            Field("window_time", SqlType(time_type.root, 3, nullable=False, time_attribute="ROWTIME")),
+        ]
+        self.modify_kinds = input.modify_kinds
+        # A HOP or CUMULATE row is emitted once per window: the input's keys hold with window_start only.
+        self.unique_keys = tuple(tuple(sorted((*k, "window_start"))) for k in input.unique_keys)
+        self.upsert_keys = tuple(tuple(sorted((*k, "window_start"))) for k in input.upsert_keys)
+
+    def attributes(self):
+        return [("window", str(self.window))]
+
+
+class WindowAggregate(Node):
+    """``GROUP BY window_start, window_end[, keys]`` over a window table function: one ``+I`` row per window and
+    key once the watermark passes the window's end (Flink's ``StreamPhysicalWindowAggregate``,
+    ``WindowAggOperator``); docs/semantics.md §11.
+
+    ``group_by`` are the grouping fields but the window's; ``window_start`` / ``window_end`` (and
+    ``window_time``, or ``None`` when not grouped) name the input's window columns. The output is
+    ``group_by``, the aggregates, then the window columns (Flink's order).
+    """
+
+    name = "WindowAggregate"
+    reads_watermark = True
+
+    def __init__(
+        self,
+        input: Node,
+        window: WindowSpec,
+        group_by: list[str],
+        aggregates: list[Aggregate],
+        window_start: str,
+        window_end: str,
+        window_time: str | None,
+    ):
+        self.inputs = [input]
+        self.window = window
+        self.group_by = group_by
+        self.aggregates = aggregates
+        self.window_start, self.window_end, self.window_time = window_start, window_end, window_time
+        self.fields = [Field(g, t.plain() if (t := input.field(g).type) else None) for g in group_by]
+        self.fields += [Field(a.output, a.type) for a in aggregates]
+        bound = SqlType("TIMESTAMP", 3, nullable=False)
+        self.fields += [Field(window_start, bound), Field(window_end, bound)]
+        if window_time is not None:
+            time_type = input.field(window_time).type
+            assert time_type is not None  # a window table function's column
+            # Time attributes do not yet survive the window aggregate (no event-time operator may follow it).
+            self.fields.append(Field(window_time, time_type.plain()))
+        self.modify_kinds = frozenset("I")
+        self.unique_keys, self.upsert_keys = metadata.grouping_keys([*group_by, window_start, window_end])
+
+    def attributes(self):
+        properties = [f"start('w$) AS {self.window_start}", f"end('w$) AS {self.window_end}"]
+        if self.window_time is not None:
+            properties.append(f"rowtime('w$) AS {self.window_time}")
+        attrs = [("groupBy", _names(self.group_by))] if self.group_by else []
+        return attrs + [
+            ("window", str(self.window)),
+            ("select", _names(self.group_by + [str(a) for a in self.aggregates] + properties)),
+        ]
 
 
 class Union(Node):

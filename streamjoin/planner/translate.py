@@ -16,6 +16,8 @@ field names + ``_rowkind`` + ``_seq``, docs/semantics.md §1).
 | OverAggregate | ``over_aggregate.over_aggregate`` |
 | Deduplicate / Rank | ``deduplicate.deduplicate`` |
 | GroupAggregate | ``group_aggregate.group_aggregate`` |
+| WindowTableFunction | ``window_table_function.assign_windows`` |
+| WindowAggregate | ``window_aggregate.window_aggregate`` |
 | SinkUpsertMaterializer | ``upsert_materializer.sink_upsert_materialize`` |
 | ChangelogNormalize | ``changelog_normalize.changelog_normalize`` |
 | Union | ``unionByName`` |
@@ -63,6 +65,8 @@ from streamjoin.planner.plan import (
     TableScan,
     TemporalJoin,
     Union,
+    WindowAggregate,
+    WindowTableFunction,
 )
 from streamjoin.runtime.changelog_normalize import changelog_normalize
 from streamjoin.runtime.deduplicate import deduplicate
@@ -73,6 +77,8 @@ from streamjoin.runtime.over_aggregate.functions import Frame
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
+from streamjoin.runtime.window_aggregate import window_aggregate
+from streamjoin.runtime.window_table_function import assign_windows
 
 __all__ = ["ROW_WATERMARK_COLUMN", "Translator"]
 
@@ -346,6 +352,38 @@ class Translator:
             state_ttl_ms=node.state_ttl_ms,
             mini_batch=node.mini_batch,
         )
+
+    def _WindowTableFunction(self, node: WindowTableFunction) -> DataFrame:
+        input = node.inputs[0]
+        df = self.translate(input)
+        window = node.window
+        assigned = assign_windows(
+            df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *self._hidden(df)),
+            kind=window.kind,
+            time_column=window.time_col,
+            size_ms=window.size_ms,
+            step_ms=window.step_ms,
+            offset_ms=window.offset_ms,
+        )
+        return self._data(assigned, node, hidden=True)
+
+    def _WindowAggregate(self, node: WindowAggregate) -> DataFrame:
+        input = node.inputs[0]
+        df, row_wm = self._with_row_watermark(self.translate(input), node)
+        df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
+        out = window_aggregate(
+            df,
+            group_by=node.group_by,
+            window_start=node.window_start,
+            window_end=node.window_end,
+            aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
+            insert_only_input=input.is_insert_only,
+            watermark_column=row_wm,
+        )
+        if node.window_time is not None:
+            # window_time is window_end − 1 ms, as the window table function computed it.
+            out = out.withColumn(node.window_time, F.timestamp_millis(F.unix_millis(_col(node.window_end)) - F.lit(1)))
+        return self._data(out, node)
 
     def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:
         input = node.inputs[0]

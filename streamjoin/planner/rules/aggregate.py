@@ -17,6 +17,7 @@ from streamjoin.planner.plan import Aggregate, Calc, Field, GroupAggregate, Node
 from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.aggregate_join_transpose import split_aggregate_around_join
 from streamjoin.planner.rules.project import output_names
+from streamjoin.planner.rules.window import plan_window_aggregate, rewrite_group_window
 from streamjoin.planner.types import SqlType, from_spark
 from streamjoin.runtime.aggregates import result_type
 
@@ -89,23 +90,24 @@ def plan_aggregate(
 
     Raises:
         ValidationError: a selected column that is neither grouped nor aggregated, a non-numeric SUM/AVG.
-        UnsupportedPlanError: group windows, ordinals, unsupported aggregates, FIRST_VALUE/LAST_VALUE over
-            retractions.
+        UnsupportedPlanError: group windows inside an expression, ordinals, unsupported aggregates,
+            FIRST_VALUE/LAST_VALUE over retractions.
     """
-    scope = relation.scope(planner.source)
-    node = relation.node
     if group_exprs is None:
         group_exprs = select.args["group"].expressions if select.args.get("group") else []
+    having = select.args["having"].this if select.args.get("having") else None
+    relation, items, group_exprs, having = rewrite_group_window(planner, relation, items, group_exprs, having)
+    scope = relation.scope(planner.source)
+    node = relation.node
     for g in group_exprs:
-        if (
-            isinstance(g, (exp.Literal,))
-            or g.find(exp.Anonymous)
-            and g.find(exp.Anonymous).name.upper() in ("TUMBLE", "HOP", "SESSION", "CUMULATE")
-        ):
+        nested = next(
+            (a for a in g.find_all(exp.Anonymous) if a.name.upper() in ("TUMBLE", "HOP", "SESSION", "CUMULATE")), None
+        )
+        if isinstance(g, exp.Literal) or nested is not None:
             raise planner.error(
                 UnsupportedPlanError,
                 g,
-                f"GROUP BY {g.sql(Flink)} is not supported (group windows, ordinals)",
+                f"GROUP BY {g.sql(Flink)} is not supported (group windows inside an expression, ordinals)",
                 "supported-aggregates",
             )
     extra: list[tuple[Field, exp.Expr]] = []
@@ -121,7 +123,6 @@ def plan_aggregate(
         group_map[resolved.sql(Flink)] = field
     calls: list[Aggregate] = []
     call_map: dict[str, str] = {}
-    having = select.args["having"].this if select.args.get("having") else None
     names = output_names(items)
     item_names = {id(e): n for (_, e), n in zip(items, names)}
     for e in [e for _, e in items] + ([having] if having is not None else []):
@@ -157,8 +158,8 @@ def plan_aggregate(
             "FIRST_VALUE / LAST_VALUE over a changelog with retractions is not supported",
             "supported-aggregates",
         )
-    agg = None
-    if pre is node:
+    agg: Node | None = plan_window_aggregate(planner, select, pre, group_fields, calls)
+    if agg is None and pre is node:
         agg = split_aggregate_around_join(
             node, group_fields, calls, planner.state_ttl_ms, mini_batch=planner.mini_batch
         )

@@ -14,6 +14,7 @@ from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import Scope, ScopeColumn, Typer, resolve
 from streamjoin.planner.plan import Field, TableScan
 from streamjoin.planner.relation import Relation
+from streamjoin.planner.rules.window import plan_window_table_function, window_table_function_call
 from streamjoin.planner.types import SqlType
 
 if TYPE_CHECKING:
@@ -23,13 +24,16 @@ __all__ = ["plan_table_ref", "plan_view", "scan"]
 
 
 def plan_table_ref(planner: QueryPlanner, item: exp.Expr, outer: Scope | None) -> Relation:
-    """A ``FROM`` item: a common table expression of a ``WITH``, a table, a view or a parenthesised query, under its
-    alias.
+    """A ``FROM`` item: a common table expression of a ``WITH``, a table, a view, a window table function or a
+    parenthesised query, under its alias.
 
     Raises:
         ValidationError: an unknown name, or ``FOR SYSTEM_TIME AS OF`` outside a join.
         UnsupportedPlanError: a qualified name or another kind of ``FROM`` item.
     """
+    call = window_table_function_call(item)
+    if call is not None:
+        return plan_window_table_function(planner, call, outer).qualified(item.alias or None)
     if isinstance(item, exp.Table):
         if item.args.get("version") is not None:
             raise planner.error(
