@@ -1,0 +1,209 @@
+"""Window table functions and window aggregates as the planner sees them: the plan (EXPLAIN), and what is refused
+with which rule (docs/semantics.md §11)."""
+
+import re
+
+import pytest
+
+from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.planner import plan_script
+
+DDL = """CREATE TABLE T (k STRING, v INT, ts TIMESTAMP(3), plain_ts TIMESTAMP(3), pt AS PROCTIME(),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'values');
+CREATE TABLE C (k STRING, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');
+"""  # noqa: E501
+
+
+def explain(query: str) -> str:
+    [text] = plan_script(DDL + f"EXPLAIN CHANGELOG_MODE {query};").explains
+    return text
+
+
+def refused(query: str, kind=ValidationError) -> str:
+    with pytest.raises(kind) as info:
+        plan_script(DDL + query + ";", "bad.sql")
+    assert type(info.value) is kind, info.value
+    assert re.match(r"^bad\.sql:\d+:\d+: ", str(info.value)), info.value
+    return str(info.value)
+
+
+def test_a_tumble_aggregate_is_a_window_aggregate_over_the_window_table_function():
+    text = explain(
+        "SELECT k, window_start, window_end, COUNT(*) AS cnt, SUM(v) AS total "
+        "FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), INTERVAL '10' MINUTES)) GROUP BY k, window_start, window_end"
+    )
+    calc = "Calc(select=[k, window_start, window_end, cnt, total], changelogMode=[I]"
+    aggregate = (
+        "WindowAggregate(groupBy=[k], window=[TUMBLE(time_col=[ts], size=[10 min])], select=[k, COUNT(*) AS cnt, "
+        "SUM(v) AS total, start('w$) AS window_start, end('w$) AS window_end], changelogMode=[I], "
+        "upsertKeys=[[k, window_end, window_start]])"
+    )
+    scan = "TableSourceScan(table=[[default_catalog, default_database, T]], fields=[k, v, ts, plain_ts, pt]"
+    lines = text.splitlines()[2:]
+    assert lines[0].startswith(f"+- {calc}") and lines[1] == f"   +- {aggregate}"
+    assert lines[2:4] == [
+        "      +- Exchange(distribution=[hash[k]], changelogMode=[I])",
+        "         +- WindowTableFunction(window=[TUMBLE(time_col=[ts], size=[10 min])], changelogMode=[I])",
+    ]
+    assert lines[4].startswith(f"            +- {scan}") and len(lines) == 5
+
+
+@pytest.mark.parametrize(
+    "call, window",
+    [
+        (
+            "HOP(DATA => TABLE T, TIMECOL => DESCRIPTOR(ts), SLIDE => INTERVAL '5' MINUTES, SIZE => INTERVAL '1' HOUR)",
+            "HOP(time_col=[ts], size=[1 h], slide=[5 min])",
+        ),
+        (
+            "CUMULATE(TABLE T, DESCRIPTOR(ts), INTERVAL '2' MINUTE, INTERVAL '10' MINUTE, INTERVAL '1' MINUTE)",
+            "CUMULATE(time_col=[ts], max_size=[10 min], step=[2 min], offset=[1 min])",
+        ),
+        ("TUMBLE(TABLE T, DESCRIPTOR(ts), SIZE => INTERVAL '1' DAY, OFFSET => INTERVAL '-8' HOUR)", None),
+    ],
+)
+def test_hop_cumulate_named_arguments_and_offsets(call, window):
+    text = explain(
+        f"SELECT window_start, window_time, COUNT(DISTINCT k) AS n FROM TABLE({call}) "
+        "GROUP BY window_start, window_end, window_time"
+    )
+    aggregate = next(line for line in text.splitlines() if "WindowAggregate(" in line)
+    assert (
+        "select=[COUNT(DISTINCT k) AS n, start('w$) AS window_start, end('w$) AS window_end, rowtime('w$) AS "
+        "window_time]" in aggregate
+    )
+    assert "Exchange(distribution=[single]" in text
+    if window is not None:
+        assert f"window=[{window}]" in aggregate
+    else:
+        assert "window=[TUMBLE(time_col=[ts], size=[1 d], offset=[-8 h])]" in aggregate
+
+
+def test_the_window_table_function_alone_adds_the_window_columns_and_keeps_a_rowtime():
+    script = plan_script(DDL + "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) AS w;")
+    sink = script.statements[-1].sink
+    types = {f.name: str(f.type) for f in sink.inputs[0].fields}
+    assert list(types)[-3:] == ["window_start", "window_end", "window_time"]
+    assert types["ts"] == "TIMESTAMP(3)"  # the input's rowtime is a plain timestamp after the function
+    assert types["window_start"] == types["window_end"] == "TIMESTAMP(3) NOT NULL"
+    assert types["window_time"] == "TIMESTAMP(3) *ROWTIME* NOT NULL"
+
+
+def test_a_legacy_group_window_is_the_window_aggregate_of_its_window_table_function():
+    text = explain(
+        "SELECT k, TUMBLE_START(ts, INTERVAL '10' MINUTE) AS ws, TUMBLE_END(ts, INTERVAL '10' MINUTE), "
+        "TUMBLE_ROWTIME(ts, INTERVAL '10' MINUTE) AS wt, COUNT(*) AS cnt FROM T "
+        "GROUP BY TUMBLE(ts, INTERVAL '10' MINUTE), k HAVING COUNT(*) > 1"
+    )
+    lines = text.splitlines()
+    # Named as Flink names the calls: an alias, else EXPR$<i>.
+    assert lines[2].startswith(
+        "+- Calc(select=[k, window_start AS ws, window_end AS EXPR$2, window_time AS wt, cnt], where=[cnt > 1]"
+    )
+    assert lines[3].startswith(
+        "   +- WindowAggregate(groupBy=[k], window=[TUMBLE(time_col=[ts], size=[10 min])], select=[k, COUNT(*) AS cnt, "
+        "start('w$) AS window_start, end('w$) AS window_end, rowtime('w$) AS window_time]"
+    )
+    hop = explain(
+        "SELECT HOP_END(ts, INTERVAL '5' MINUTE, INTERVAL '1' HOUR) AS e, SUM(v) AS s FROM T "
+        "GROUP BY HOP(ts, INTERVAL '5' MINUTE, INTERVAL '1' HOUR)"
+    )
+    assert "window=[HOP(time_col=[ts], size=[1 h], slide=[5 min])]" in hop
+
+
+def test_grouping_by_window_start_alone_is_a_group_aggregate():
+    text = explain(
+        "SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) "
+        "GROUP BY window_start"
+    )
+    assert "GroupAggregate(groupBy=[window_start]" in text and "WindowAggregate" not in text
+
+
+def test_a_changelog_input_is_windowed_and_aggregated_with_retractions():
+    text = explain(
+        "SELECT window_start, window_end, SUM(v) AS s FROM TABLE(TUMBLE(TABLE C, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) "
+        "GROUP BY window_start, window_end"
+    )
+    assert "WindowTableFunction(window=[TUMBLE(time_col=[ts], size=[1 min])], changelogMode=[I,UB,UA,D])" in text
+    assert "WindowAggregate(window=[TUMBLE(time_col=[ts], size=[1 min])]" in text
+
+
+@pytest.mark.parametrize(
+    "query, kind, text",
+    [
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(plain_ts), INTERVAL '1' MINUTE))",
+            ValidationError,
+            "The window function requires the timecol is a time attribute type, but is TIMESTAMP(3)",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(pt), INTERVAL '1' MINUTE))",
+            UnsupportedPlanError,
+            "TUMBLE windows on processing time are not supported",
+        ),
+        (
+            "SELECT * FROM TABLE(SESSION(TABLE T PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTE))",
+            UnsupportedPlanError,
+            "the SESSION window table function is not supported",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts)))",
+            ValidationError,
+            "TUMBLE needs SIZE (TUMBLE(DATA, TIMECOL, SIZE, OFFSET))",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), WIDTH => INTERVAL '1' MINUTE))",
+            ValidationError,
+            "TUMBLE has no parameter WIDTH; its parameters: DATA, TIMECOL, SIZE, OFFSET",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), INTERVAL '0' MINUTE))",
+            ValidationError,
+            "TUMBLE SIZE must be positive",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), INTERVAL '1' MONTH))",
+            ValidationError,
+            "only day-time intervals",
+        ),
+        (
+            (
+                "SELECT window_start, window_end, COUNT(*) AS n FROM TABLE(HOP(TABLE T, DESCRIPTOR(ts), "
+                "INTERVAL '4' MINUTE, INTERVAL '10' MINUTE)) GROUP BY window_start, window_end"
+            ),
+            ValidationError,
+            "HOP table function based aggregate requires size must be an integral multiple of slide",
+        ),
+        (
+            (
+                "SELECT window_start, window_end, COUNT(*) AS n FROM TABLE(CUMULATE(TABLE T, DESCRIPTOR(ts), "
+                "INTERVAL '3' MINUTE, INTERVAL '10' MINUTE)) GROUP BY window_start, window_end"
+            ),
+            ValidationError,
+            "CUMULATE table function based aggregate requires maxSize must be an integral multiple of step",
+        ),
+        (
+            "SELECT k, COUNT(*) AS n FROM T GROUP BY k, SESSION(ts, INTERVAL '1' HOUR)",
+            UnsupportedPlanError,
+            "the SESSION group window is not supported",
+        ),
+        (
+            "SELECT TUMBLE_END(ts, INTERVAL '2' HOUR) AS e, COUNT(*) FROM T GROUP BY TUMBLE(ts, INTERVAL '1' HOUR)",
+            ValidationError,
+            "TUMBLE_END(ts, INTERVAL '2' HOUR) does not match the group window TUMBLE(ts, INTERVAL '1' HOUR)",
+        ),
+        (
+            "SELECT TUMBLE_START(ts, INTERVAL '1' HOUR) AS s FROM T",
+            ValidationError,
+            "TUMBLE_START needs a GROUP BY TUMBLE(…)",
+        ),
+        (
+            "SELECT COUNT(*) AS n FROM T GROUP BY TUMBLE(plain_ts, INTERVAL '1' HOUR)",
+            ValidationError,
+            "The window function requires the timecol is a time attribute type, but is TIMESTAMP(3)",
+        ),
+    ],
+)
+def test_refused_with_the_window_functions_rule(query, kind, text):
+    message = refused(query, kind)
+    assert text in message, message
