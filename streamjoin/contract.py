@@ -61,9 +61,11 @@ __all__ = [
     "RegularJoinSpec",
     "ResidualPaddingSpec",
     "SinkUpsertMaterializerSpec",
+    "SortFieldSpec",
     "TemporalJoinSpec",
     "TwoInputSpec",
     "WindowAggregateSpec",
+    "WindowRankSpec",
     "encode",
     "scala_source",
 ]
@@ -210,6 +212,43 @@ class WindowAggregateSpec:
     window_end_ms: str
     aggregates: tuple[AggregateCallSpec, ...]
     retractable: bool
+    watermark_column: str | None
+
+
+@dataclass(frozen=True)
+class SortFieldSpec:
+    """One ORDER BY field of a rank: its column, direction and where NULLs sort (absolute, not per direction)."""
+
+    column: str
+    ascending: bool
+    nulls_first: bool
+
+
+@dataclass(frozen=True)
+class WindowRankSpec:
+    """A window Top-N (Flink's ``WindowRankOperator``), docs/semantics.md §11.3.
+
+    Attributes:
+        columns: the input row's columns, in order (the output's, before the rank).
+        partition_by: the partition key's columns (without the window's).
+        window_end: the column of the row's window end (TIMESTAMP).
+        window_end_ms: the column of the row's window end in epoch ms (LONG).
+        order_by: the ORDER BY fields, in order.
+        rank_start: the first rank emitted (1-based).
+        rank_end: the last rank emitted.
+        newest_first_on_ties: rows that tie rank newest first (a window deduplication keeping the last row), else
+            in arrival order.
+        watermark_column: the column of the per-row watermark (LONG ms), or None.
+    """
+
+    columns: tuple[str, ...]
+    partition_by: tuple[str, ...]
+    window_end: str
+    window_end_ms: str
+    order_by: tuple[SortFieldSpec, ...]
+    rank_start: int
+    rank_end: int
+    newest_first_on_ties: bool
     watermark_column: str | None
 
 
@@ -380,6 +419,8 @@ SPECS: tuple[type, ...] = (
     GroupAggregateSpec,
     OverAggregateSpec,
     WindowAggregateSpec,
+    SortFieldSpec,
+    WindowRankSpec,
     DeduplicateSpec,
     ChangelogNormalizeSpec,
     SinkUpsertMaterializerSpec,

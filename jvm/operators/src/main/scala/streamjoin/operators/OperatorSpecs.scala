@@ -138,6 +138,62 @@ object WindowAggregateSpec {
   }
 }
 
+/** One ORDER BY field of a rank: its column, direction and where NULLs sort (absolute, not per direction). */
+final case class SortFieldSpec(
+    column: String,
+    ascending: Boolean,
+    nullsFirst: Boolean
+)
+
+object SortFieldSpec {
+  val fields: Seq[String] = Seq("column", "ascending", "nullsFirst")
+
+  def decode(json: String): SortFieldSpec = decode(SpecCodec.parse(json))
+
+  def decode(node: JsonNode): SortFieldSpec = {
+    SpecCodec.requireFields(node, "SortFieldSpec", fields)
+    SortFieldSpec(
+      column = SpecCodec.string(node.get("column"), "SortFieldSpec.column"),
+      ascending = SpecCodec.bool(node.get("ascending"), "SortFieldSpec.ascending"),
+      nullsFirst = SpecCodec.bool(node.get("nullsFirst"), "SortFieldSpec.nullsFirst")
+    )
+  }
+}
+
+/** A window Top-N (Flink's `WindowRankOperator`), docs/semantics.md §11.3. */
+final case class WindowRankSpec(
+    columns: Seq[String],
+    partitionBy: Seq[String],
+    windowEnd: String,
+    windowEndMs: String,
+    orderBy: Seq[SortFieldSpec],
+    rankStart: Long,
+    rankEnd: Long,
+    newestFirstOnTies: Boolean,
+    watermarkColumn: Option[String]
+)
+
+object WindowRankSpec {
+  val fields: Seq[String] = Seq("columns", "partitionBy", "windowEnd", "windowEndMs", "orderBy", "rankStart", "rankEnd", "newestFirstOnTies", "watermarkColumn")
+
+  def decode(json: String): WindowRankSpec = decode(SpecCodec.parse(json))
+
+  def decode(node: JsonNode): WindowRankSpec = {
+    SpecCodec.requireFields(node, "WindowRankSpec", fields)
+    WindowRankSpec(
+      columns = SpecCodec.seq(node.get("columns"), "WindowRankSpec.columns", -1)(n => SpecCodec.string(n, "WindowRankSpec.columns[]")),
+      partitionBy = SpecCodec.seq(node.get("partitionBy"), "WindowRankSpec.partitionBy", -1)(n => SpecCodec.string(n, "WindowRankSpec.partitionBy[]")),
+      windowEnd = SpecCodec.string(node.get("windowEnd"), "WindowRankSpec.windowEnd"),
+      windowEndMs = SpecCodec.string(node.get("windowEndMs"), "WindowRankSpec.windowEndMs"),
+      orderBy = SpecCodec.seq(node.get("orderBy"), "WindowRankSpec.orderBy", -1)(n => SortFieldSpec.decode(n)),
+      rankStart = SpecCodec.long(node.get("rankStart"), "WindowRankSpec.rankStart"),
+      rankEnd = SpecCodec.long(node.get("rankEnd"), "WindowRankSpec.rankEnd"),
+      newestFirstOnTies = SpecCodec.bool(node.get("newestFirstOnTies"), "WindowRankSpec.newestFirstOnTies"),
+      watermarkColumn = SpecCodec.option(node.get("watermarkColumn"))(n => SpecCodec.string(n, "WindowRankSpec.watermarkColumn"))
+    )
+  }
+}
+
 /** Deduplication, `ROW_NUMBER() OVER (PARTITION BY key ORDER BY t) = 1` (Flink's `operators/deduplicate`). */
 final case class DeduplicateSpec(
     keep: String,
@@ -365,6 +421,8 @@ object OperatorSpecs {
     classOf[GroupAggregateSpec] -> ((json: String) => GroupAggregateSpec.decode(json)),
     classOf[OverAggregateSpec] -> ((json: String) => OverAggregateSpec.decode(json)),
     classOf[WindowAggregateSpec] -> ((json: String) => WindowAggregateSpec.decode(json)),
+    classOf[SortFieldSpec] -> ((json: String) => SortFieldSpec.decode(json)),
+    classOf[WindowRankSpec] -> ((json: String) => WindowRankSpec.decode(json)),
     classOf[DeduplicateSpec] -> ((json: String) => DeduplicateSpec.decode(json)),
     classOf[ChangelogNormalizeSpec] -> ((json: String) => ChangelogNormalizeSpec.decode(json)),
     classOf[SinkUpsertMaterializerSpec] -> ((json: String) => SinkUpsertMaterializerSpec.decode(json)),
