@@ -30,6 +30,7 @@ from streamjoin.planner.plan import (
     Sink,
     SinkUpsertMaterializer,
     WindowAggregate,
+    WindowRank,
     _Join,
 )
 
@@ -58,7 +59,7 @@ def _distribution(node: Node, index: int) -> str | None:
         keys = node.left_keys if index == 0 else node.right_keys
     elif isinstance(node, (GroupAggregate, WindowAggregate)):
         keys = node.group_by
-    elif isinstance(node, OverAggregate):
+    elif isinstance(node, (OverAggregate, WindowRank)):
         keys = node.partition_by
     elif isinstance(node, Deduplicate):
         keys = node.keys

@@ -54,6 +54,7 @@ __all__ = [
     "UpdateKind",
     "WindowAggregate",
     "WindowKind",
+    "WindowRank",
     "WindowSpec",
     "WindowTableFunction",
     "uniquify",
@@ -759,6 +760,87 @@ class WindowAggregate(Node):
         return attrs + [
             ("window", str(self.window)),
             ("select", _names(self.group_by + [str(a) for a in self.aggregates] + properties)),
+        ]
+
+
+class WindowRank(Node):
+    """``ROW_NUMBER() OVER (PARTITION BY window_start, window_end[, keys] ORDER BY …) AS rn`` over a window table
+    function, filtered to ``rank_start <= rn <= rank_end``: each window's top rows once the watermark passes its end
+    (Flink's ``StreamPhysicalWindowRank``, ``WindowRankOperator``); docs/semantics.md §11.3.
+
+    ``partition_by`` are the partition fields but the window's; ``order_by`` holds ``(field, ascending,
+    nulls_first)``; ``rank_end`` is ``None`` until an outer filter bounds it. The output is the input's fields
+    (time attributes made plain) and ``rank_field``. ``time_ordered``: ordered by the window's time attribute
+    alone (the table function's time column or ``window_time``); with the rank range ``[1, 1]`` it is then a
+    window deduplication (Flink's ``StreamPhysicalWindowDeduplicate``, :attr:`keep`).
+    """
+
+    reads_watermark = True
+    #: The ROW_NUMBER() call while no outer filter has bounded the rank yet (set by the rank rule).
+    pending: exp.Expr | None
+
+    def __init__(
+        self,
+        input: Node,
+        window: WindowSpec,
+        partition_by: list[str],
+        order_by: list[tuple[str, bool, bool]],
+        window_start: str,
+        window_end: str,
+        rank_field: str,
+        *,
+        time_ordered: bool = False,
+    ):
+        self.inputs = [input]
+        self.window = window
+        self.time_ordered = time_ordered
+        self.partition_by = partition_by
+        self.order_by = order_by
+        self.window_start, self.window_end = window_start, window_end
+        self.rank_field = rank_field
+        self.rank_start: int = 1
+        self.rank_end: int | None = None
+        self.pending = None
+        self.fields = [Field(f.name, f.type.plain() if f.type else None) for f in input.fields]
+        self.fields.append(Field(rank_field, SqlType("BIGINT", nullable=False)))
+        self.modify_kinds = frozenset("I")
+        self.unique_keys, self.upsert_keys = metadata.grouping_keys(
+            [*partition_by, window_start, window_end, rank_field]
+        )
+
+    @property
+    def keep(self) -> Literal["first", "last"] | None:
+        """``"first"`` / ``"last"`` for a window deduplication (ASC / DESC), else ``None``."""
+        if not self.time_ordered or (self.rank_start, self.rank_end) != (1, 1):
+            return None
+        return "first" if self.order_by[0][1] else "last"
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "WindowRank" if self.keep is None else "WindowDeduplicate"
+
+    def attributes(self):
+        window = ("window", str(self.window))
+        if self.keep is not None:
+            return [
+                window,
+                ("keep", "FirstRow" if self.keep == "first" else "LastRow"),
+                ("partitionKeys", _names(self.partition_by)),
+                ("orderKey", self.order_by[0][0]),
+                ("order", "ROWTIME"),
+            ]
+        order = ", ".join(
+            f"{f} {'ASC' if asc else 'DESC'}"
+            + ("" if nulls_first == asc else f" NULLS {'FIRST' if nulls_first else 'LAST'}")
+            for f, asc, nulls_first in self.order_by
+        )
+        return [
+            window,
+            ("rankType", "ROW_NUMBER"),
+            ("rankRange", f"rankStart={self.rank_start}, rankEnd={self.rank_end}"),
+            ("partitionBy", _names(self.partition_by)),
+            ("orderBy", order),
+            ("select", _names(self.field_names)),
         ]
 
 

@@ -18,6 +18,7 @@ field names + ``_rowkind`` + ``_seq``, docs/semantics.md §1).
 | GroupAggregate | ``group_aggregate.group_aggregate`` |
 | WindowTableFunction | ``window_table_function.assign_windows`` |
 | WindowAggregate | ``window_aggregate.window_aggregate`` |
+| WindowRank | ``window_rank.window_rank`` |
 | SinkUpsertMaterializer | ``upsert_materializer.sink_upsert_materialize`` |
 | ChangelogNormalize | ``changelog_normalize.changelog_normalize`` |
 | Union | ``unionByName`` |
@@ -66,6 +67,7 @@ from streamjoin.planner.plan import (
     TemporalJoin,
     Union,
     WindowAggregate,
+    WindowRank,
     WindowTableFunction,
 )
 from streamjoin.runtime.changelog_normalize import changelog_normalize
@@ -78,6 +80,7 @@ from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
 from streamjoin.runtime.window_aggregate import window_aggregate
+from streamjoin.runtime.window_rank import window_rank
 from streamjoin.runtime.window_table_function import assign_windows
 
 __all__ = ["ROW_WATERMARK_COLUMN", "Translator"]
@@ -383,6 +386,24 @@ class Translator:
         if node.window_time is not None:
             # window_time is window_end − 1 ms, as the window table function computed it.
             out = out.withColumn(node.window_time, F.timestamp_millis(F.unix_millis(_col(node.window_end)) - F.lit(1)))
+        return self._data(out, node)
+
+    def _WindowRank(self, node: WindowRank) -> DataFrame:
+        input = node.inputs[0]
+        df, row_wm = self._with_row_watermark(self.translate(input), node)
+        df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
+        assert node.rank_end is not None  # check_ranks refuses an unbounded rank
+        out = window_rank(
+            df,
+            partition_by=node.partition_by,
+            window_end=node.window_end,
+            order_by=node.order_by,
+            rank_start=node.rank_start,
+            rank_end=node.rank_end,
+            rank_column=node.rank_field,
+            newest_first_on_ties=node.keep == "last",
+            watermark_column=row_wm,
+        )
         return self._data(out, node)
 
     def _SinkUpsertMaterializer(self, node: SinkUpsertMaterializer) -> DataFrame:

@@ -1,6 +1,8 @@
 """``ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) AS rn`` filtered by an outer ``WHERE rn = 1``:
 ``Deduplicate`` when ordered by a time attribute, else a Top-1 ``Rank`` (Flink's
-``StreamPhysicalDeduplicateRule`` / ``StreamPhysicalRankRule``); other Top-N are refused.
+``StreamPhysicalDeduplicateRule`` / ``StreamPhysicalRankRule``); partitioned by a window table function's
+``window_start`` and ``window_end`` and filtered to a rank range (``rn <= N``, ``rn BETWEEN M AND N``, …), a
+``WindowRank`` (window Top-N, Flink's ``StreamPhysicalWindowRankRule``); other Top-N are refused.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from streamjoin.errors import UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import Scope, ScopeColumn, field_column, resolve
-from streamjoin.planner.plan import Calc, Deduplicate, Node, uniquify, walk
+from streamjoin.planner.plan import Calc, Deduplicate, Node, WindowRank, uniquify, walk
 from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.over import partition_columns, window_spec
 from streamjoin.planner.rules.project import project
+from streamjoin.planner.rules.window import plan_window_rank
 
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
@@ -61,6 +64,10 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
             "rank-partition",
         )
     order = spec.args.get("order")
+    rank_name = alias_item[0]
+    windowed = _plan_window_rank(planner, window, relation, keys, order, rank_name, items)
+    if windowed is not None:
+        return windowed
     if order is None or len(order.expressions) != 1:
         raise planner.error(
             UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order"
@@ -87,7 +94,6 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
             f"deduplication consumes insert-only input; {planner.producer_name(node)} produces updates",
             "deduplicate-insert-only",
         )
-    rank_name = alias_item[0]
     if planner.state_ttl_ms is not None and time == "ROWTIME" and keep == "first":
         raise planner.error(
             UnsupportedPlanError,
@@ -108,16 +114,62 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
     return project(planner, Relation(dedup, columns), items, exprs)
 
 
+def _plan_window_rank(
+    planner: QueryPlanner, window: exp.Window, relation: Relation, keys: list[str], order, rank_name: str, items
+) -> Relation | None:
+    """A pending ``WindowRank`` when ``keys`` hold a window table function's ``window_start`` and ``window_end``
+    (:func:`~streamjoin.planner.rules.window.plan_window_rank`), projected as ``items``; else ``None``."""
+    scope = relation.scope(planner.source)
+    node = relation.node
+    sort: list[tuple[str, bool, bool]] = []
+    for ordered in order.expressions if order is not None else []:
+        resolved = resolve(ordered.this, scope)
+        if not isinstance(resolved, exp.Column):
+            raise planner.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes columns", "rank-order")
+        sort.append((resolved.name, not ordered.args.get("desc"), bool(ordered.args.get("nulls_first"))))
+    ranked = plan_window_rank(planner, window, node, keys, sort, uniquify([rank_name], set(node.field_names))[0])
+    if ranked is None:
+        return None
+    if not sort:
+        raise planner.error(
+            UnsupportedPlanError, window, "ROW_NUMBER() of a window Top-N needs an ORDER BY", "rank-order"
+        )
+    ranked.pending = window
+    columns = [ScopeColumn(c.qualifier, c.name, c.field, ranked.field(c.field).type) for c in relation.columns]
+    columns.append(ScopeColumn(None, rank_name, ranked.rank_field, ranked.fields[-1].type))
+    exprs = [
+        field_column(ranked.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items
+    ]
+    return project(planner, Relation(ranked, columns), items, exprs)
+
+
+def _rank_bounds(c: exp.Expr) -> tuple[exp.Column, int, int | None] | None:
+    """``(column, lowest rank, highest rank or None)`` that ``c`` keeps: ``rn = n``, ``rn <= n``, ``rn < n``,
+    ``rn >= n``, ``rn > n``, ``rn BETWEEN m AND n`` on integer literals; else ``None``."""
+    if isinstance(c, exp.Between) and isinstance(c.this, exp.Column):
+        low, high = c.args.get("low"), c.args.get("high")
+        if isinstance(low, exp.Literal) and isinstance(high, exp.Literal) and not low.is_string:
+            return c.this, int(low.name), int(high.name)
+        return None
+    if not isinstance(c, (exp.EQ, exp.LTE, exp.LT, exp.GTE, exp.GT)):
+        return None
+    if not isinstance(c.this, exp.Column) or not isinstance(c.expression, exp.Literal) or c.expression.is_string:
+        return None
+    n = int(c.expression.name)
+    bounds = {exp.EQ: (n, n), exp.LTE: (1, n), exp.LT: (1, n - 1), exp.GTE: (n, None), exp.GT: (n + 1, None)}
+    low, high = bounds[type(c)]
+    return c.this, low, high
+
+
 def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, node: Node) -> bool:
-    """Consume ``rn = 1`` (``rn <= 1``, ``rn < 2``) on a pending ROW_NUMBER column; True when consumed."""
+    """Consume a filter of a pending ROW_NUMBER column; True when consumed: ``rn = 1`` (``rn <= 1``, ``rn < 2``)
+    of a deduplication, any bound (:func:`_rank_bounds`) of a window Top-N, which narrows its rank range."""
     c = condition.unnest()
-    if (
-        not isinstance(c, (exp.EQ, exp.LTE, exp.LT))
-        or not isinstance(c.this, exp.Column)
-        or not isinstance(c.expression, exp.Literal)
-    ):
+    bounds = _rank_bounds(c)
+    if bounds is None:
         return False
-    found = scope.lookup(c.this)
+    column, low, high = bounds
+    found = scope.lookup(column)
     if found is None or found[1]:
         return False
     name, current = found[0].field, node
@@ -126,9 +178,24 @@ def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, 
         if not isinstance(source, exp.Column):
             return False
         name, current = source.name, current.inputs[0]
+    if isinstance(current, WindowRank) and current.rank_field == name and current.rank_end is None:
+        current.rank_start = max(current.rank_start, low)
+        if high is not None:
+            current.rank_end = high
+            current.pending = None
+        if current.rank_end is not None and current.rank_end < current.rank_start:
+            raise planner.error(
+                UnsupportedPlanError,
+                condition,
+                f"'{condition.sql(Flink)}' leaves no rank: rankStart={current.rank_start} > rankEnd={current.rank_end}",
+                "rank-filter",
+            )
+        return True
+    if not isinstance(c, (exp.EQ, exp.LTE, exp.LT)) or c.this is not column:
+        return False
     if not (isinstance(current, Deduplicate) and getattr(current, "pending", False) and current.rank_field == name):
         return False
-    limit = int(c.expression.name) - (1 if isinstance(c, exp.LT) else 0)
+    limit = high
     if limit != 1:
         raise planner.error(
             UnsupportedPlanError,
@@ -148,6 +215,15 @@ def check_ranks(root: Node, source: SqlSource) -> None:
         UnsupportedPlanError: naming the ranked column.
     """
     for node in walk(root):
+        if isinstance(node, WindowRank) and node.pending is not None:
+            raise error(
+                UnsupportedPlanError,
+                source,
+                node.pending,
+                f"Rank end is not specified. Currently rank only accepts finite rank end: filter "
+                f"ROW_NUMBER() AS {node.rank_field} by an outer WHERE {node.rank_field} <= N",
+                "rank-filter",
+            )
         if isinstance(node, Deduplicate) and getattr(node, "pending", False):
             raise error(
                 UnsupportedPlanError,

@@ -3,7 +3,8 @@
 ``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' MINUTES))`` becomes a ``WindowTableFunction`` (Flink's
 ``StreamPhysicalWindowTableFunction``); a ``GROUP BY`` holding both its ``window_start`` and ``window_end`` becomes
 a ``WindowAggregate`` over it (Flink's ``StreamPhysicalWindowAggregateRule``); any other ``GROUP BY`` over its
-columns stays a ``GroupAggregate``, as in Flink.
+columns stays a ``GroupAggregate``, as in Flink. A ``ROW_NUMBER()`` partitioned by both becomes a ``WindowRank``
+(Flink's ``StreamPhysicalWindowRankRule``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from streamjoin.planner.plan import (
     Node,
     WindowAggregate,
     WindowKind,
+    WindowRank,
     WindowSpec,
 )
 from streamjoin.planner.plan import WindowTableFunction as WindowTableFunctionNode
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "group_window_auxiliaries",
     "plan_window_aggregate",
+    "plan_window_rank",
     "plan_window_table_function",
     "rewrite_group_window",
     "window_table_function_call",
@@ -192,18 +195,84 @@ def _windowed(
     return Relation(node, columns)
 
 
-def _window_origin(node: Node, name: str) -> tuple[WindowTableFunctionNode, str] | None:
-    """The window table function and its window column that field ``name`` of ``node`` is, through Calcs that
-    pass it on unchanged."""
+def _window_origin(
+    node: Node, name: str, *, window_columns_only: bool = True
+) -> tuple[WindowTableFunctionNode, str] | None:
+    """The window table function and its window column (or, without ``window_columns_only``, any column) that
+    field ``name`` of ``node`` is, through Calcs that pass it on unchanged."""
     while True:
         if isinstance(node, WindowTableFunctionNode):
-            return (node, name) if name in WINDOW_COLUMNS else None
+            return (node, name) if name in WINDOW_COLUMNS or not window_columns_only else None
         if not isinstance(node, Calc):
             return None
         expr = next((e for f, e in node.projections if f.name == name), None)
         if not isinstance(expr, exp.Column):
             return None
         node, name = node.inputs[0], expr.name
+
+
+def _window_of(input: Node, fields: list[str]) -> tuple[WindowSpec, dict[str, str]] | None:
+    """The window whose ``window_start`` and ``window_end`` are both among ``fields`` of ``input`` (the columns of
+    one window table function below it, through Calcs), and its columns' roles → field names; else ``None``."""
+    origins = {name: _window_origin(input, name) for name in fields}
+    tvfs = {id(o[0]): o[0] for o in origins.values() if o is not None}
+    for tvf in tvfs.values():
+        roles = {o[1]: name for name, o in origins.items() if o is not None and o[0] is tvf}
+        if "window_start" in roles and "window_end" in roles:
+            return tvf.window, roles
+    return None
+
+
+def _over_window_aggregate(node: Node, fields: list[str]) -> bool:
+    """Whether ``fields`` of ``node`` hold the ``window_start`` and ``window_end`` of a window aggregate below it
+    (through Calcs that pass them on unchanged)."""
+    names = set(fields)
+    while isinstance(node, Calc):
+        renamed = {e.name for f, e in node.projections if f.name in names and isinstance(e, exp.Column)}
+        names, node = renamed, node.inputs[0]
+    return isinstance(node, WindowAggregate) and {node.window_start, node.window_end} <= names
+
+
+def plan_window_rank(
+    planner: QueryPlanner, at: exp.Expr, input: Node, keys: list[str], order: list[tuple[str, bool, bool]], rank: str
+) -> WindowRank | None:
+    """A ``WindowRank`` when the partition ``keys`` hold the ``window_start`` and ``window_end`` of one window
+    table function below ``input``, else ``None`` (Flink's ``StreamPhysicalWindowRankRule``).
+
+    Raises:
+        UnsupportedPlanError: an input that is not insert-only (Flink: the window rank does not consume updates).
+    """
+    found = _window_of(input, keys)
+    if found is None:
+        if _over_window_aggregate(input, keys):
+            raise planner.error(
+                UnsupportedPlanError,
+                at,
+                "a window Top-N over a window aggregate (ROW_NUMBER() partitioned by its window_start and "
+                "window_end) is not supported yet; rank the rows of a window table function",
+                "window-rank",
+            )
+        return None
+    window, roles = found
+    if not input.is_insert_only:
+        raise planner.error(
+            UnsupportedPlanError,
+            at,
+            f"StreamPhysicalWindowRank doesn't support consuming update and delete changes which is produced by "
+            f"{planner.producer_name(input)}",
+            "window-rank",
+        )
+    window_names = set(roles.values())
+    partition = [k for k in keys if k not in window_names]
+    time_ordered = False
+    if len(order) == 1:
+        origin = _window_origin(input, order[0][0], window_columns_only=False)
+        time_ordered = (
+            origin is not None and origin[0].window == window and origin[1] in (window.time_col, "window_time")
+        )
+    return WindowRank(
+        input, window, partition, order, roles["window_start"], roles["window_end"], rank, time_ordered=time_ordered
+    )
 
 
 def plan_window_aggregate(
@@ -217,15 +286,10 @@ def plan_window_aggregate(
             step (Flink's rules for window aggregates).
         UnsupportedPlanError: an aggregate function the window aggregate does not take.
     """
-    origins = {name: _window_origin(input, name) for name in group_fields}
-    tvfs = {id(o[0]): o[0] for o in origins.values() if o is not None}
-    for tvf in tvfs.values():
-        roles = {o[1]: name for name, o in origins.items() if o is not None and o[0] is tvf}
-        if "window_start" in roles and "window_end" in roles:
-            break
-    else:
+    found = _window_of(input, group_fields)
+    if found is None:
         return None
-    window = tvf.window
+    window, roles = found
     if window.kind in ("HOP", "CUMULATE") and window.size_ms % (window.step_ms or 1):
         which = "size must be an integral multiple of slide" if window.kind == "HOP" else "maxSize must be an "
         which = which if window.kind == "HOP" else which + "integral multiple of step"
