@@ -106,13 +106,14 @@ $(FLINK_STAMP): pyproject.toml
 	$(FLINK_VENV)/bin/pip install --quiet "$$($(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["bench"][0])')"
 	touch $@
 
-# N generated cases (seed SEED) and CHAINS chains of operators (chain_* families; default N/20, at least one
-# per family) on Flink and through streamjoin; a summary per operator family.
+# N generated cases (seed SEED), CHAINS chains of operators (chain_* families; default N/20, at least one
+# per family) and WINDOWS window aggregates and as many window Top-N (window_*; default N/20) on Flink and through streamjoin; a summary per operator family.
 # REUSE_FLINK=1 keeps the Flink outputs of an earlier run of the same cases (only streamjoin's side runs).
 CHAINS ?=
+WINDOWS ?=
 
 flink-diff: setup flink
-	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED) $(if $(CHAINS),--chains $(CHAINS)) $(if $(REUSE_FLINK),--reuse-flink)
+	$(PY) -m tests.flink_diff.run_diff --n $(N) --seed $(SEED) $(if $(CHAINS),--chains $(CHAINS)) $(if $(WINDOWS),--windows $(WINDOWS)) $(if $(REUSE_FLINK),--reuse-flink)
 
 # Every stored differential case against its stored Flink output (make test replays a subset; 9–15 min, and the
 # chains of operators at 1, 7 and 100 rows per micro-batch on both engines).

@@ -29,18 +29,26 @@ from pathlib import Path
 import pytest
 from flink_diff.compare import difference
 from flink_diff.engine_replay import replay_on_engine
-from flink_diff.generate import FAMILIES, ORDER_WITHIN_RUNS_FAMILIES, family_of
+from flink_diff.generate import (
+    FAMILIES,
+    ORDER_WITHIN_RUNS_FAMILIES,
+    WINDOW_FAMILIES,
+    WINDOW_RANK_FAMILIES,
+    family_of,
+)
 
 DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"
 #: Every stored case but the chains of operators (``chain_*``: ``test_flink_diff_chains.py`` replays those).
 ALL_NAMES = sorted(p.stem for p in (DIFF_DIR / "cases").glob("*.json") if not p.stem.startswith("chain_"))
 GENERATED_SEED = "13"  # the seed of the generated set (tests/data/flink-diff/README.md)
+#: The families of the generated set: the single operators, the window aggregates and the window Top-N.
+GENERATED_FAMILIES = [*FAMILIES, *WINDOW_FAMILIES, *WINDOW_RANK_FAMILIES]
 KNOWN = json.loads((DIFF_DIR / "known_differences.json").read_text())
 _RUNS: dict[tuple[str, int], dict] = {}
 
 
 def _generated(name: str) -> bool:
-    return name.rsplit("_", 2)[1:2] == [GENERATED_SEED] and family_of(name) in FAMILIES
+    return name.rsplit("_", 2)[1:2] == [GENERATED_SEED] and family_of(name) in GENERATED_FAMILIES
 
 
 #: Generated cases per family that ``make test`` replays on jvm at one row per micro-batch (module docstring).
@@ -72,7 +80,7 @@ def _flink(name: str) -> dict:
 def _within_runs(name: str) -> bool:
     # A hand-written regression case has no family: its changelog is compared in exact order, but for the window
     # cases: the windows of several keys that one watermark fires come in the order of Flink's timer queue.
-    return family_of(name) in ORDER_WITHIN_RUNS_FAMILIES or name.startswith("window_")
+    return family_of(name) in ORDER_WITHIN_RUNS_FAMILIES or name.startswith("window_agg_")
 
 
 def _selected(request, engine: str) -> list[str]:
@@ -101,8 +109,8 @@ def _replayed(engine: str, rows: int, request, spark, tmp_path_factory) -> dict:
 def test_there_are_at_least_100_generated_cases_each_with_its_flink_output():
     assert sum(map(_generated, ALL_NAMES)) >= 100
     for names in [*ENGINE_NAMES.values(), *FAST.values()]:
-        assert {family_of(n) for n in names if _generated(n)} == set(FAMILIES)  # each run covers every family
-    assert len(FAST[1]) == len(FAST[7]) + len(FAMILIES) * (PER_FAMILY - 1)
+        assert {family_of(n) for n in names if _generated(n)} == set(GENERATED_FAMILIES)  # each covers every family
+    assert len(FAST[1]) == len(FAST[7]) + len(GENERATED_FAMILIES) * (PER_FAMILY - 1)
     assert (
         sorted(p.stem for p in (DIFF_DIR / "expected").glob("*.json") if not p.stem.startswith("chain_")) == ALL_NAMES
     )

@@ -207,3 +207,82 @@ def test_a_changelog_input_is_windowed_and_aggregated_with_retractions():
 def test_refused_with_the_window_functions_rule(query, kind, text):
     message = refused(query, kind)
     assert text in message, message
+
+
+_TOPN = (
+    "SELECT {select} FROM (SELECT k, v, ts, window_start, window_end, ROW_NUMBER() OVER "
+    "(PARTITION BY window_start, window_end{keys} ORDER BY {order}) AS rn "
+    "FROM TABLE({tvf}(TABLE {table}, DESCRIPTOR(ts), INTERVAL '10' MINUTES))) WHERE {where}"
+)
+
+
+def _topn(select="*", keys=", k", order="v DESC", tvf="TUMBLE", table="T", where="rn <= 3") -> str:
+    return _TOPN.format(select=select, keys=keys, order=order, tvf=tvf, table=table, where=where)
+
+
+@pytest.mark.parametrize(
+    "where, rank_range",
+    [
+        ("rn <= 3", "rankStart=1, rankEnd=3"),
+        ("rn < 3", "rankStart=1, rankEnd=2"),
+        ("rn BETWEEN 2 AND 4", "rankStart=2, rankEnd=4"),
+        ("rn > 1 AND rn <= 3", "rankStart=2, rankEnd=3"),
+        ("rn = 2", "rankStart=2, rankEnd=2"),
+    ],
+)
+def test_a_row_number_partitioned_by_the_window_is_a_window_rank(where, rank_range):
+    lines = explain(_topn(where=where)).splitlines()[2:]
+    rank = (
+        f"WindowRank(window=[TUMBLE(time_col=[ts], size=[10 min])], rankType=[ROW_NUMBER], rankRange=[{rank_range}], "
+        "partitionBy=[k], orderBy=[v DESC], select=["
+    )
+    assert lines[1].startswith(f"   +- {rank}"), lines[1]
+    assert lines[1].endswith("window_time, rn], changelogMode=[I], upsertKeys=[[k, rn, window_end, window_start]])")
+    assert lines[2] == "      +- Exchange(distribution=[hash[k]], changelogMode=[I])"
+
+
+def test_order_directions_and_nulls_as_written_and_a_global_window_rank():
+    text = explain(_topn(keys="", order="v ASC NULLS LAST, k DESC NULLS FIRST, ts", where="rn <= 1"))
+    assert "partitionBy=[], orderBy=[v ASC NULLS LAST, k DESC NULLS FIRST, ts ASC]" in text, text
+    assert "Exchange(distribution=[single]" in text
+
+
+@pytest.mark.parametrize("order, keep", [("ts DESC", "LastRow"), ("ts", "FirstRow"), ("window_time DESC", "LastRow")])
+def test_one_rank_ordered_by_the_window_time_attribute_is_a_window_deduplication(order, keep):
+    query = (
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY "
+        f"{order}) AS rn FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), INTERVAL '10' MINUTES))) WHERE rn = 1"
+    )
+    text = explain(query)
+    order_key = order.split()[0]
+    dedup = (
+        f"WindowDeduplicate(window=[TUMBLE(time_col=[ts], size=[10 min])], keep=[{keep}], partitionKeys=[k], "
+        f"orderKey=[{order_key}], order=[ROWTIME]"
+    )
+    assert dedup in text, text
+    assert "WindowDeduplicate" not in explain(query.replace("rn = 1", "rn <= 2"))
+
+
+_OVER_AGGREGATE = (
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn "
+    "FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), "
+    "INTERVAL '10' MINUTES)) GROUP BY k, window_start, window_end)) WHERE rn <= 3"
+)
+
+
+@pytest.mark.parametrize(
+    "query, text",
+    [
+        (_topn(table="C"), "StreamPhysicalWindowRank doesn't support consuming update and delete changes"),
+        (_topn(where="rn > 2"), "Rank end is not specified. Currently rank only accepts finite rank end"),
+        (_topn(where="rn > 3 AND rn <= 2"), "leaves no rank: rankStart=4 > rankEnd=2"),
+        (_topn(order="v + 1"), "ROW_NUMBER() ORDER BY takes columns"),
+        (
+            _OVER_AGGREGATE,
+            "a window Top-N over a window aggregate",
+        ),
+    ],
+)
+def test_window_ranks_refused_with_their_rule(query, text):
+    message = refused(query, UnsupportedPlanError)
+    assert text in message, message

@@ -931,6 +931,149 @@ def generate_chain_case(seed: int, index: int) -> dict:
     return out
 
 
+# -- window aggregates -----------------------------------------------------------------------------------------
+#
+# Window aggregates over the window table functions and the legacy group windows (docs/semantics.md §11): several
+# keys (NULL among them), rows out of order within the watermark delay, late rows, empty windows, offsets, and an
+# updating input (``-U``/``+U``/``-D``; not for the legacy group windows). Case ``i`` of a seed is of family
+# ``WINDOW_FAMILIES[i % len(WINDOW_FAMILIES)]``, drawn from its own ``random.Random(f"window-{seed}-{i}")``; its
+# output's upsert key is the grouping key with ``window_start`` and ``window_end``.
+
+WINDOW_FAMILIES = ["window_tumble", "window_hop", "window_cumulate", "window_group"]
+#: Window Top-N and window deduplication, generated on their own (``--window-ranks``).
+WINDOW_RANK_FAMILIES = ["window_topn"]
+#: Windows of several keys that one watermark fires come in the order of Flink's timer queue.
+ORDER_WITHIN_RUNS_FAMILIES |= set(WINDOW_FAMILIES) | set(WINDOW_RANK_FAMILIES)
+_WINDOW_AGGREGATES = [
+    "COUNT(*)",
+    "SUM(price)",
+    "MIN(price)",
+    "MAX(price)",
+    "AVG(price)",
+    "COUNT(price)",
+    "COUNT(DISTINCT price)",
+]
+
+
+def _bids(rng: random.Random, updating: bool) -> dict:
+    """``bids(item, price, bidtime)``, ``bidtime`` a rowtime: mostly increasing times with ties, jitter and late
+    rows; with ``updating``, some rows later updated (``-U``/``+U``, same rowtime, new price) or deleted."""
+    n = 0 if rng.random() < 0.05 else rng.randint(1, 14)
+    step = rng.choice([20_000, 60_000, 150_000])
+    times = _event_times(rng, n, step, rng.choice([0, step, 3 * step]), 0.15)
+    rows: list[list] = []
+    live: list[list] = []
+    for t in times:
+        row = [_maybe_null(rng, rng.choice(["x", "y", "z"]), 0.08), _maybe_null(rng, rng.randint(1, 30)), _ts(t)]
+        rows.append(["+I", *row])
+        live.append(row)
+        if updating and rng.random() < 0.3:
+            old = rng.choice(live)
+            if rng.random() < 0.5:
+                new = [old[0], _maybe_null(rng, rng.randint(1, 30)), old[2]]
+                live[live.index(old)] = new
+                rows += [["-U", *old], ["+U", *new]]
+            else:
+                live.remove(old)
+                rows.append(["-D", *old])
+    return {
+        "name": "bids",
+        "columns": [["item", "STRING"], ["price", "INT"], ["bidtime", "TIMESTAMP(3)"]],
+        "rowtime": {"column": "bidtime", "watermark_delay_ms": rng.choice([0, 0, 5_000, 60_000])},
+        "rows": rows,
+    }
+
+
+def _window_topn(rng: random.Random) -> dict:
+    """A window Top-N (or, ordered by the rowtime with one rank, a window deduplication) over a window table
+    function; prices from a small range so that rows tie."""
+    table = _bids(rng, updating=False)
+    for row in table["rows"]:
+        row[2] = _maybe_null(rng, rng.randint(1, 6), 0.1)
+    tvf = rng.choice(
+        [
+            "TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)",
+            "TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)",
+            "HOP(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '4' MINUTES)",
+            "CUMULATE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '6' MINUTES)",
+        ]
+    )
+    keyed = rng.random() < 0.5
+    partition = "window_start, window_end" + (", item" if keyed else "")
+    if rng.random() < 0.25:
+        order, bound = f"bidtime {rng.choice(['ASC', 'DESC'])}", rng.choice(["rn = 1", "rn <= 1"])
+    else:
+        order = rng.choice(
+            ["price DESC", "price ASC", "price DESC, bidtime", "price ASC NULLS LAST", "item, price DESC"]
+        )
+        n = rng.randint(1, 3)
+        bound = rng.choice([f"rn <= {n}", f"rn < {n + 1}", f"rn BETWEEN 2 AND {n + 1}", f"rn > 1 AND rn <= {n + 1}"])
+    select = rng.choice(["*", "item, price, bidtime, window_start, window_end"])
+    query = (
+        f"SELECT {select} FROM (SELECT item, price, bidtime, window_start, window_end, ROW_NUMBER() OVER "
+        f"(PARTITION BY {partition} ORDER BY {order}) AS rn FROM TABLE({tvf})) WHERE {bound}"
+    )
+    return {"tables": [table], "query": query}
+
+
+def _window_case(rng: random.Random, family: str) -> dict:
+    keyed = rng.random() < 0.7
+    table = _bids(rng, updating=family != "window_group" and rng.random() < 0.3)
+    aggregates = rng.sample(_WINDOW_AGGREGATES, rng.randint(1, 3))
+    columns = ", ".join(f"{a} AS agg{i}" for i, a in enumerate(aggregates))
+    where = rng.choice(["", "", "", " WHERE price > 10"])
+    key = "item, " if keyed else ""
+    if family == "window_group":
+        size = rng.choice([2, 4, 10])
+        if rng.random() < 0.5:
+            window, name = f"TUMBLE(bidtime, INTERVAL '{size}' MINUTE)", "TUMBLE"
+        else:
+            window, name = f"HOP(bidtime, INTERVAL '{size // 2}' MINUTE, INTERVAL '{size}' MINUTE)", "HOP"
+        args = window[window.index("(") + 1 : -1]
+        start, end = rng.choice([("window_start", "window_end"), ("ws", "we")])
+        query = (
+            f"SELECT {key}{name}_START({args}) AS {start}, {name}_END({args}) AS {end}, {columns} "
+            f"FROM bids{where} GROUP BY {key}{window}"
+        )
+    else:
+        if family == "window_tumble":
+            size = rng.choice([2, 5, 10])
+            offset = rng.choice(["", "", f", INTERVAL '{rng.randint(1, size - 1)}' MINUTES"])
+            tvf = f"TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '{size}' MINUTES{offset})"
+        else:
+            step, size = rng.choice([(1, 3), (2, 4), (2, 6), (5, 10)])
+            kind = "HOP" if family == "window_hop" else "CUMULATE"
+            tvf = f"{kind}(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '{step}' MINUTES, INTERVAL '{size}' MINUTES)"
+        query = (
+            f"SELECT {key}window_start, window_end, {columns} FROM TABLE({tvf}){where} "
+            f"GROUP BY {key}window_start, window_end"
+        )
+        start, end = "window_start", "window_end"
+    return {"tables": [table], "query": query, "upsert_key": [*(["item"] if keyed else []), start, end]}
+
+
+def generate_window_case(seed: int, index: int, *, ranks: bool = False) -> dict:
+    """Window aggregate case ``index`` of ``seed`` (``WINDOW_FAMILIES``), or with ``ranks`` window Top-N case
+    ``index`` (``WINDOW_RANK_FAMILIES``)."""
+    families = WINDOW_RANK_FAMILIES if ranks else WINDOW_FAMILIES
+    family = families[index % len(families)]
+    rng = random.Random(f"{family if ranks else 'window'}-{seed}-{index}")
+    case = _window_topn(rng) if ranks else _window_case(rng, family)
+    return {
+        "name": f"{family}_{seed}_{index:04d}",
+        "description": f"generated: family {family}, seed {seed}, index {index} (tests/flink_diff/generate.py)",
+        "tables": case["tables"],
+        "arrival": _interleave(rng, case["tables"]),
+        "query": case["query"],
+        **({"upsert_key": case["upsert_key"]} if "upsert_key" in case else {}),
+    }
+
+
+def generate_window_cases(n: int, seed: int, *, ranks: bool = False) -> list[dict]:
+    """Window aggregate (or with ``ranks`` window Top-N) cases ``0 … n-1`` of ``seed``."""
+    return [generate_window_case(seed, i, ranks=ranks) for i in range(n)]
+
+
 def generate_chain_cases(n: int, seed: int) -> list[dict]:
     """Chain cases ``0 … n-1`` of ``seed``."""
     return [generate_chain_case(seed, i) for i in range(n)]
@@ -943,12 +1086,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, required=True)
     parser.add_argument("--mini-batch", action="store_true", help="group-aggregate cases in mini-batch mode instead")
     parser.add_argument("--chains", action="store_true", help="chains of operators (CHAIN_FAMILIES) instead")
+    parser.add_argument("--windows", action="store_true", help="window aggregates (WINDOW_FAMILIES) instead")
+    parser.add_argument("--window-ranks", action="store_true", help="window Top-N (WINDOW_RANK_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.mini_batch:
         cases = [generate_mini_batch_case(args.seed, i) for i in range(args.n)]
     elif args.chains:
         cases = generate_chain_cases(args.n, args.seed)
+    elif args.windows or args.window_ranks:
+        cases = generate_window_cases(args.n, args.seed, ranks=args.window_ranks)
     else:
         cases = generate_cases(args.n, args.seed)
     for case in cases:

@@ -1,11 +1,13 @@
 """Differential run: generated cases on Apache Flink 2.3.0 and through streamjoin, with a summary per family.
 
-    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--chains 50] [--work .local/flink-diff/run]
-    [--reuse-flink]
-    make flink-diff N=1000 SEED=7 [CHAINS=50] [REUSE_FLINK=1]
+    .venv/bin/python -m tests.flink_diff.run_diff --n 1000 --seed 7 [--chains 50] [--windows 50]
+    [--work .local/flink-diff/run] [--reuse-flink]
+    make flink-diff N=1000 SEED=7 [CHAINS=50] [WINDOWS=50] [REUSE_FLINK=1]
 
 Generates ``n`` cases (:mod:`generate`) and ``chains`` chains of operators (``generate.generate_chain_cases``,
-families ``chain_*``; by default ``n // 20``, at least one per family), runs them on Flink with the Flink venv's
+families ``chain_*``; by default ``n // 20``, at least one per family) and ``windows`` window aggregates and as
+many window Top-N (``generate.generate_window_cases``, families ``window_*``; by default ``n // 20``), runs them
+on Flink with the Flink venv's
 python (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
 (``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch (the chains
 also at 100), and prints, per family, how many cases are equal to Flink (final rows at every batch size and the
@@ -38,9 +40,11 @@ from .generate import (
     CHAIN_FAMILIES,
     ORDER_WITHIN_RUNS_FAMILIES,
     PER_KEY_FAMILIES,
+    WINDOW_FAMILIES,
     family_of,
     generate_cases,
     generate_chain_cases,
+    generate_window_cases,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="chains of operators to generate too (default: n // 20, at least one per chain family)",
     )
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=None,
+        help="window aggregates and as many window Top-N to generate too (default: n // 20, at least one per family)",
+    )
     parser.add_argument("--work", type=Path, default=ROOT / ".local" / "flink-diff" / "run")
     parser.add_argument(
         "--reuse-flink",
@@ -221,7 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     cases_dir.mkdir(parents=True, exist_ok=True)
     chains = max(len(CHAIN_FAMILIES), args.n // 20) if args.chains is None else args.chains
     paths, generated, to_run = [], {}, []
-    for case in [*generate_cases(args.n, args.seed), *generate_chain_cases(chains, args.seed)]:
+    windows = max(len(WINDOW_FAMILIES), args.n // 20) if args.windows is None else args.windows
+    generated_cases = [
+        *generate_cases(args.n, args.seed),
+        *generate_chain_cases(chains, args.seed),
+        *generate_window_cases(windows, args.seed),
+        *generate_window_cases(windows, args.seed, ranks=True),
+    ]
+    for case in generated_cases:
         path = cases_dir / f"{case['name']}.json"
         text = json.dumps(case, indent=1) + "\n"
         if not (args.reuse_flink and reusable(path, text, flink_dir / path.name)):
