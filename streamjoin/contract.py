@@ -230,7 +230,6 @@ class WindowRankSpec:
 
     Attributes:
         columns: the input row's columns, in order (the output's, before the rank).
-        partition_by: the partition key's columns (without the window's).
         window_end: the column of the row's window end (TIMESTAMP).
         window_end_ms: the column of the row's window end in epoch ms (LONG).
         order_by: the ORDER BY fields, in order.
@@ -242,7 +241,6 @@ class WindowRankSpec:
     """
 
     columns: tuple[str, ...]
-    partition_by: tuple[str, ...]
     window_end: str
     window_end_ms: str
     order_by: tuple[SortFieldSpec, ...]

@@ -152,7 +152,6 @@ def window_rank(
         keys = ["_partition"]
     spec = WindowRankSpec(
         columns=tuple(columns),
-        partition_by=tuple(partition_by),
         window_end=window_end,
         window_end_ms=_WINDOW_END_MS,
         order_by=tuple(SortFieldSpec(c, asc, nulls_first) for c, asc, nulls_first in order_by),

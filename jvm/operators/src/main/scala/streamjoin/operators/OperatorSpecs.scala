@@ -163,7 +163,6 @@ object SortFieldSpec {
 /** A window Top-N (Flink's `WindowRankOperator`), docs/semantics.md §11.3. */
 final case class WindowRankSpec(
     columns: Seq[String],
-    partitionBy: Seq[String],
     windowEnd: String,
     windowEndMs: String,
     orderBy: Seq[SortFieldSpec],
@@ -174,7 +173,7 @@ final case class WindowRankSpec(
 )
 
 object WindowRankSpec {
-  val fields: Seq[String] = Seq("columns", "partitionBy", "windowEnd", "windowEndMs", "orderBy", "rankStart", "rankEnd", "newestFirstOnTies", "watermarkColumn")
+  val fields: Seq[String] = Seq("columns", "windowEnd", "windowEndMs", "orderBy", "rankStart", "rankEnd", "newestFirstOnTies", "watermarkColumn")
 
   def decode(json: String): WindowRankSpec = decode(SpecCodec.parse(json))
 
@@ -182,7 +181,6 @@ object WindowRankSpec {
     SpecCodec.requireFields(node, "WindowRankSpec", fields)
     WindowRankSpec(
       columns = SpecCodec.seq(node.get("columns"), "WindowRankSpec.columns", -1)(n => SpecCodec.string(n, "WindowRankSpec.columns[]")),
-      partitionBy = SpecCodec.seq(node.get("partitionBy"), "WindowRankSpec.partitionBy", -1)(n => SpecCodec.string(n, "WindowRankSpec.partitionBy[]")),
       windowEnd = SpecCodec.string(node.get("windowEnd"), "WindowRankSpec.windowEnd"),
       windowEndMs = SpecCodec.string(node.get("windowEndMs"), "WindowRankSpec.windowEndMs"),
       orderBy = SpecCodec.seq(node.get("orderBy"), "WindowRankSpec.orderBy", -1)(n => SortFieldSpec.decode(n)),

@@ -7,6 +7,30 @@ import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 import org.apache.spark.sql.types._
 
+/** The order of a rank's `ORDER BY` fields over rows of `columns`' values. */
+final class SortOrder(fields: Seq[SortFieldSpec], columns: Seq[String]) {
+  private val positions = fields.map(f => columns.indexOf(f.column)).toArray
+  private val ascending = fields.map(_.ascending).toArray
+  private val nullsFirst = fields.map(_.nullsFirst).toArray
+
+  /** Negative when `a` ranks before `b`, 0 when they tie (NULLs where `nullsFirst` puts them, in any direction). */
+  def compare(a: Array[Any], b: Array[Any]): Int = {
+    var i = 0
+    while (i < positions.length) {
+      val x = a(positions(i))
+      val y = b(positions(i))
+      if (x == null || y == null) {
+        if (!(x == null && y == null)) return (if (nullsFirst(i)) -1 else 1) * (if (x == null) 1 else -1)
+      } else {
+        val c = Values.compare(x, y)
+        if (c != 0) return if (ascending(i)) c else -c
+      }
+      i += 1
+    }
+    0
+  }
+}
+
 /**
  * Window Top-N over insert-only rows that carry their window, Flink's `WindowRankOperator` (docs/semantics.md
  * §11.3): the JVM twin of `streamjoin.runtime.window_rank.operator._WindowRankLogic`, same changes and `_seq`.
@@ -28,9 +52,7 @@ class WindowRankLogic(spec: WindowRankSpec, input: StructType) extends KeyedLogi
   private val watermarkIndex = spec.watermarkColumn.map(KeyedLogic.index(input, _)).getOrElse(-1)
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
-  private val sortPositions = spec.orderBy.map(s => spec.columns.indexOf(s.column)).toArray
-  private val ascending = spec.orderBy.map(_.ascending).toArray
-  private val nullsFirst = spec.orderBy.map(_.nullsFirst).toArray
+  private val ordering = new SortOrder(spec.orderBy, spec.columns)
   private val rankEnd = spec.rankEnd.toInt
   private val after = if (spec.newestFirstOnTies) 0 else 1
 
@@ -52,23 +74,6 @@ class WindowRankLogic(spec: WindowRankSpec, input: StructType) extends KeyedLogi
 
   private def load(row: Row): ArrayBuffer[Array[Any]] =
     ArrayBuffer.from(row.getSeq[Row](0).map(_.toSeq.toArray[Any]))
-
-  /** Negative when `a` ranks before `b`, 0 when they tie (NULLs where `nullsFirst` puts them, in any direction). */
-  private def compare(a: Array[Any], b: Array[Any]): Int = {
-    var i = 0
-    while (i < sortPositions.length) {
-      val x = a(sortPositions(i))
-      val y = b(sortPositions(i))
-      if (x == null || y == null) {
-        if (!(x == null && y == null)) return (if (nullsFirst(i)) -1 else 1) * (if (x == null) 1 else -1)
-      } else {
-        val c = Values.compare(x, y)
-        if (c != 0) return if (ascending(i)) c else -c
-      }
-      i += 1
-    }
-    0
-  }
 
   override def elements(rows: Iterator[Row]): Iterator[Element] =
     KeyedLogic.inOrder(rows, seqIndex).iterator.map { r =>
@@ -99,7 +104,7 @@ class WindowRankLogic(spec: WindowRankSpec, input: StructType) extends KeyedLogi
       ctx.timers.register(endMs - 1)
     }
     var at = rows.length
-    while (at > 0 && compare(rows(at - 1), e.row) >= after) at -= 1
+    while (at > 0 && ordering.compare(rows(at - 1), e.row) >= after) at -= 1
     if (at < rankEnd) {
       rows.insert(at, e.row)
       if (rows.length > rankEnd) rows.remove(rankEnd, rows.length - rankEnd)
