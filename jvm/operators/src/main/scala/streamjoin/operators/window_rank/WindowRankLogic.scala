@@ -8,7 +8,7 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
 import org.apache.spark.sql.types._
 
 /** The order of a rank's `ORDER BY` fields over rows of `columns`' values. */
-final class SortOrder(fields: Seq[SortFieldSpec], columns: Seq[String]) {
+final class SortOrder(fields: Seq[SortFieldSpec], columns: Seq[String]) extends Serializable {
   private val positions = fields.map(f => columns.indexOf(f.column)).toArray
   private val ascending = fields.map(_.ascending).toArray
   private val nullsFirst = fields.map(_.nullsFirst).toArray
