@@ -6,32 +6,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, TimestampType
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
 from streamjoin.contract import WindowAggregateSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.aggregates import AggregateCall, Aggregates, parse_calls
 from streamjoin.runtime.engine import JvmLogic
 from streamjoin.runtime.group_aggregate.function import GROUP_FUNCTIONS
-from streamjoin.runtime.group_aggregate.operator import _as_row_value
 from streamjoin.runtime.inputs import (
     changelog_columns,
     output_schema,
     require_columns,
-    require_order_value,
-    rows_in_order,
-    unshared_exchange,
-    without_watermark_columns,
 )
-from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
+from streamjoin.runtime.processor import KeyedLogic, KeyedProcessor
 from streamjoin.runtime.window_aggregate.function import WindowAggFunction, WindowAggState
+from streamjoin.runtime.windowed import WINDOW_END_MS, window_elements, windowed_input
 
 __all__ = ["window_aggregate"]
 
-#: Hidden input column: the window's end in epoch milliseconds.
-_WINDOW_END_MS = "_window_end_ms"
 #: State variable name.
 WINDOW_STATE = "windowAggState"
 
@@ -64,16 +56,16 @@ class _WindowAggregateLogic(KeyedLogic):
         return not state.windows and not state.timers.timers
 
     def elements(self, rows):
-        for row in rows_in_order(rows):
-            values = tuple(_as_row_value(row[c]) if c in self.timestamps else row[c] for c in self.columns)
-            end_ms = require_order_value(row[_WINDOW_END_MS], row, "window_aggregate", self.spec.window_end)
-            yield Element(
-                seq=row[SEQ_COLUMN],
-                kind=RowKind.from_short(row[ROWKIND_COLUMN]),
-                row=values,
-                time=end_ms,
-                watermark=None if self.spec.watermark_column is None else row[self.spec.watermark_column],
-            )
+        spec = self.spec
+        return window_elements(
+            rows,
+            self.columns,
+            self.timestamps,
+            spec.window_end,
+            spec.watermark_column,
+            "window_aggregate",
+            insert_only=False,
+        )
 
     def on_element(self, state, element, now):
         row = element.row
@@ -155,21 +147,13 @@ def window_aggregate(
         dict.fromkeys([*group_by, window_start, window_end, *(c.column for c in calls if c.column is not None)])
     )
     result_types = Aggregates(calls, types, columns, retractable=retractable).result_types
-    hidden = [watermark_column] if watermark_column else []
-    prepared = unshared_exchange(
-        without_watermark_columns(df.select(*columns, *hidden, ROWKIND_COLUMN, SEQ_COLUMN))
-    ).withColumn(_WINDOW_END_MS, F.unix_millis(F.col(window_end)))
-    keys = list(group_by)
-    if not keys:
-        # No grouping key: one group, as Flink runs a global window aggregate with parallelism 1.
-        prepared = prepared.withColumn("_group", F.lit(0))
-        keys = ["_group"]
+    prepared, keys = windowed_input(df, columns, window_end, watermark_column, group_by)
     spec = WindowAggregateSpec(
         columns=tuple(columns),
         group_by=tuple(group_by),
         window_start=window_start,
         window_end=window_end,
-        window_end_ms=_WINDOW_END_MS,
+        window_end_ms=WINDOW_END_MS,
         aggregates=Aggregates(calls, types, columns, retractable=retractable).specs(),
         retractable=retractable,
         watermark_column=watermark_column,

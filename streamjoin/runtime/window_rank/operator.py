@@ -6,31 +6,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, TimestampType
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, RowKind
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.contract import SortFieldSpec, WindowRankSpec
 from streamjoin.errors import ValidationError
 from streamjoin.runtime.engine import JvmLogic
-from streamjoin.runtime.group_aggregate.operator import _as_row_value
 from streamjoin.runtime.inputs import (
     changelog_columns,
-    check_insert,
     output_schema,
     require_columns,
-    require_order_value,
-    rows_in_order,
-    unshared_exchange,
-    without_watermark_columns,
 )
-from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
+from streamjoin.runtime.processor import KeyedLogic, KeyedProcessor
 from streamjoin.runtime.window_rank.function import SortKey, WindowRankFunction, WindowRankState
+from streamjoin.runtime.windowed import WINDOW_END_MS, window_elements, windowed_input
 
 __all__ = ["window_rank"]
 
-#: Hidden input column: the window's end in epoch milliseconds.
-_WINDOW_END_MS = "_window_end_ms"
 #: State variable name.
 WINDOW_RANK_STATE = "windowRankState"
 
@@ -60,17 +52,10 @@ class _WindowRankLogic(KeyedLogic):
         return not state.windows and not state.timers.timers
 
     def elements(self, rows):
-        for row in rows_in_order(rows):
-            check_insert(row, "window_rank")
-            values = tuple(_as_row_value(row[c]) if c in self.timestamps else row[c] for c in self.columns)
-            end_ms = require_order_value(row[_WINDOW_END_MS], row, "window_rank", self.spec.window_end)
-            yield Element(
-                seq=row[SEQ_COLUMN],
-                kind=RowKind.INSERT,
-                row=values,
-                time=end_ms,
-                watermark=None if self.spec.watermark_column is None else row[self.spec.watermark_column],
-            )
+        spec = self.spec
+        return window_elements(
+            rows, self.columns, self.timestamps, spec.window_end, spec.watermark_column, "window_rank", insert_only=True
+        )
 
     def on_element(self, state, element, now):
         return self.fn.process_element(state, element.row, element.time)
@@ -141,19 +126,11 @@ def window_rank(
         raise ValidationError(f"window_rank rank column {rank_column!r} clashes with an input column")
     if watermark_column is not None and not isinstance(types.get(watermark_column), LongType):
         raise ValidationError(f"watermark_column {watermark_column!r} must be a LONG column of epoch ms")
-    hidden = [watermark_column] if watermark_column else []
-    prepared = unshared_exchange(
-        without_watermark_columns(df.select(*columns, *hidden, ROWKIND_COLUMN, SEQ_COLUMN))
-    ).withColumn(_WINDOW_END_MS, F.unix_millis(F.col(window_end)))
-    keys = list(partition_by)
-    if not keys:
-        # No partition key: one partition per window, as Flink runs a global window rank with parallelism 1.
-        prepared = prepared.withColumn("_partition", F.lit(0))
-        keys = ["_partition"]
+    prepared, keys = windowed_input(df, columns, window_end, watermark_column, partition_by)
     spec = WindowRankSpec(
         columns=tuple(columns),
         window_end=window_end,
-        window_end_ms=_WINDOW_END_MS,
+        window_end_ms=WINDOW_END_MS,
         order_by=tuple(SortFieldSpec(c, asc, nulls_first) for c, asc, nulls_first in order_by),
         rank_start=rank_start,
         rank_end=rank_end,
