@@ -34,6 +34,7 @@ from streamjoin.runtime.regular_join.state_views import (
     InputSideHasUniqueKey,
     JoinKeyContainsUniqueKey,
     StateLayout,
+    TwsRecordStore,
     choose_layout,
 )
 from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
@@ -342,6 +343,38 @@ def test_invalid_changelog_on_a_side_without_unique_key_never_goes_below_zero():
         ],
     )
     assert out == [[], [], [], [], [], [("+I", (1, "y", 1, "r"))]]
+
+
+class _SortedMapState:
+    """A MapState that lists its keys sorted, as Spark's RocksDB state store lists them by their encoding."""
+
+    def __init__(self, entries):
+        self.data = dict(entries)
+        self.scans = 0
+
+    def iterator(self):
+        self.scans += 1
+        return iter(sorted(self.data.items()))
+
+    def updateValue(self, key, value):
+        self.data[key] = value
+
+    def removeKey(self, key):
+        del self.data[key]
+
+
+def test_a_store_lists_an_entry_added_during_the_visit_in_the_states_order():
+    # A row's matches must come in one order whatever the micro-batch holds: an entry added during the visit
+    # takes its place in the state's order, as it would had it come in an earlier micro-batch.
+    state = _SortedMapState({(2,): ("b",), (8,): ("h",)})
+    store = TwsRecordStore(state, is_map=True)
+    assert [k for k, _ in store.items()] == [(2,), (8,)]
+    store.put((6,), ("f",))
+    store.delete((2,))
+    assert [k for k, _ in store.items()] == [(6,), (8,)]
+    assert state.scans == 2 and state.data == {(6,): ("f",), (8,): ("h",)}  # written before listing again
+    store.put((8,), ("H",))  # a stored key: listed from memory
+    assert list(store.items()) == [((6,), ("f",)), ((8,), ("H",))] and state.scans == 2
 
 
 def test_processor_keeps_flinks_state_on_invalid_changelogs():

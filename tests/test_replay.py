@@ -23,7 +23,7 @@ from streamjoin.testing import replay_cases
 NAMES = case_names()
 _RUNS: dict[tuple[str, int], tuple] = {}
 #: Cases where one input row matches several stored rows of the other join side: Flink emits those pairs in
-#: the order of its MapState (a Java HashMap, by the rows' hash codes), streamjoin in arrival order.
+#: the order of its MapState (a Java HashMap, by the rows' hash codes), streamjoin in its state's key order.
 HASH_ORDER = {"join_inner", "join_left", "join_right", "join_full"}
 
 

@@ -317,10 +317,16 @@ def create_state_view(store: RecordStore, layout: StateLayout, unique_key: Seque
 class TwsRecordStore:
     """A :class:`RecordStore` over a transformWithState state variable, for the current grouping key.
 
-    Reads the whole variable at most once (one call to Spark's state server), keeps
-    changes in memory and writes each changed entry once in :meth:`flush`; a new
-    store is opened for every grouping key of every micro-batch. State TTL is the
-    variable's: an entry expires ``ttl`` after its last write.
+    Reads the whole variable once (one call to Spark's state server), keeps changes in
+    memory and writes each changed entry in :meth:`flush`; a new store is opened for every
+    grouping key of every micro-batch. State TTL is the variable's: an entry expires ``ttl``
+    after its last write.
+
+    :meth:`items` lists the entries in the state's order (Spark's RocksDB state store: by
+    the keys' encoding), an entry added during the visit in its place: after such an
+    addition the store writes its changes and lists the variable again, so that a row's
+    matches come in the same order whatever the micro-batch holds (the jvm engine's
+    ``JoinSideStore`` sorts them in that order instead).
 
     Args:
         state: a ``ValueState`` (JoinKeyContainsUniqueKey, key ``()``) or a ``MapState``.
@@ -332,6 +338,7 @@ class TwsRecordStore:
         self._is_map = is_map
         self._entries: dict[tuple, tuple | None] | None = None
         self._dirty: set[tuple] = set()
+        self._appended = False  # a key added since the variable was listed
 
     def _load(self) -> dict[tuple, tuple | None]:
         if self._entries is None:
@@ -346,7 +353,9 @@ class TwsRecordStore:
         return self._load().get(key)
 
     def put(self, key: tuple, value: tuple) -> None:
-        self._load()[key] = value
+        entries = self._load()
+        self._appended = self._appended or key not in entries
+        entries[key] = value
         self._dirty.add(key)
 
     def delete(self, key: tuple) -> None:
@@ -356,6 +365,10 @@ class TwsRecordStore:
             self._dirty.add(key)
 
     def items(self) -> Iterable[tuple[tuple, tuple]]:
+        if self._appended and self._is_map:
+            self.flush()
+            self._entries = None
+        self._appended = False
         return [(k, v) for k, v in self._load().items() if v is not None]
 
     def flush(self) -> None:

@@ -40,8 +40,10 @@ final case class RowBytes(bytes: Array[Byte]) {
  * `(row BINARY, _associations)`; or, without a unique key (`rowInKey`), from the row's bytes to
  * `(_count, _associations)`.
  *
- * Iteration order is the Python store's: the stored entries in the state's order, then the
- * entries added during the visit in the order they were added.
+ * Iteration order is the entries' key order ([[JoinSideStore.KeyOrder]]: shorter keys first, then by their bytes
+ * unsigned), which is the order Spark's RocksDB state store lists them in; an entry added during the visit takes its
+ * place in that order, so a row's matches come in the same order whatever the micro-batch holds (the Python store
+ * lists its state again for the same reason).
  *
  * @param value     the side's `ValueState` (JoinKeyContainsUniqueKey: one entry, key [[JoinSideStore.Single]]), or null
  * @param map       the side's `MapState` (the other layouts), or null
@@ -61,6 +63,8 @@ final class JoinSideStore(
   private val absent = new java.util.HashSet[UnsafeRow]()
   private val dirty = new java.util.HashSet[UnsafeRow]()
   private var complete = false
+  // Whether a key was added to the complete cache since it was last put in key order.
+  private var appended = false
 
   private def decode(key: UnsafeRow, stored: Row): JoinEntry =
     if (rowInKey) new JoinEntry(key, stored.getInt(0), stored.getInt(1))
@@ -80,6 +84,7 @@ final class JoinSideStore(
     }
 
   def put(key: UnsafeRow, entry: JoinEntry): Unit = {
+    if (complete && !cache.containsKey(key)) appended = true
     absent.remove(key)
     cache.put(key, entry)
     dirty.add(key)
@@ -103,6 +108,15 @@ final class JoinSideStore(
       cache = loaded
       complete = true
       absent.clear()
+      appended = true
+    }
+    if (appended) {
+      val keys = cache.keySet.toArray(new Array[UnsafeRow](cache.size))
+      java.util.Arrays.sort(keys, JoinSideStore.KeyOrder) // near-linear: the state lists its keys in this order
+      val sorted = new java.util.LinkedHashMap[UnsafeRow, JoinEntry]()
+      keys.foreach(k => sorted.put(k, cache.get(k)))
+      cache = sorted
+      appended = false
     }
     val out = ArrayBuffer[JoinEntry]()
     cache.values.forEach(e => if (e != null) out += e)
@@ -124,6 +138,15 @@ object JoinSideStore {
 
   /** The key of a ValueState-backed side's one entry. */
   val Single: UnsafeRow = PackedRows.point(Array.emptyByteArray, 0)
+
+  /**
+   * The order of a side's keys: shorter first, then by their bytes unsigned. Spark's RocksDB state store lists a
+   * `MapState`'s keys by their encoding, which for a key of fewer than 256 bytes is this order.
+   */
+  val KeyOrder: java.util.Comparator[UnsafeRow] = (a: UnsafeRow, b: UnsafeRow) => {
+    val (x, y) = (a.getBytes, b.getBytes)
+    if (x.length != y.length) Integer.compare(x.length, y.length) else java.util.Arrays.compareUnsigned(x, y)
+  }
 }
 
 /**
