@@ -3,14 +3,16 @@
     .venv/bin/python -m bench.batch_cost                       # 12 cases, jvm engine, one query at a time
     .venv/bin/python -m bench.batch_cost --cases 24 --parallelism 4 --engine python
     .venv/bin/python -m bench.batch_cost --conf spark.sql.streaming.stateStore.checkpointFormatVersion=2
+    .venv/bin/python -m bench.batch_cost --cases 33 --parallelism 4 --shared 1 4 8
 
 Each case of ``tests/data/flink-diff/cases`` (the first ``--cases`` in name order) runs through
 :func:`streamjoin.testing.replay.replay_cases` as the suite replays it: a streaming query over one-row
 micro-batches, the changelog collected by ``foreachBatch``. A listener averages Spark's progress
 ``durationMs`` (ms) over the micro-batches that read rows; the wall time per micro-batch counts every
 micro-batch, no-data ones included. Two cases run first, unmeasured (class loading, JIT). ``--conf`` compares a
-Spark setting against the session's default on the same cases (two runs, back to back, in one session). Prints one
-table row per run; nothing is written.
+Spark setting against the session's default on the same cases (two runs, back to back, in one session). ``--shared``
+replays the same cases once per value, that many to a streaming query where they may share one (``replay_cases``'
+``shared``; 1: each case alone). Prints one table row per run; nothing is written.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cases", type=int, default=12, help="stored cases replayed, first in name order (default 12)")
     parser.add_argument("--engine", choices=["jvm", "python"], default="jvm")
     parser.add_argument("--parallelism", type=int, default=1, help="cases replayed at once (default 1)")
+    parser.add_argument(
+        "--shared",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="cases to a streaming query, one run per value (default: replay_cases' own)",
+    )
     parser.add_argument(
         "--conf",
         action="append",
@@ -90,14 +100,14 @@ def _listener(durations: _Durations):
     return Listener()
 
 
-def _run(spark, paths: list[Path], parallelism: int, durations: _Durations, label: str) -> str:
+def _run(spark, paths: list[Path], parallelism: int, durations: _Durations, label: str, shared: int) -> str:
     from streamjoin.testing.replay import replay_cases
 
     durations.reset()
     load_before = load().split(" / ")[0]
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
-        results = replay_cases(spark, paths, out, micro_batch_rows=1, parallelism=parallelism)
+        results = replay_cases(spark, paths, out, micro_batch_rows=1, parallelism=parallelism, shared=shared)
         wall = time.monotonic() - started
     time.sleep(2)  # the listener bus delivers the last progress events after the queries end
     errors = sum("error" in r for r in results.values())
@@ -114,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the measurement (module docstring) and print the table."""
     from streamjoin.jvm import ENGINE_CONF
     from streamjoin.session import spark_session
+    from streamjoin.testing.replay import SHARED_QUERY_CASES
 
     args = _arguments(argv)
+    shared = args.shared or [SHARED_QUERY_CASES]
     spark = spark_session("streamjoin-batch-cost")
     spark.conf.set(ENGINE_CONF, args.engine)
     durations = _Durations()
@@ -129,13 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         + " | load | failed cases |"
     )
     print("|---|---|---:|---:|" + "---:|" * len(PHASES) + "---|---:|")
-    _run(spark, paths[:2], args.parallelism, durations, "warm-up")  # class loading and JIT, not measured
-    print(_run(spark, paths, args.parallelism, durations, "session defaults"), flush=True)
+    _run(spark, paths[:2], args.parallelism, durations, "warm-up", 1)  # class loading and JIT, not measured
+    for n in shared:
+        print(_run(spark, paths, args.parallelism, durations, f"session defaults, {n} to a query", n), flush=True)
     if args.conf:
         for setting in args.conf:
             key, _, value = setting.partition("=")
             spark.conf.set(key, value)
-        print(_run(spark, paths, args.parallelism, durations, ", ".join(f"`{c}`" for c in args.conf)), flush=True)
+        label = ", ".join(f"`{c}`" for c in args.conf) + f", {shared[0]} to a query"
+        print(_run(spark, paths, args.parallelism, durations, label, shared[0]), flush=True)
     spark.stop()
     return 0
 

@@ -165,3 +165,17 @@ def test_only_the_tables_an_event_time_operator_reads_get_sparks_watermark():
         "SELECT oid, COUNT(*) OVER (PARTITION BY k ORDER BY ots "
         "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM orders"
     ) == {"orders"}
+
+
+def test_only_cases_without_event_or_processing_time_share_a_streaming_query():
+    # Spark keeps one watermark per query, and processing time is the query's: such cases run alone.
+    from streamjoin.testing.replay import _shareable, load_case_file
+
+    def shareable(name: str) -> bool:
+        return _shareable(load_case_file(CASES_DIR / "cases" / f"{name}.json"))
+
+    assert shareable("join_full") and shareable("join_anti_not_in")
+    assert not any(
+        shareable(n)
+        for n in ("interval_join_left", "temporal_join_inner", "over_rows_bounded", "changelog_group_proctime")
+    )

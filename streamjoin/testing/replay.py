@@ -6,8 +6,9 @@ delay, PROCTIME column, changelog mode, arrival-index column), the arrival
 order across tables, optional setup SQL (views) and a query. :func:`case_script`
 turns the tables into ``CREATE TABLE … WITH ('connector' = 'values')``
 statements, so the case is planned exactly like a pipeline file; :func:`replay_cases`
-runs every case as a streaming query in one Spark session, fed as the README
-says Flink was fed:
+runs the cases as streaming queries of one Spark session (up to
+:data:`SHARED_QUERY_CASES` cases without event or processing time to a query, each
+with its own sources, operators and state), fed as the README says Flink was fed:
 
 - rows arrive in the ``arrival`` order, ``micro_batch_rows`` arrivals per
   micro-batch (1 by default: each row fully processed before the next);
@@ -52,7 +53,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType, TimestampNTZType, TimestampType
 
-from streamjoin.changelog import ChangelogError, materialize
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogError, RowKind, materialize, with_seq_path
 from streamjoin.connectors.changelog_files import read_changelog_files, write_changelog_batches
 from streamjoin.connectors.watermark import with_source_watermark
 from streamjoin.errors import StreamJoinError, ValidationError
@@ -72,6 +73,9 @@ _START = dt.datetime(1970, 1, 1)
 _END = dt.datetime(9000, 1, 1)
 _MODES = {"insert_only": "I", "all": "I,UB,UA,D", "upsert": "I,UA,D"}
 _ATTEMPTS = 3
+_CASE = "_case"
+#: Cases that share one streaming query in :func:`replay_cases` (those it may share: :func:`_shareable`).
+SHARED_QUERY_CASES = 4
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,75 @@ def _sort_key(row):
     return [(v is not None, str(type(v)), v if v is not None else 0) for v in row]
 
 
+@dataclass
+class _Prepared:
+    """A case planned and translated: its output stream (timestamps as text) and what its result needs."""
+
+    case: Case
+    output: DataFrame
+    fields: list
+    spark_types: dict
+    #: whether the case may share a streaming query with others: no watermark (Spark has one per query), no
+    #: processing time, no SET in its setup.
+    shareable: bool
+
+
+def _prepare(spark: SparkSession, case: Case, work_dir: Path, micro_batch_rows: int) -> _Prepared | dict:
+    """Plan and translate ``case`` over its input files in ``work_dir``; ``{"error": …}`` if the planner refuses it."""
+    if micro_batch_rows < 1:
+        raise ValidationError(f"micro_batch_rows must be >= 1, got {micro_batch_rows}")
+    try:
+        script: Script = plan_script(case_script(case), f"<case {case.name}>")
+        statement: PlannedStatement = script.statements[-1]
+        watermarked = watermarked_tables(statement.sink)
+        feed = _Feed(case, script.catalog.tables, micro_batch_rows, watermarked)
+        used = statement.sink.source_tables()
+        sources = {
+            name: feed.stream(spark, table, work_dir / "input" / name)
+            for name, table in script.catalog.tables.items()
+            if name in used
+        }
+        translator = Translator(sources, script.source, watermark_columns=feed.watermark_columns)
+        output = translator.translate(statement.sink)
+    except StreamJoinError as e:
+        return {"error": str(e)}
+    spark_types = {f.name: f.dataType for f in output.schema.fields}
+    # Timestamps leave Spark as text in the session time zone (UTC), not as local-time datetimes.
+    output = output.select(
+        *[
+            F.date_format(F.col(f"`{c}`"), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(c)
+            if isinstance(t, TimestampType)
+            else F.col(f"`{c}`")
+            for c, t in spark_types.items()
+        ]
+    )
+    shareable = (
+        not watermarked
+        and not any(t.get("proctime") for t in case.tables)
+        and not any(s.lstrip().upper().startswith("SET") for s in case.setup)
+    )
+    return _Prepared(case, output, statement.sink.fields, spark_types, shareable)
+
+
+def _result(prepared: _Prepared, changes: list[tuple[int, RowKind, tuple]]) -> dict:
+    """The result document of a case from its collected ``(batch, RowKind, values)`` changes."""
+    types = [f.type for f in prepared.fields]
+    changelog = [(kind, tuple(_format(v, t) for v, t in zip(values, types))) for _, kind, values in changes]
+    final_rows: list[list[Any]] | dict[str, str]
+    try:
+        final = materialize(changelog)
+        final_rows = sorted((list(r) for r, n in final.items() for _ in range(n)), key=_sort_key)
+    except ChangelogError as e:
+        final_rows = {"error": f"the changelog does not materialise: {e}"}
+    columns = [[f.name, (f.type or from_spark(prepared.spark_types[f.name])).display_name] for f in prepared.fields]
+    return {
+        "name": prepared.case.name,
+        "columns": columns,
+        "changelog": [[kind.short, *values] for kind, values in changelog],
+        "final": final_rows,
+    }
+
+
 def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_rows: int = 1) -> dict:
     """Plan and run one case; returns its result document (or ``{"error": …}`` when the planner refuses it).
 
@@ -281,49 +354,56 @@ def replay_case(spark: SparkSession, case: Case, work_dir: Path, *, micro_batch_
     Raises:
         pyspark.errors.StreamingQueryException: when the query fails at run time.
     """
-    if micro_batch_rows < 1:
-        raise ValidationError(f"micro_batch_rows must be >= 1, got {micro_batch_rows}")
+    prepared = _prepare(spark, case, work_dir, micro_batch_rows)
+    if isinstance(prepared, dict):
+        return prepared
+    return _result(prepared, collect_changelog(prepared.output, work_dir / "checkpoint"))
+
+
+def _replay_together(spark: SparkSession, prepared: list[_Prepared], checkpoint: Path) -> list[dict]:
+    """Run the shareable cases ``prepared`` as one streaming query and split its changelog by case.
+
+    Each case keeps its own sources, operators and state; the query unions their outputs (case ``i``'s columns
+    renamed ``_c<i>_<j>``, the others' null) with a ``_case`` column. Micro-batch ``k`` of the query reads file
+    ``k`` of every case's sources, so each case sees the micro-batches it would see alone.
+    """
+    parts = []
+    for i, p in enumerate(prepared):
+        out = with_seq_path(p.output)
+        values = [c for c in out.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
+        parts.append(
+            out.select(
+                *[F.col(f"`{c}`").alias(f"_c{i}_{j}") for j, c in enumerate(values)],
+                F.col(ROWKIND_COLUMN),
+                F.col(SEQ_COLUMN),
+                F.lit(i).alias(_CASE),
+            )
+        )
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = merged.unionByName(part, allowMissingColumns=True)
+    columns = [c for c in merged.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
+    at_case = columns.index(_CASE)
+    positions = [
+        [columns.index(f"_c{i}_{j}") for j in range(len(p.output.columns) - len((ROWKIND_COLUMN, SEQ_COLUMN)))]
+        for i, p in enumerate(prepared)
+    ]
+    changes: list[list[tuple[int, RowKind, tuple]]] = [[] for _ in prepared]
+    for batch_id, kind, row in collect_changelog(merged, checkpoint):
+        case = row[at_case]
+        changes[case].append((batch_id, kind, tuple(row[k] for k in positions[case])))
+    return [_result(p, c) for p, c in zip(prepared, changes)]
+
+
+def _shareable(case: Case) -> bool:
+    """Whether ``case`` may share a streaming query with other cases (:class:`_Prepared`), from its plan alone."""
+    if any(t.get("proctime") for t in case.tables) or any(s.lstrip().upper().startswith("SET") for s in case.setup):
+        return False
     try:
-        script: Script = plan_script(case_script(case), f"<case {case.name}>")
-        statement: PlannedStatement = script.statements[-1]
-        feed = _Feed(case, script.catalog.tables, micro_batch_rows, watermarked_tables(statement.sink))
-        used = statement.sink.source_tables()
-        sources = {
-            name: feed.stream(spark, table, work_dir / "input" / name)
-            for name, table in script.catalog.tables.items()
-            if name in used
-        }
-        translator = Translator(sources, script.source, watermark_columns=feed.watermark_columns)
-        output = translator.translate(statement.sink)
-    except StreamJoinError as e:
-        return {"error": str(e)}
-    fields = statement.sink.fields
-    spark_types = {f.name: f.dataType for f in output.schema.fields}
-    # Timestamps leave Spark as text in the session time zone (UTC), not as local-time datetimes.
-    output = output.select(
-        *[
-            F.date_format(F.col(f"`{c}`"), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(c)
-            if isinstance(t, TimestampType)
-            else F.col(f"`{c}`")
-            for c, t in spark_types.items()
-        ]
-    )
-    changes = collect_changelog(output, work_dir / "checkpoint")
-    types = [f.type for f in fields]
-    changelog = [(kind, tuple(_format(v, t) for v, t in zip(values, types))) for _, kind, values in changes]
-    final_rows: list[list[Any]] | dict[str, str]
-    try:
-        final = materialize(changelog)
-        final_rows = sorted((list(r) for r, n in final.items() for _ in range(n)), key=_sort_key)
-    except ChangelogError as e:
-        final_rows = {"error": f"the changelog does not materialise: {e}"}
-    columns = [[f.name, (f.type or from_spark(spark_types[f.name])).display_name] for f in fields]
-    return {
-        "name": case.name,
-        "columns": columns,
-        "changelog": [[kind.short, *values] for kind, values in changelog],
-        "final": final_rows,
-    }
+        script = plan_script(case_script(case), f"<case {case.name}>")
+    except StreamJoinError:
+        return False  # refused: replayed alone, which gives the refusal
+    return not watermarked_tables(script.statements[-1].sink)
 
 
 def replay_cases(
@@ -333,14 +413,18 @@ def replay_cases(
     *,
     micro_batch_rows: int = 1,
     parallelism: int | None = None,
+    shared: int = SHARED_QUERY_CASES,
 ) -> dict[str, dict]:
     """Replay every case file in ``paths``, writing ``out_dir/NAME.json`` for each; a failing case stops no other.
 
-    Cases run as separate streaming queries of ``spark``, ``parallelism`` at a time (a case's micro-batches
-    are short and mostly wait on I/O; by default 4 on the jvm engine, 2 on python, whose workers are
-    CPU-bound), each with one shuffle partition (cases are tiny; Spark's setting is restored afterwards).
-    A case whose query fails because Spark's Python worker did not start in time runs again (up to 3
-    attempts); any other failure is the case's ``{"error": …}``.
+    Cases without event time, processing time or SET statements run ``shared`` to a streaming query
+    (:func:`_replay_together`: a micro-batch's fixed cost, its offset and commit logs and planning, paid once for
+    them all), the others one to a query; ``parallelism`` queries at a time (a case's micro-batches are short and
+    mostly wait on I/O; by default 4 on the jvm engine, 2 on python, whose workers are CPU-bound), with one
+    shuffle partition (cases are tiny; Spark's setting is restored afterwards). When a shared query fails, its
+    cases run again one to a query, so that a failure is the failing case's alone. A case whose query fails
+    because Spark's Python worker did not start in time runs again (up to 3 attempts); any other failure is
+    the case's ``{"error": …}``.
 
     Returns:
         case name → its result document.
@@ -350,6 +434,10 @@ def replay_cases(
     cases = [load_case_file(p) for p in paths]
     if parallelism is None:
         parallelism = 4 if engine(spark) == "jvm" else 2
+
+    def write(case: Case, result: dict) -> dict:
+        (out / f"{case.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        return result
 
     def run(case: Case) -> dict:
         for attempt in range(1, _ATTEMPTS + 1):
@@ -367,16 +455,34 @@ def replay_cases(
                 if attempt < _ATTEMPTS and "Python worker failed to connect back" in str(e):
                     continue
                 break
-        (out / f"{case.name}.json").write_text(json.dumps(result, indent=1) + "\n")
-        return result
+        return write(case, result)
 
+    def run_together(index: int, group: list[Case]) -> list[dict]:
+        work = out / "_work" / f"_shared{index}"
+        try:
+            prepared = [_prepare(spark, case, work / case.name, micro_batch_rows) for case in group]
+            ready = [p for p in prepared if isinstance(p, _Prepared)]
+            results = iter(_replay_together(spark, ready, work / "checkpoint") if ready else [])
+            return [write(c, p if isinstance(p, dict) else next(results)) for c, p in zip(group, prepared)]
+        except Exception:  # noqa: BLE001 - each case alone says which failed and how
+            return [run(case) for case in group]
+
+    together = [c for c in cases if shared > 1 and _shareable(c)]
+    groups = [together[i : i + shared] for i in range(0, len(together), shared)]
+    alone = [c for c in cases if c not in together]
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     assert previous is not None  # the setting has a default
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     try:
         with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
-            results = dict(zip([c.name for c in cases], pool.map(run, cases)))
+            shared_runs = [pool.submit(run_together, i, g) for i, g in enumerate(groups)]
+            alone_runs = [pool.submit(run, c) for c in alone]
+            by_name: dict[str, dict] = {}
+            for group, group_run in zip(groups, shared_runs):
+                by_name.update(zip([c.name for c in group], group_run.result()))
+            for case, case_run in zip(alone, alone_runs):
+                by_name[case.name] = case_run.result()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
     shutil.rmtree(out / "_work", ignore_errors=True)
-    return results
+    return {c.name: by_name[c.name] for c in cases}
