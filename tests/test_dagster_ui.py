@@ -307,6 +307,7 @@ def test_materialize_from_the_asset_graph_queue_checks_and_data_docs(dagster_dev
         assert expectation in page, page[:2000]
 
 
+@pytest.mark.slow  # make test-all (docs/testing.md, "Moved to make test-all")
 def test_a_two_day_backfill_launched_from_the_partition_dialog(dagster_dev, browser, tpch):
     """Materialize on the day-partitioned ``orders_shipped_fast`` opens the partition dialog; a 2-day range
     launched from it is one backfill (one run: ``BackfillPolicy.single_run``) that materialises both days."""
