@@ -4,8 +4,8 @@ Each case runs as a streaming query through the planner and the runtime operator
 (``streamjoin.testing.replay``): one, seven and a hundred arrivals per micro-batch (a hundred: every case in one
 or two micro-batches) on the ``jvm`` engine, and a hundred on ``python``. All cases share one Spark session. At
 one arrival per micro-batch every change is emitted when Flink emits it, so the changelogs are compared too;
-at 7 and 100 only the final rows can be. The ``python`` engine's one-row replay (about a second of Spark per
-micro-batch) is marked ``slow``: ``make test-all`` runs it, ``make test`` leaves it to the engines' in-process
+at 7 and 100 only the final rows can be. The ``python`` engine's replays (about a second of Spark per
+micro-batch) are marked ``slow``: ``make test-all`` runs them, ``make test`` leaves them to the engines' in-process
 differential tests (``tests/test_engines_property.py`` and the ``*_engines`` tests: the two engines' changelogs
 equal, row by row).
 """
@@ -51,18 +51,23 @@ def _replay(engine: str, rows: int, spark, tmp_path_factory) -> tuple:
     return _RUNS[engine, rows]
 
 
-#: The python engine's final rows at 100 rows per micro-batch; its one-row changelogs are ``slow`` (module docstring).
+#: The replays the tests share; the python engine's are ``slow`` (module docstring).
 RUNS = [("jvm", 1), ("jvm", 7), ("jvm", 100), ("python", 100)]
 
 
 def _group(engine: str, rows: int):
-    """The xdist group of the tests that share the replay of ``engine`` at ``rows`` (tests/conftest.py)."""
+    """The xdist group of the tests that share the replay of ``engine`` at ``rows`` (tests/conftest.py); the python
+    engine's are ``slow`` (module docstring)."""
     return pytest.mark.xdist_group(f"replay_{engine}_{rows}")
+
+
+def _marks(engine: str, rows: int) -> list:
+    return [_group(engine, rows), *([pytest.mark.slow] if engine == "python" else [])]
 
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param(run, marks=_group(*run)) for run in RUNS],
+    params=[pytest.param(run, marks=_marks(*run)) for run in RUNS],
     ids=[f"{e}-{r}-row-batches" for e, r in RUNS],
 )
 def replayed(request, spark, tmp_path_factory):
@@ -71,9 +76,7 @@ def replayed(request, spark, tmp_path_factory):
 
 @pytest.fixture(
     scope="module",
-    params=[
-        pytest.param(e, marks=[_group(e, 1), *([pytest.mark.slow] if e == "python" else [])], id=e) for e in ENGINES
-    ],
+    params=[pytest.param(e, marks=_marks(e, 1), id=e) for e in ENGINES],
 )
 def replayed_one_row(request, spark, tmp_path_factory):
     return _replay(request.param, 1, spark, tmp_path_factory)
