@@ -222,6 +222,21 @@ def test_ungrouped_column():
     )
 
 
+@pytest.mark.parametrize(
+    "query, name, at",
+    [
+        ("SELECT CONVERT_TZ(currency, 'UTC', 'Asia/Tokyo') FROM Orders;", "CONVERT_TZ", (1, 8)),
+        ("SELECT order_id FROM Orders\nWHERE ts > CURRENT_WATERMARK(ts);", "CURRENT_WATERMARK", (2, 12)),
+        ("SELECT STR_TO_MAP(currency) FROM Orders;", "STR_TO_MAP", (1, 8)),
+        ("SELECT order_id FROM Orders WHERE currency SIMILAR TO 'E%';", "SIMILAR TO", (1, 35)),
+    ],
+)
+def test_a_flink_built_in_without_a_spark_counterpart_is_refused_before_anything_runs(query, name, at):
+    message = refused(query, UnsupportedPlanError)
+    assert f"Flink's built-in {name} is not supported" in message and message.endswith("[rule: supported-functions]")
+    assert where(message) == at
+
+
 def test_timestampdiff_takes_a_unit_and_two_time_points():
     message = refused("SELECT TIMESTAMPDIFF(FORTNIGHT, ts, plain_ts) FROM Orders;")
     assert "FORTNIGHT is not a time unit in TIMESTAMPDIFF(timepointunit, timepoint1, timepoint2)" in message

@@ -214,6 +214,8 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
             )
         if isinstance(node, (exp.TimestampDiff, exp.Anonymous)):
             _check_timestampdiff(node, scope.source)
+        if isinstance(node, (exp.Anonymous, exp.StrToMap, exp.SimilarTo)):
+            _check_function(node, scope.source)
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             column, outer = scope.resolve(node)
             if outer and not allow_outer:
@@ -229,6 +231,35 @@ def resolve(expression: exp.Expr, scope: Scope, *, allow_outer: bool = False) ->
         return node
 
     return expression.copy().transform(replace, copy=False)
+
+
+#: Flink built-in functions and operators that Spark has no counterpart of here (Spark would fail on them at run
+#: time, or on their result): Flink's name → what stands in the way.
+UNSUPPORTED_FUNCTIONS = {
+    "CONVERT_TZ": "Spark has no CONVERT_TZ(string, from_tz, to_tz)",
+    "CURRENT_WATERMARK": "the watermark is Spark's, per micro-batch, not a value a row can read",
+    "STR_TO_MAP": "MAP types are not supported",
+    "SIMILAR TO": "Spark has no SQL-standard regular expressions",
+}
+
+
+def _check_function(node: exp.Anonymous | exp.StrToMap | exp.SimilarTo, source: SqlSource) -> None:
+    """Refuse a Flink built-in of :data:`UNSUPPORTED_FUNCTIONS` before anything runs (not inside Spark)."""
+    name = (
+        "STR_TO_MAP"
+        if isinstance(node, exp.StrToMap)
+        else "SIMILAR TO"
+        if isinstance(node, exp.SimilarTo)
+        else node.name.upper()
+    )
+    if name in UNSUPPORTED_FUNCTIONS:
+        raise error(
+            UnsupportedPlanError,
+            source,
+            node,
+            f"'{node.sql(Flink)}': Flink's built-in {name} is not supported ({UNSUPPORTED_FUNCTIONS[name]})",
+            "supported-functions",
+        )
 
 
 def _check_timestampdiff(node: exp.TimestampDiff | exp.Anonymous, source: SqlSource) -> None:
