@@ -245,13 +245,7 @@ UNSUPPORTED_FUNCTIONS = {
 
 def _check_function(node: exp.Anonymous | exp.StrToMap | exp.SimilarTo, source: SqlSource) -> None:
     """Refuse a Flink built-in of :data:`UNSUPPORTED_FUNCTIONS` before anything runs (not inside Spark)."""
-    name = (
-        "STR_TO_MAP"
-        if isinstance(node, exp.StrToMap)
-        else "SIMILAR TO"
-        if isinstance(node, exp.SimilarTo)
-        else node.name.upper()
-    )
+    name = {exp.StrToMap: "STR_TO_MAP", exp.SimilarTo: "SIMILAR TO"}.get(type(node)) or node.name.upper()
     if name in UNSUPPORTED_FUNCTIONS:
         raise error(
             UnsupportedPlanError,

@@ -281,9 +281,6 @@ class _Prepared:
     output: DataFrame
     fields: list
     spark_types: dict
-    #: whether the case may share a streaming query with others: no watermark (Spark has one per query), no
-    #: processing time, no SET in its setup.
-    shareable: bool
 
 
 def _prepare(spark: SparkSession, case: Case, work_dir: Path, micro_batch_rows: int) -> _Prepared | dict:
@@ -293,8 +290,7 @@ def _prepare(spark: SparkSession, case: Case, work_dir: Path, micro_batch_rows: 
     try:
         script: Script = plan_script(case_script(case), f"<case {case.name}>")
         statement: PlannedStatement = script.statements[-1]
-        watermarked = watermarked_tables(statement.sink)
-        feed = _Feed(case, script.catalog.tables, micro_batch_rows, watermarked)
+        feed = _Feed(case, script.catalog.tables, micro_batch_rows, watermarked_tables(statement.sink))
         used = statement.sink.source_tables()
         sources = {
             name: feed.stream(spark, table, work_dir / "input" / name)
@@ -315,12 +311,7 @@ def _prepare(spark: SparkSession, case: Case, work_dir: Path, micro_batch_rows: 
             for c, t in spark_types.items()
         ]
     )
-    shareable = (
-        not watermarked
-        and not any(t.get("proctime") for t in case.tables)
-        and not any(s.lstrip().upper().startswith("SET") for s in case.setup)
-    )
-    return _Prepared(case, output, statement.sink.fields, spark_types, shareable)
+    return _Prepared(case, output, statement.sink.fields, spark_types)
 
 
 def _result(prepared: _Prepared, changes: list[tuple[int, RowKind, tuple]]) -> dict:
@@ -367,10 +358,11 @@ def _replay_together(spark: SparkSession, prepared: list[_Prepared], checkpoint:
     renamed ``_c<i>_<j>``, the others' null) with a ``_case`` column. Micro-batch ``k`` of the query reads file
     ``k`` of every case's sources, so each case sees the micro-batches it would see alone.
     """
-    parts = []
+    parts, widths = [], []
     for i, p in enumerate(prepared):
         out = with_seq_path(p.output)
         values = [c for c in out.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
+        widths.append(len(values))
         parts.append(
             out.select(
                 *[F.col(f"`{c}`").alias(f"_c{i}_{j}") for j, c in enumerate(values)],
@@ -384,10 +376,7 @@ def _replay_together(spark: SparkSession, prepared: list[_Prepared], checkpoint:
         merged = merged.unionByName(part, allowMissingColumns=True)
     columns = [c for c in merged.columns if c not in (ROWKIND_COLUMN, SEQ_COLUMN)]
     at_case = columns.index(_CASE)
-    positions = [
-        [columns.index(f"_c{i}_{j}") for j in range(len(p.output.columns) - len((ROWKIND_COLUMN, SEQ_COLUMN)))]
-        for i, p in enumerate(prepared)
-    ]
+    positions = [[columns.index(f"_c{i}_{j}") for j in range(width)] for i, width in enumerate(widths)]
     changes: list[list[tuple[int, RowKind, tuple]]] = [[] for _ in prepared]
     for batch_id, kind, row in collect_changelog(merged, checkpoint):
         case = row[at_case]
@@ -396,7 +385,8 @@ def _replay_together(spark: SparkSession, prepared: list[_Prepared], checkpoint:
 
 
 def _shareable(case: Case) -> bool:
-    """Whether ``case`` may share a streaming query with other cases (:class:`_Prepared`), from its plan alone."""
+    """Whether ``case`` may share a streaming query with other cases (:func:`_replay_together`): no watermark
+    (Spark has one per query), no processing time, no SET in its setup; from its plan alone."""
     if any(t.get("proctime") for t in case.tables) or any(s.lstrip().upper().startswith("SET") for s in case.setup):
         return False
     try:
