@@ -58,6 +58,7 @@ __all__ = [
     "IntervalJoinSpec",
     "OverAggregateSpec",
     "Position",
+    "RankSpec",
     "RegularJoinSpec",
     "ResidualPaddingSpec",
     "SinkUpsertMaterializerSpec",
@@ -251,6 +252,31 @@ class WindowRankSpec:
 
 
 @dataclass(frozen=True)
+class RankSpec:
+    """A Top-N over a changelog (Flink's ``operators/rank`` functions), docs/semantics.md §6.4.
+
+    Attributes:
+        columns: the input row's columns, in order (the output's, before the rank).
+        order_by: the ORDER BY fields, in order.
+        rank_start: the first rank emitted (1-based).
+        rank_end: the last rank emitted.
+        output_rank: whether the output row ends with its rank (BIGINT).
+        strategy: Flink's function: ``first`` (``AppendOnlyFirstNFunction``), ``top1`` (``FastTop1Function``),
+            ``append`` (``AppendOnlyTopNFunction``), ``update`` (``UpdatableTopNFunction``), ``retract``
+            (``RetractableTopNFunction``).
+        row_key: the columns of the row key (``update``: the input's upsert key), else empty.
+    """
+
+    columns: tuple[str, ...]
+    order_by: tuple[SortFieldSpec, ...]
+    rank_start: int
+    rank_end: int
+    output_rank: bool
+    strategy: Literal["first", "top1", "append", "update", "retract"]
+    row_key: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DeduplicateSpec:
     """Deduplication, ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY t) = 1`` (Flink's ``operators/deduplicate``).
 
@@ -419,6 +445,7 @@ SPECS: tuple[type, ...] = (
     WindowAggregateSpec,
     SortFieldSpec,
     WindowRankSpec,
+    RankSpec,
     DeduplicateSpec,
     ChangelogNormalizeSpec,
     SinkUpsertMaterializerSpec,

@@ -1,5 +1,6 @@
-"""Property: a join feeding a group aggregate, over random changelogs in micro-batches of a few hundred changes,
-emits a changelog that materialises in ``_seq`` order to the batch query over the final inputs.
+"""Property: chains of operators — a join feeding a group aggregate, a Top-N over a changelog or over such an
+aggregate —, over random changelogs in micro-batches of a few hundred changes, emit a changelog that materialises
+in ``_seq`` order to the batch query over the final inputs.
 
 A chain is where the order inside a micro-batch matters across operators: a group collects the changes of many
 join keys, and an update's ``-U`` and ``+U`` can land in two join keys (docs/semantics.md §1.1, "Order inside a
@@ -45,6 +46,24 @@ QUERIES = [
         # One side unique on the join key: the aggregate is split around the join (docs/semantics.md §6.1).
         "SELECT g.t, COUNT(*) AS c, SUM({A}.v) AS sv, MAX({A}.v) AS xv, MIN(g.w) AS nw "
         "FROM {A} JOIN (SELECT k, MIN(t) AS t, MAX(w) AS w FROM {B} GROUP BY k) g ON {A}.k = g.k GROUP BY g.t"
+    ),
+]
+#: Top-N chains, run on the first seed only (a case costs its replay).
+RANK_QUERIES = [
+    # Top-N over a changelog (RetractableTopNFunction), with its rank and with an offset without it.
+    (
+        "SELECT id, k, v, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, id) AS rn FROM {A}) "
+        "WHERE rn <= 3"
+    ),
+    (
+        "SELECT id, k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v, id) AS rn FROM {A}) "
+        "WHERE rn BETWEEN 2 AND 3"
+    ),
+    # A join into an aggregate into a Top-N: the most frequent values of A.s per B.t.
+    (
+        "SELECT t, s, c, rn FROM (SELECT t, s, c, ROW_NUMBER() OVER (PARTITION BY t ORDER BY c DESC, s) AS rn "
+        "FROM (SELECT {B}.t, {A}.s, COUNT(*) AS c FROM {A} JOIN {B} ON {A}.k = {B}.k GROUP BY {B}.t, {A}.s)) "
+        "WHERE rn <= 2"
     ),
 ]
 SEEDS = [1, 2]
@@ -106,8 +125,9 @@ def _batch_result(spark, case: dict, query: str) -> list[list]:
 # The python engine's run is slow (make test-all): make test holds its changelogs equal to the jvm engine's,
 # change by change, in tests/test_engines_property.py.
 @pytest.mark.parametrize("engine", ["jvm", pytest.param("python", marks=pytest.mark.slow)])
-def test_join_into_aggregate_at_batch_size_ends_as_the_batch_query(spark, tmp_path, engine):
+def test_chain_at_batch_size_ends_as_the_batch_query(spark, tmp_path, engine):
     cases = [(seed, i, q) for seed in SEEDS for i, q in enumerate(QUERIES)]
+    cases += [(SEEDS[0], len(QUERIES) + i, q) for i, q in enumerate(RANK_QUERIES)]
     documents = {}
     for seed, i, query in cases:
         case = _case(seed, i, query)

@@ -18,6 +18,7 @@ from pyspark.sql import Row
 from streamjoin.changelog import ChangelogError, RowKind, materialize
 from streamjoin.errors import UnsupportedPlanError, ValidationError
 from streamjoin.planner import plan_script
+from streamjoin.planner.plan import walk
 from streamjoin.runtime.deduplicate import DedupState, deduplicate_function
 from streamjoin.runtime.inputs import check_insert
 from streamjoin.runtime.timers import MIN_TIME
@@ -37,19 +38,19 @@ def test_flink_case_dedup_keep_last_on_proctime():
 
 
 def test_an_updating_input_never_reaches_deduplication():
-    # docs/semantics.md §1.9: retractions cannot reach the operator; the planner refuses the query (Flink 2.3.0
-    # plans a Top-1 Rank there instead), and the operator itself refuses a non-+I row loudly.
+    # docs/semantics.md §1.9: over updates Flink 2.3.0 plans a Top-1 ordered by time as a Rank, not a
+    # deduplication, and so does the planner; the operator itself refuses a non-+I row loudly.
     ddl = (
-        "CREATE TABLE T (k INT, v STRING, pt AS PROCTIME()) WITH ('connector' = 'values', "
-        "'changelog-mode' = 'I,UB,UA,D');\n"
+        "CREATE TABLE T (k INT, v STRING, ts TIMESTAMP(3), pt AS PROCTIME(), WATERMARK FOR ts AS ts) "
+        "WITH ('connector' = 'values', 'changelog-mode' = 'I,UB,UA,D');\n"
     )
     query = (
-        "SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt DESC) AS rn FROM T) WHERE rn = 1;"
+        "SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY {} DESC) AS rn FROM T) WHERE rn = 1;"
     )
-    with pytest.raises(
-        UnsupportedPlanError, match=r"deduplication consumes insert-only input.*\[rule: deduplicate-insert-only\]"
-    ):
-        plan_script(ddl + query)
+    sink = plan_script(ddl + query.format("ts")).statements[-1].sink
+    assert [n.describe().split("(")[0] for n in walk(sink)][1:3] == ["Calc", "Rank"]
+    with pytest.raises(UnsupportedPlanError, match=r"ordered by a PROCTIME\(\) column.*\[rule: rank-order\]"):
+        plan_script(ddl + query.format("pt"))
     with pytest.raises(ChangelogError, match="deduplicate consumes an insert-only changelog; got -D"):
         check_insert(Row(_rowkind="-D", _seq=0), "deduplicate")
 

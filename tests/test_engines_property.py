@@ -40,11 +40,13 @@ from streamjoin.runtime.group_aggregate import GroupState, group_aggregate
 from streamjoin.runtime.interval_join import IntervalBounds, IntervalJoinLogic, RowTimeIntervalJoin, interval_join
 from streamjoin.runtime.keyed_two_input import LocalKeyedDriver
 from streamjoin.runtime.over_aggregate import over_aggregate
+from streamjoin.runtime.rank import RankState, TopNFunction, rank
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.regular_join.streaming_join import JoinSpec, JoinType, LocalRegularJoin
 from streamjoin.runtime.temporal_join import TemporalJoinLogic, TemporalRowTimeJoin, temporal_join
 from streamjoin.runtime.timers import MIN_TIME
 from streamjoin.runtime.upsert_materializer import SinkUpsertMaterializer, sink_upsert_materialize
+from streamjoin.runtime.window_rank import SortKey
 from streamjoin.testing.engines import ProcessingTime, Visit, Watermark, capture, run_engines, run_two_steps, visits
 
 #: Rowtimes are drawn as small ints; on Spark they are ms after this (Spark's watermark starts at 0).
@@ -173,6 +175,89 @@ def test_group_aggregate(spark, changes, insert_only):
     expected = replay_keyed(
         lambda s, c: fn.process_element(s, (c[1][0],), *c), GroupState, [(c[1][0], c) for c in changes]
     )
+    assert kinds(run.changes()) == expected
+
+
+# --------------------------------------------------------------------------- Top-N (rank)
+
+RANK_VARIANTS = [
+    # (strategy, rank range, output the rank, ORDER BY as (column, ascending, nulls first))
+    ("retract", (1, 2), True, [("v", False, False)]),
+    ("retract", (1, 2), False, [("v", True, True)]),
+    ("retract", (2, 3), False, [("v", False, True)]),
+    ("append", (1, 3), True, [("v", False, False)]),
+    ("append", (1, 2), False, [("v", True, False)]),
+    ("append", (2, 3), True, [("v", True, True)]),
+    ("top1", (1, 1), False, [("v", True, True)]),
+    ("first", (1, 2), True, [("v", True, True)]),
+]
+
+
+@EXAMPLES
+@given(changelogs(), st.sampled_from(RANK_VARIANTS))
+def test_rank(spark, changes, variant):
+    strategy, (start, end), output_rank, order_by = variant
+    if strategy != "retract":
+        changes = [(kind, row) for kind, row in changes if kind == RowKind.INSERT]
+    source = changelog(spark, StructType([StructField(c, t) for c, t in KV.items()]), changes)
+    [op] = capture(
+        lambda: rank(
+            source,
+            partition_by=["k"],
+            order_by=order_by,
+            rank_start=start,
+            rank_end=end,
+            rank_column="rn" if output_rank else None,
+            strategy=strategy,
+        )
+    )
+    run = run_engines(op, visits(op.rows()))
+    run.assert_equal()
+    keys = [SortKey(1, ascending, nulls_first) for _, ascending, nulls_first in order_by]
+    fn = TopNFunction(keys, start, end, output_rank, strategy)
+    expected = replay_keyed(lambda s, c: fn.process_element(s, *c), RankState, [(c[1][0], c) for c in changes])
+    assert kinds(run.changes()) == expected
+
+
+@st.composite
+def monotonic_upserts(draw):
+    """Upserts of rows (k, id, c) keyed by (k, id) whose count c only grows: ``+I`` first, then ``+U`` (what an
+    aggregate's COUNT emits without ``-U``, the input of Flink's UpdateFastStrategy)."""
+    counts: dict = {}
+    changes = []
+    for _ in range(draw(st.integers(0, 30))):
+        key = (draw(st.sampled_from("ab")), draw(st.integers(0, 4)))
+        grown = counts.get(key, 0) + draw(st.integers(0, 2))
+        changes.append((RowKind.UPDATE_AFTER if key in counts else RowKind.INSERT, (*key, grown)))
+        counts[key] = grown
+    return changes
+
+
+KIC = StructType([StructField("k", StringType()), StructField("id", IntegerType()), StructField("c", IntegerType())])
+
+
+@EXAMPLES
+@given(monotonic_upserts(), st.sampled_from([(1, 2, True), (1, 3, False), (2, 3, False), (1, 1, False)]))
+def test_rank_over_monotonic_upserts(spark, changes, variant):
+    start, end, output_rank = variant
+    strategy = "top1" if (start, end) == (1, 1) else "update"
+    source = changelog(spark, KIC, changes)
+    [op] = capture(
+        lambda: rank(
+            source,
+            partition_by=["k"],
+            order_by=[("c", False, False)],
+            rank_start=start,
+            rank_end=end,
+            rank_column="rn" if output_rank else None,
+            strategy=strategy,
+            row_key=["k", "id"] if strategy == "update" else [],
+        )
+    )
+    run = run_engines(op, visits(op.rows()))
+    run.assert_equal()
+    fn = TopNFunction([SortKey(2, False, False)], start, end, output_rank, strategy, row_key=[0, 1])
+    expected = replay_keyed(lambda s, c: fn.process_element(s, *c), RankState, [(c[1][0], c) for c in changes])
     assert kinds(run.changes()) == expected
 
 

@@ -12,6 +12,7 @@ from streamjoin.planner.plan import (
     IntervalJoin,
     LookupJoin,
     OverAggregate,
+    Rank,
     RegularJoin,
     SinkUpsertMaterializer,
     TableScan,
@@ -303,7 +304,6 @@ def test_over_argument_expressions_are_computed_before_the_operator():
         ("pt ASC", "Deduplicate", "first", "PROCTIME", INSERT),
         ("ts DESC", "Deduplicate", "last", "ROWTIME", mode("+I", "-U", "+U")),
         ("ts", "Deduplicate", "first", "ROWTIME", INSERT),
-        ("seq DESC", "Rank", "last", None, ALL),
     ],
 )
 def test_row_number_filtered_to_one_is_a_deduplication(order, name, keep, time, kinds):
@@ -313,6 +313,38 @@ def test_row_number_filtered_to_one_is_a_deduplication(order, name, keep, time, 
     dedup = only(sink, Deduplicate)
     assert (dedup.name, dedup.keep, dedup.time, dedup.keys) == (name, keep, time, ["id"])
     assert dedup.changelog_mode == kinds and dedup.upsert_keys == (("id",),)
+
+
+@pytest.mark.parametrize(
+    "source, order, bound, select_rank, function, rank_range, output_rank",
+    [
+        ("Items", "seq DESC", "rn = 1", False, "top1", (1, 1), False),  # Flink's FastTop1Function
+        ("Items", "price ASC, seq", "rn <= 1", True, "top1", (1, 1), False),  # one rank: a constant 1
+        ("Items", "price DESC", "rn <= 3", True, "append", (1, 3), True),
+        ("Items", "price DESC", "rn < 4", False, "append", (1, 3), False),
+        ("Items", "price DESC", "rn BETWEEN 2 AND 3", False, "append", (2, 3), False),
+        ("Items", "pt", "rn <= 2", True, "first", (1, 2), True),  # processing time ascending: the first N
+        ("CA", "a2 DESC", "rn <= 2", True, "retract", (1, 2), True),
+        ("CA", "a2 DESC", "rn > 1 AND rn <= 2", True, "retract", (2, 2), False),
+        ("CA", "a2 DESC", "rn = 1", True, "retract", (1, 1), False),
+    ],
+)
+def test_row_number_filtered_to_a_rank_range_is_a_top_n(
+    source, order, bound, select_rank, function, rank_range, output_rank
+):
+    part, columns = ("kind", "id, kind, price") if source == "Items" else ("a1", "a1, a2, a3")
+    sink = plan(
+        f"SELECT {columns}{', rn' if select_rank else ''} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {part} "
+        f"ORDER BY {order}) AS rn FROM {source}) WHERE {bound}"
+    )
+    rank = only(sink, Rank)
+    assert (rank.function, (rank.rank_start, rank.rank_end), rank.output_rank) == (function, rank_range, output_rank)
+    assert rank.strategy == ("RetractStrategy" if source == "CA" else "AppendFastStrategy")
+    assert rank.upsert_keys == (((part,),) if rank_range == (1, 1) else ((part, rank.rank_field),))
+    assert f"rankRange=[rankStart={rank_range[0]}, rankEnd={rank_range[1]}]" in rank.describe()
+    assert rank.changelog_mode == ALL
+    select = rank.describe().split("select=[")[1].split("]")[0].split(", ")
+    assert (rank.rank_field in select) == output_rank  # Flink's outputRankNumber
 
 
 def test_group_by_is_a_group_aggregate():

@@ -153,20 +153,29 @@ def test_over_with_following_rows_is_unsupported():
     assert "only … PRECEDING AND CURRENT ROW" in message and message.endswith("[rule: over-frame]")
 
 
-def test_row_number_without_a_filter_and_top_n():
-    message = refused(
-        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders);",
-        UnsupportedPlanError,
-    )
-    assert "ROW_NUMBER() AS rn must be filtered by an outer WHERE rn = 1" in message and message.endswith(
-        "[rule: rank-filter]"
-    )
+def test_row_number_needs_a_rank_end_and_rank_functions_other_than_row_number_are_refused():
+    for where_clause in ("", "\nWHERE rn > 2"):
+        message = refused(
+            "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders)"
+            f"{where_clause};",
+            UnsupportedPlanError,
+        )
+        assert "Rank end is not specified" in message and message.endswith("[rule: rank-filter]")
+        assert where(message) == (1, 26)
     message = refused(
         "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY ts DESC) AS rn FROM Orders)\n"
-        "WHERE rn <= 3;",
+        "WHERE rn > 3 AND rn <= 2;",
         UnsupportedPlanError,
     )
-    assert "Top-N with N = 3" in message and where(message) == (2, 7)
+    assert "leaves no rank: rankStart=4 > rankEnd=2" in message and where(message) == (2, 18)
+    for function in ("RANK", "DENSE_RANK"):
+        message = refused(
+            f"SELECT * FROM (SELECT *, {function}() OVER (PARTITION BY currency ORDER BY amount) AS r FROM Orders)\n"
+            "WHERE r <= 3;",
+            UnsupportedPlanError,
+        )
+        assert f"{function}() on streaming table is not supported currently" in message
+        assert message.endswith("[rule: rank-function]") and where(message) == (1, 26)
 
 
 def test_primary_key_must_be_not_enforced():

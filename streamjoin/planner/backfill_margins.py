@@ -266,6 +266,7 @@ _UNBOUNDED = {
     "RegularJoin": "matches rows of any time (a regular join; a state TTL is processing time and does not bound it)",
     "GroupAggregate": "aggregates rows of any time (a group aggregate)",
     "Deduplicate": "keeps the first or last row of a key over all time (a deduplication)",
+    "Rank": "ranks the rows of a key over all time (a Top-N)",
     "ChangelogNormalize": "keeps the last row of every key over all time (an upsert source's ChangelogNormalize)",
     "OverAggregate": "has a ROWS or UNBOUNDED frame, or orders by processing time: its frame may reach rows of any age",
     "IntervalJoin": "joins on processing time, which a re-run does not reproduce",

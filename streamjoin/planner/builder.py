@@ -14,7 +14,7 @@ locations, the state TTL) and dispatches as Flink's planner applies its rule set
 | any other ``JOIN`` | ``joins`` | ``Join`` (regular), state layout from the inputs' unique keys |
 | ``IN`` / ``EXISTS`` subquery, ``NOT IN`` / ``NOT EXISTS`` | ``subquery`` | ``Join`` semi / anti |
 | ``agg(…) OVER (… ORDER BY time …)`` | ``over`` | ``OverAggregate`` |
-| ``ROW_NUMBER() OVER (…) … WHERE rn = 1`` | ``rank`` | ``Deduplicate`` (time order) / ``Rank`` (Top-1) |
+| ``ROW_NUMBER() OVER (…) … WHERE rn <= N`` | ``rank`` | ``Deduplicate`` (Top-1 in time order) / ``Rank`` (Top-N) |
 | ``GROUP BY`` / aggregates, ``SELECT DISTINCT`` | ``aggregate`` | ``GroupAggregate`` |
 | ``UNION ALL`` | ``union`` | ``Union`` |
 
@@ -51,6 +51,8 @@ __all__ = ["QueryPlanner", "check_ranks", "merge_calc"]
 _Error = TypeVar("_Error", bound=StreamJoinError)
 
 _RANK_FUNCTIONS = (exp.RowNumber,)
+#: Flink 2.3 refuses these in streaming (AbstractTopNFunction).
+_UNSUPPORTED_RANKS = (exp.Rank, exp.DenseRank)
 _UNSUPPORTED_CLAUSES = {
     "order": ("ORDER BY", "a streaming query has no order; sort when reading the sink table"),
     "limit": ("LIMIT", "a streaming query has no end to limit"),
@@ -210,7 +212,14 @@ class QueryPlanner:
         subqueries: list[exp.Expr] = []
         for c in where:
             (subqueries if is_subquery_predicate(c) else plain).append(c)
-        plain = [c for c in plain if not apply_rank_filter(self, c, scope, node)]
+        unconsumed = []
+        for c in plain:
+            ranked = apply_rank_filter(self, c, scope, node)
+            if ranked is None:
+                unconsumed.append(c)
+            else:
+                node = ranked
+        plain = unconsumed
         if plain:
             conjunction = and_all(plain)
             assert conjunction is not None  # plain is not empty
@@ -251,6 +260,15 @@ class QueryPlanner:
                     "supported-queries",
                 )
             return plan_aggregate(self, select, relation, items)
+        for w in over:
+            if isinstance(w.this, _UNSUPPORTED_RANKS):
+                name = "RANK" if isinstance(w.this, exp.Rank) else "DENSE_RANK"
+                raise self.error(
+                    UnsupportedPlanError,
+                    w,
+                    f"{name}() on streaming table is not supported currently; ROW_NUMBER() is (a Top-N)",
+                    "rank-function",
+                )
         if any(isinstance(w.this, _RANK_FUNCTIONS) for w in over):
             return plan_rank(self, relation, items, windows)
         if over:

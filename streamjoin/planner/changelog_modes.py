@@ -38,6 +38,7 @@ from streamjoin.planner.plan import (
     GroupAggregate,
     LookupJoin,
     Node,
+    Rank,
     Sink,
     SinkUpsertMaterializer,
     TableScan,
@@ -124,6 +125,8 @@ def finish_plan(sink: Sink, source: SqlSource, at: exp.Expr | None, *, state_ttl
 def _requirement(node: Node, index: int) -> str:
     if isinstance(node, TemporalJoin) and index == 1:
         return "ONLY_UPDATE_AFTER"  # the versioned side is read as upserts; -U is never needed
+    if isinstance(node, Rank) and node.strategy == "UpdateFastStrategy":
+        return "ONLY_UPDATE_AFTER"  # UpdatableTopNFunction / FastTop1Function read upserts
     return "BEFORE_AND_AFTER"
 
 
@@ -214,4 +217,6 @@ def assign_update_kinds(
 
 def drops_update_before(node: Node) -> bool:
     """Whether the operator of ``node`` emits ``-U`` that its decided mode leaves out (dropped after it)."""
-    return node.update_kind == "ONLY_UPDATE_AFTER" and isinstance(node, (GroupAggregate, Deduplicate, DropUpdateBefore))
+    return node.update_kind == "ONLY_UPDATE_AFTER" and isinstance(
+        node, (GroupAggregate, Deduplicate, Rank, DropUpdateBefore)
+    )

@@ -27,6 +27,7 @@ from streamjoin.planner.plan import (
     GroupAggregate,
     Node,
     OverAggregate,
+    Rank,
     Sink,
     SinkUpsertMaterializer,
     WindowAggregate,
@@ -59,7 +60,7 @@ def _distribution(node: Node, index: int) -> str | None:
         keys = node.left_keys if index == 0 else node.right_keys
     elif isinstance(node, (GroupAggregate, WindowAggregate)):
         keys = node.group_by
-    elif isinstance(node, (OverAggregate, WindowRank)):
+    elif isinstance(node, (OverAggregate, WindowRank, Rank)):
         keys = node.partition_by
     elif isinstance(node, Deduplicate):
         keys = node.keys

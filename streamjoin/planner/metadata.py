@@ -113,6 +113,19 @@ def grouping_keys(columns: Sequence[str]) -> NodeKeys:
     return NodeKeys(keys, keys)
 
 
+def rank_keys(input: Node, partition_by: Sequence[str], rank_field: str, top1: bool) -> NodeKeys:
+    """A Top-N (Flink ``FlinkRelMdUniqueKeys.getRankUniqueKeys``, ``FlinkRelMdUpsertKeys`` of a Rank): a Top-1's
+    partition columns; else the partition columns with the rank number, and the input's keys (upsert keys: those
+    that hold the partition columns)."""
+    if top1:
+        return grouping_keys(partition_by)
+    own = (*partition_by, rank_field)
+    part = set(partition_by)
+    return NodeKeys(
+        _minimal([own, *input.unique_keys]), _minimal([own, *(k for k in input.upsert_keys if part <= set(k))])
+    )
+
+
 def join_input_spec(join_keys: Sequence[str], upsert_keys: Keys) -> JoinInputSideSpec:
     """The unique key and state layout of a regular join's input with equi-join columns ``join_keys``.
 

@@ -45,6 +45,7 @@ __all__ = [
     "LookupJoin",
     "Node",
     "OverAggregate",
+    "Rank",
     "RegularJoin",
     "Sink",
     "SinkUpsertMaterializer",
@@ -550,22 +551,21 @@ class OverAggregate(Node):
 class Deduplicate(Node):
     """``ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_by {ASC|DESC}) = 1``; docs/semantics.md §6.
 
-    Flink plans it as ``Deduplicate`` when ``order_by`` is a time attribute (``time`` = ``"ROWTIME"`` /
-    ``"PROCTIME"``) and as ``Rank`` (Top-1) otherwise (``time=None``). ``keep`` is ``"first"`` (ASC) or
-    ``"last"`` (DESC). ``rank_field`` is the name of the row-number column (the constant 1 after the filter).
-    ``state_ttl_ms``: idle state retention (``table.exec.state.ttl``), ``None`` for none.
+    Flink plans a Top-1 as ``Deduplicate`` when ``order_by`` is a time attribute (``time`` = ``"ROWTIME"`` /
+    ``"PROCTIME"``; other Top-N are a :class:`Rank`). ``keep`` is ``"first"`` (ASC) or ``"last"`` (DESC).
+    ``rank_field`` is the name of the row-number column (the constant 1). ``state_ttl_ms``: idle state retention
+    (``table.exec.state.ttl``), ``None`` for none.
     """
 
+    name = "Deduplicate"
     supports_only_update_after = True
-    #: The ROW_NUMBER() call while no outer ``WHERE rn = 1`` has filtered it yet (set by the rank rule).
-    pending: exp.Expr | None
 
     def __init__(
         self,
         input: Node,
         keys: list[str],
         order_by: str,
-        time: str | None,
+        time: str,
         keep: Literal["first", "last"],
         rank_field: str,
         state_ttl_ms: int | None = None,
@@ -577,34 +577,143 @@ class Deduplicate(Node):
         self.time = time
         self.keep = keep
         self.rank_field = rank_field
-        self.name = "Deduplicate" if time else "Rank"
         # Keeping the first row on event time holds it until the watermark passes it; the others emit at once.
         self.reads_watermark = time == "ROWTIME" and keep == "first"
         self.fields = list(input.fields) + [Field(rank_field, SqlType("BIGINT", nullable=False))]
-        if time is None:
-            self.modify_kinds = ALL_KINDS
-        else:
-            self.modify_kinds = frozenset("I") if keep == "first" else frozenset("IU")
+        self.modify_kinds = frozenset("I") if keep == "first" else frozenset("IU")
         self.unique_keys, self.upsert_keys = metadata.grouping_keys(keys)
 
     def attributes(self):
-        if self.name == "Deduplicate":
-            order = "ROWTIME" if self.time == "ROWTIME" else "PROCTIME"
-            attrs = [
-                ("keep", "FirstRow" if self.keep == "first" else "LastRow"),
-                ("key", _names(self.keys)),
-                ("order", order),
-            ]
-        else:
-            attrs = [
-                ("strategy", "AppendFastStrategy"),
-                ("rankType", "ROW_NUMBER"),
-                ("rankRange", "rankStart=1, rankEnd=1"),
-                ("partitionBy", _names(self.keys)),
-                ("orderBy", f"{self.order_by} {'ASC' if self.keep == 'first' else 'DESC'}"),
-                ("select", _names(self.inputs[0].field_names)),
-            ]
-        return attrs + _state_ttl(self.state_ttl_ms)
+        return [
+            ("keep", "FirstRow" if self.keep == "first" else "LastRow"),
+            ("key", _names(self.keys)),
+            ("order", self.time),
+        ] + _state_ttl(self.state_ttl_ms)
+
+
+RankStrategy = Literal["AppendFastStrategy", "UpdateFastStrategy", "RetractStrategy"]
+Monotonicity = Literal["CONSTANT", "INCREASING", "DECREASING"]
+
+
+def modified_monotonicity(node: Node, field: str) -> Monotonicity | None:
+    """How the values of ``field`` change when ``node`` updates a row (Flink's ``FlinkRelMdModifiedMonotonicity``, the
+    cases it can prove here): a group aggregate over insert-only input keeps its grouping keys ``CONSTANT``, its
+    ``COUNT``, ``COUNT(DISTINCT)`` and ``MAX`` only grow, its ``MIN`` only shrinks; a Calc without a condition passes
+    a column's on. ``None``: not known to be monotonic."""
+    if isinstance(node, Calc):
+        if node.condition is not None:  # a filter cannot pass upserts through (FLINK-9528)
+            return None
+        source = next((e for f, e in node.projections if f.name == field), None)
+        return modified_monotonicity(node.inputs[0], source.name) if isinstance(source, exp.Column) else None
+    if isinstance(node, GroupAggregate) and node.inputs[0].is_insert_only:
+        if field in node.group_by:
+            return "CONSTANT"
+        call = next((a for a in node.aggregates if a.output == field), None)
+        if call is not None and call.function in ("COUNT", "COUNT_DISTINCT", "MAX"):
+            return "INCREASING"
+        if call is not None and call.function == "MIN":
+            return "DECREASING"
+    return None
+
+
+def _rank_strategy(input: Node, partition_by: list[str], order_by: list[tuple[str, bool, bool]]):
+    """Flink's ``RankProcessStrategy.analyzeRankProcessStrategies``, with the first strategy the changelog inference
+    accepts: the strategy and, for ``UpdateFastStrategy``, the input's upsert key it keys rows by."""
+    if input.is_insert_only:
+        return "AppendFastStrategy", None
+    key = next((k for k in input.upsert_keys if set(partition_by) <= set(k)), None)
+    monotonic = {(f, asc): modified_monotonicity(input, f) for f, asc, _ in order_by}
+    if key is not None and all(
+        m == "CONSTANT" or (m == "INCREASING" and not asc) or (m == "DECREASING" and asc)
+        for (_, asc), m in monotonic.items()
+    ):
+        return "UpdateFastStrategy", key
+    return "RetractStrategy", None
+
+
+class Rank(Node):
+    """``ROW_NUMBER() OVER (PARTITION BY partition_by ORDER BY order_by) AS rn`` filtered to ``rank_start <= rn <=
+    rank_end``: a Top-N over any changelog (Flink's ``StreamPhysicalRank``); docs/semantics.md §6.4.
+
+    ``order_by`` holds ``(field, ascending, nulls_first)``; ``rank_end`` is ``None`` until an outer filter bounds
+    it (:attr:`pending` holds the ROW_NUMBER() call until then). ``strategy`` follows Flink's
+    ``RankProcessStrategy``: ``AppendFastStrategy`` over insert-only input, ``UpdateFastStrategy`` over updates keyed
+    by an upsert key that holds the partition (:attr:`row_key`) whose sort key only improves
+    (:func:`modified_monotonicity`; it reads them without ``-U``), ``RetractStrategy`` otherwise.
+    ``output_rank``: whether the operator outputs the rank number (Flink's ``outputRankNumber``), decided once the
+    query is planned (:func:`~streamjoin.planner.rules.rank.check_ranks`): not when the range holds one rank (the
+    column is that constant, Flink's ``RankNumberColumnRemoveRule``) or nothing above reads it (the column is null).
+    ``state_ttl_ms``: idle state retention (``table.exec.state.ttl``), ``None`` for none.
+    """
+
+    name = "Rank"
+    supports_only_update_after = True
+    pending: exp.Expr | None
+
+    def __init__(
+        self,
+        input: Node,
+        partition_by: list[str],
+        order_by: list[tuple[str, bool, bool]],
+        rank_field: str,
+        state_ttl_ms: int | None = None,
+    ):
+        self.inputs = [input]
+        self.partition_by = partition_by
+        self.order_by = order_by
+        self.rank_field = rank_field
+        self.state_ttl_ms = state_ttl_ms
+        self.rank_start: int = 1
+        self.rank_end: int | None = None
+        self.pending = None
+        self.output_rank = True
+        self.strategy: RankStrategy
+        self.strategy, self.row_key = _rank_strategy(input, partition_by, order_by)
+        self.fields = list(input.fields) + [Field(rank_field, SqlType("BIGINT", nullable=False))]
+        self.modify_kinds = ALL_KINDS
+        self.derive_keys()
+
+    def derive_keys(self) -> None:
+        """Set the keys for the current rank range (a Top-1 is keyed by its partition alone)."""
+        top1 = (self.rank_start, self.rank_end) == (1, 1)
+        input, partition = self.inputs[0], self.partition_by
+        self.unique_keys, self.upsert_keys = metadata.rank_keys(input, partition, self.rank_field, top1)
+
+    @property
+    def function(self) -> Literal["first", "top1", "append", "update", "retract"]:
+        """Flink's Top-N function for it (``StreamExecRank``): over insert-only input ``AppendOnlyFirstNFunction``
+        ordered by processing time ascending, ``FastTop1Function`` for a Top-1, else ``AppendOnlyTopNFunction``;
+        over monotonic upserts ``FastTop1Function`` for a Top-1, else ``UpdatableTopNFunction``; over other updates
+        ``RetractableTopNFunction``."""
+        top1 = (self.rank_start, self.rank_end) == (1, 1)
+        if self.strategy == "RetractStrategy":
+            return "retract"
+        if self.strategy == "UpdateFastStrategy":
+            return "top1" if top1 else "update"
+        field = self.inputs[0].field(self.order_by[0][0])
+        if len(self.order_by) == 1 and self.order_by[0][1] and field.is_proctime:
+            return "first"
+        return "top1" if top1 else "append"
+
+    def attributes(self):
+        order = ", ".join(
+            f"{f} {'ASC' if asc else 'DESC'}"
+            + ("" if nulls_first == asc else f" NULLS {'FIRST' if nulls_first else 'LAST'}")
+            for f, asc, nulls_first in self.order_by
+        )
+        select = self.inputs[0].field_names + ([self.rank_field] if self.output_rank else [])
+        strategy = str(self.strategy)
+        if self.row_key is not None:
+            names = self.inputs[0].field_names
+            strategy += f"[{','.join(str(i) for i in sorted(names.index(c) for c in self.row_key))}]"
+        return [
+            ("strategy", strategy),
+            ("rankType", "ROW_NUMBER"),
+            ("rankRange", f"rankStart={self.rank_start}, rankEnd={self.rank_end}"),
+            ("partitionBy", _names(self.partition_by)),
+            ("orderBy", order),
+            ("select", _names(select)),
+        ] + _state_ttl(self.state_ttl_ms)
 
 
 class GroupAggregate(Node):

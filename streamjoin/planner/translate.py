@@ -14,7 +14,8 @@ field names + ``_rowkind`` + ``_seq``, docs/semantics.md §1).
 | TemporalJoin | ``temporal_join.temporal_join`` |
 | LookupJoin | ``temporal_join.lookup_join`` |
 | OverAggregate | ``over_aggregate.over_aggregate`` |
-| Deduplicate / Rank | ``deduplicate.deduplicate`` |
+| Deduplicate | ``deduplicate.deduplicate`` |
+| Rank | ``rank.rank`` |
 | GroupAggregate | ``group_aggregate.group_aggregate`` |
 | WindowTableFunction | ``window_table_function.assign_windows`` |
 | WindowAggregate | ``window_aggregate.window_aggregate`` |
@@ -60,6 +61,7 @@ from streamjoin.planner.plan import (
     LookupJoin,
     Node,
     OverAggregate,
+    Rank,
     RegularJoin,
     Sink,
     SinkUpsertMaterializer,
@@ -76,6 +78,7 @@ from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import interval_join
 from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.over_aggregate.functions import Frame
+from streamjoin.runtime.rank import rank
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
@@ -343,6 +346,25 @@ class Translator:
         return deduplicated.select(
             *[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG
         )
+
+    def _Rank(self, node: Rank) -> DataFrame:
+        input = node.inputs[0]
+        assert node.rank_end is not None  # check_ranks refuses an unbounded rank
+        out = rank(
+            self._data(self.translate(input), input),
+            partition_by=node.partition_by,
+            order_by=node.order_by,
+            rank_start=node.rank_start,
+            rank_end=node.rank_end,
+            rank_column=node.rank_field if node.output_rank else None,
+            strategy=node.function,
+            row_key=list(node.row_key) if node.function == "update" and node.row_key else [],
+            state_ttl_ms=node.state_ttl_ms,
+        )
+        if not node.output_rank:  # one rank in range (a constant), or a column no consumer reads (check_ranks)
+            constant = node.rank_start if node.rank_start == node.rank_end else None
+            out = out.withColumn(node.rank_field, F.lit(constant).cast("long"))
+        return self._data(out, node)
 
     def _GroupAggregate(self, node: GroupAggregate) -> DataFrame:
         input = node.inputs[0]

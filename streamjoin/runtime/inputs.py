@@ -21,6 +21,7 @@ from streamjoin.errors import ValidationError
 __all__ = [
     "changelog_columns",
     "check_insert",
+    "check_upsert",
     "output_schema",
     "require_columns",
     "require_order_value",
@@ -110,6 +111,15 @@ def check_insert(row: Row, operator: str) -> None:
     if row[ROWKIND_COLUMN] != RowKind.INSERT.short:
         raise ChangelogError(
             f"{operator} consumes an insert-only changelog; got {row[ROWKIND_COLUMN]} at {SEQ_COLUMN}={row[SEQ_COLUMN]}"
+        )
+
+
+def check_upsert(row: Row, operator: str) -> None:
+    """Raise ChangelogError unless ``row`` is an INSERT or UPDATE_AFTER (an upsert stream without retractions)."""
+    if row[ROWKIND_COLUMN] not in (RowKind.INSERT.short, RowKind.UPDATE_AFTER.short):
+        raise ChangelogError(
+            f"{operator} consumes +I and +U only here (an upsert stream); got {row[ROWKIND_COLUMN]} at "
+            f"{SEQ_COLUMN}={row[SEQ_COLUMN]}"
         )
 
 

@@ -16,7 +16,7 @@ returning plan nodes; the planner's ``plan_select`` dispatches to them:
 | :mod:`.aggregate` | ``GROUP BY``, aggregates, ``SELECT DISTINCT`` | ``GroupAggregate`` |
 | :mod:`.aggregate_join_transpose` | ``GROUP BY`` over a join, one side unique | ``GroupAggregate`` below and above |
 | :mod:`.over` | ``agg(…) OVER (… ORDER BY time …)`` | ``OverAggregate`` |
-| :mod:`.rank` | ``ROW_NUMBER() OVER (…)`` filtered ``= 1`` | ``Deduplicate`` / ``Rank`` (Top-1) |
+| :mod:`.rank` | ``ROW_NUMBER() OVER (…)`` filtered to a rank range | ``Deduplicate`` / ``Rank`` (Top-N) |
 """
 
 # The rules are called by the planner only; nothing here is public API.

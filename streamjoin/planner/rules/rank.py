@@ -15,7 +15,8 @@ from streamjoin.errors import UnsupportedPlanError
 from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import Scope, ScopeColumn, field_column, resolve
-from streamjoin.planner.plan import Calc, Deduplicate, Node, WindowRank, uniquify, walk
+from streamjoin.planner.metadata import calc_keys
+from streamjoin.planner.plan import Calc, Deduplicate, Node, Rank, WindowRank, uniquify, walk
 from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.over import partition_columns, window_spec
 from streamjoin.planner.rules.project import project
@@ -68,50 +69,70 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
     windowed = _plan_window_rank(planner, window, relation, keys, order, rank_name, items)
     if windowed is not None:
         return windowed
-    if order is None or len(order.expressions) != 1:
-        raise planner.error(
-            UnsupportedPlanError, window, "ROW_NUMBER() must be ORDER BY exactly one column here", "rank-order"
-        )
-    ordered = order.expressions[0]
-    order_resolved = resolve(ordered.this, scope)
-    if not isinstance(order_resolved, exp.Column):
-        raise planner.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes a column", "rank-order")
-    order_field = node.field(order_resolved.name)
-    time = order_field.type.time_attribute if order_field.type else None
-    keep: Literal["first", "last"] = "last" if ordered.args.get("desc") else "first"
-    if time is None and keep == "first":
-        raise planner.error(
-            UnsupportedPlanError,
-            ordered,
-            f"ROW_NUMBER() ORDER BY '{ordered.this.sql(Flink)}' ASC is a Top-1 Rank on a non-time column, "
-            "which is not supported; order by a time attribute (deduplication) or DESC",
-            "rank-order",
-        )
-    if not node.is_insert_only:
+    sort = _sort_fields(planner, order, scope)
+    if not sort:
         raise planner.error(
             UnsupportedPlanError,
             window,
-            f"deduplication consumes insert-only input; {planner.producer_name(node)} produces updates",
-            "deduplicate-insert-only",
+            "Over Agg: The window rank function requires order by clause with non-constant fields",
+            "rank-order",
         )
+    if not node.is_insert_only and any(node.field(f).is_proctime for f, _, _ in sort):
+        raise planner.error(
+            UnsupportedPlanError,
+            window,
+            f"ROW_NUMBER() over updates ({planner.producer_name(node)}) ordered by a PROCTIME() column is not "
+            "supported: a retraction could not find its row by the processing time it was ranked at",
+            "rank-order",
+        )
+    ranked = Rank(node, keys, sort, uniquify([rank_name], set(node.field_names))[0], planner.state_ttl_ms)
+    ranked.pending = window
+    columns = relation.columns + [ScopeColumn(None, rank_name, ranked.rank_field, ranked.fields[-1].type)]
+    exprs = [
+        field_column(ranked.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items
+    ]
+    return project(planner, Relation(ranked, columns), items, exprs)
+
+
+def _sort_fields(planner: QueryPlanner, order, scope: Scope) -> list[tuple[str, bool, bool]]:
+    """``(field, ascending, nulls_first)`` per ORDER BY field of a ROW_NUMBER() (Flink: NULLS FIRST for ASC,
+    NULLS LAST for DESC unless the query says otherwise)."""
+    sort: list[tuple[str, bool, bool]] = []
+    for ordered in order.expressions if order is not None else []:
+        resolved = resolve(ordered.this, scope)
+        if not isinstance(resolved, exp.Column):
+            raise planner.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes columns", "rank-order")
+        sort.append((resolved.name, not ordered.args.get("desc"), bool(ordered.args.get("nulls_first"))))
+    return sort
+
+
+def _deduplicate(planner: QueryPlanner, ranked: Rank, condition: exp.Expr) -> Deduplicate | None:
+    """The ``Deduplicate`` Flink makes of a Top-1 ordered by one time attribute (``StreamPhysicalDeduplicateRule``),
+    else ``None``.
+
+    Raises:
+        UnsupportedPlanError: keeping the first row on event time with a state TTL.
+    """
+    node = ranked.inputs[0]
+    if (ranked.rank_start, ranked.rank_end) != (1, 1) or len(ranked.order_by) != 1:
+        return None
+    order_field = node.field(ranked.order_by[0][0])
+    time = order_field.type.time_attribute if order_field.type else None
+    if time is None:
+        return None
+    keep: Literal["first", "last"] = "first" if ranked.order_by[0][1] else "last"
+    if not node.is_insert_only:
+        return None  # over updates Flink 2.3 ranks it (RetractStrategy), it does not deduplicate
     if planner.state_ttl_ms is not None and time == "ROWTIME" and keep == "first":
         raise planner.error(
             UnsupportedPlanError,
-            window,
+            condition,
             "table.exec.state.ttl is set, but a deduplication keeping the first row on event time has no state TTL "
             "here (it runs on Spark's event-time timers, and Spark expires state in processing time); "
             "remove the setting",
             "state-ttl",
         )
-    dedup = Deduplicate(
-        node, keys, order_field.name, time, keep, uniquify([rank_name], set(node.field_names))[0], planner.state_ttl_ms
-    )
-    dedup.pending = window
-    columns = relation.columns + [ScopeColumn(None, rank_name, dedup.rank_field, dedup.fields[-1].type)]
-    exprs = [
-        field_column(dedup.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items
-    ]
-    return project(planner, Relation(dedup, columns), items, exprs)
+    return Deduplicate(node, ranked.partition_by, order_field.name, time, keep, ranked.rank_field, planner.state_ttl_ms)
 
 
 def _plan_window_rank(
@@ -119,14 +140,8 @@ def _plan_window_rank(
 ) -> Relation | None:
     """A pending ``WindowRank`` when ``keys`` hold a window table function's ``window_start`` and ``window_end``
     (:func:`~streamjoin.planner.rules.window.plan_window_rank`), projected as ``items``; else ``None``."""
-    scope = relation.scope(planner.source)
     node = relation.node
-    sort: list[tuple[str, bool, bool]] = []
-    for ordered in order.expressions if order is not None else []:
-        resolved = resolve(ordered.this, scope)
-        if not isinstance(resolved, exp.Column):
-            raise planner.error(UnsupportedPlanError, ordered, "ROW_NUMBER() ORDER BY takes columns", "rank-order")
-        sort.append((resolved.name, not ordered.args.get("desc"), bool(ordered.args.get("nulls_first"))))
+    sort = _sort_fields(planner, order, relation.scope(planner.source))
     ranked = plan_window_rank(planner, window, node, keys, sort, uniquify([rank_name], set(node.field_names))[0])
     if ranked is None:
         return None
@@ -161,61 +176,91 @@ def _rank_bounds(c: exp.Expr) -> tuple[exp.Column, int, int | None] | None:
     return c.this, low, high
 
 
-def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, node: Node) -> bool:
-    """Consume a filter of a pending ROW_NUMBER column; True when consumed: ``rn = 1`` (``rn <= 1``, ``rn < 2``)
-    of a deduplication, any bound (:func:`_rank_bounds`) of a window Top-N, which narrows its rank range."""
+def apply_rank_filter(planner: QueryPlanner, condition: exp.Expr, scope: Scope, node: Node) -> Node | None:
+    """Consume a filter of a pending ROW_NUMBER column: any bound (:func:`_rank_bounds`) narrows the rank range of a
+    Top-N or window Top-N. ``None`` when ``condition`` is no such filter; else the node to go on with: ``node``, or
+    what replaced it when it was the Top-N itself — a Top-1 ordered by a time attribute becomes a ``Deduplicate``
+    (:func:`_deduplicate`), in its consumer's place.
+
+    Raises:
+        UnsupportedPlanError: a range that leaves no rank; :func:`_deduplicate`'s.
+    """
     c = condition.unnest()
     bounds = _rank_bounds(c)
     if bounds is None:
-        return False
+        return None
     column, low, high = bounds
     found = scope.lookup(column)
     if found is None or found[1]:
-        return False
-    name, current = found[0].field, node
+        return None
+    name, current, calcs = found[0].field, node, []
     while isinstance(current, Calc):
         source = next((e for f, e in current.projections if f.name == name), None)
         if not isinstance(source, exp.Column):
-            return False
+            return None
+        calcs.append(current)
         name, current = source.name, current.inputs[0]
-    if isinstance(current, WindowRank) and current.rank_field == name and current.rank_end is None:
-        current.rank_start = max(current.rank_start, low)
-        if high is not None:
-            current.rank_end = high
-            current.pending = None
-        if current.rank_end is not None and current.rank_end < current.rank_start:
-            raise planner.error(
-                UnsupportedPlanError,
-                condition,
-                f"'{condition.sql(Flink)}' leaves no rank: rankStart={current.rank_start} > rankEnd={current.rank_end}",
-                "rank-filter",
-            )
-        return True
-    if not isinstance(c, (exp.EQ, exp.LTE, exp.LT)) or c.this is not column:
-        return False
-    if not (isinstance(current, Deduplicate) and getattr(current, "pending", False) and current.rank_field == name):
-        return False
-    limit = high
-    if limit != 1:
+    if not isinstance(current, (WindowRank, Rank)) or current.rank_field != name or current.rank_end is not None:
+        return None
+    at = current.pending
+    current.rank_start = max(current.rank_start, low)
+    if high is not None:
+        current.rank_end = high
+        current.pending = None
+    if current.rank_end is not None and current.rank_end < current.rank_start:
         raise planner.error(
             UnsupportedPlanError,
             condition,
-            f"'{condition.sql(Flink)}' is a Top-N with N = {limit}; "
-            "only ROW_NUMBER() … = 1 (deduplication, Top-1) is supported",
+            f"'{condition.sql(Flink)}' leaves no rank: rankStart={current.rank_start} > rankEnd={current.rank_end}",
             "rank-filter",
         )
-    current.pending = None
-    return True
+    if not isinstance(current, Rank) or current.rank_end is None:
+        return node
+    replaced: Node | None = _deduplicate(planner, current, at if at is not None else condition)
+    if replaced is None:
+        current.derive_keys()
+    elif calcs:
+        calcs[-1].inputs[0] = replaced
+    else:
+        return replaced
+    for calc in reversed(calcs):  # the keys the Calcs above took from the Top-N before its range was known
+        calc.unique_keys, calc.upsert_keys = calc_keys(calc.inputs[0], calc.projections)
+    return node
+
+
+def _rank_read(rank: Rank, parents: dict[int, Node]) -> bool:
+    """Whether a node above ``rank`` reads its rank column (Flink's ``outputRankNumber``): followed up through the
+    Calcs that pass it on by name; any other consumer reads every column."""
+    names: set[str] = {rank.rank_field}
+    below: Node = rank
+    while True:
+        parent = parents.get(id(below))
+        if not isinstance(parent, Calc):
+            return True
+        if parent.condition is not None and any(c.name in names for c in parent.condition.find_all(exp.Column)):
+            return True
+        passed = set()
+        for f, e in parent.projections:
+            if isinstance(e, exp.Column):
+                if e.name in names:
+                    passed.add(f.name)
+            elif any(c.name in names for c in e.find_all(exp.Column)):
+                return True
+        if not passed:
+            return False
+        names, below = passed, parent
 
 
 def check_ranks(root: Node, source: SqlSource) -> None:
-    """Refuse a ROW_NUMBER() column that no outer ``WHERE rn = 1`` filters (Flink has no unbounded ROW_NUMBER).
+    """Refuse a ROW_NUMBER() column that no outer filter bounds (Flink has no unbounded ROW_NUMBER), and decide
+    whether each Top-N outputs its rank number (:func:`_rank_read`).
 
     Raises:
         UnsupportedPlanError: naming the ranked column.
     """
+    parents = {id(child): node for node in walk(root) for child in node.inputs}
     for node in walk(root):
-        if isinstance(node, WindowRank) and node.pending is not None:
+        if isinstance(node, (WindowRank, Rank)) and node.pending is not None:
             raise error(
                 UnsupportedPlanError,
                 source,
@@ -224,12 +269,6 @@ def check_ranks(root: Node, source: SqlSource) -> None:
                 f"ROW_NUMBER() AS {node.rank_field} by an outer WHERE {node.rank_field} <= N",
                 "rank-filter",
             )
-        if isinstance(node, Deduplicate) and getattr(node, "pending", False):
-            raise error(
-                UnsupportedPlanError,
-                source,
-                node.pending,
-                f"ROW_NUMBER() AS {node.rank_field} must be filtered by an outer "
-                f"WHERE {node.rank_field} = 1 (deduplication)",
-                "rank-filter",
-            )
+        if isinstance(node, Rank):
+            # Flink's RankNumberColumnRemoveRule: a rank range of one rank outputs that rank as a constant.
+            node.output_rank = node.rank_start != node.rank_end and _rank_read(node, parents)

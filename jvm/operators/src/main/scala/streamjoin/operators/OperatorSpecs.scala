@@ -192,6 +192,36 @@ object WindowRankSpec {
   }
 }
 
+/** A Top-N over a changelog (Flink's `operators/rank` functions), docs/semantics.md §6.4. */
+final case class RankSpec(
+    columns: Seq[String],
+    orderBy: Seq[SortFieldSpec],
+    rankStart: Long,
+    rankEnd: Long,
+    outputRank: Boolean,
+    strategy: String,
+    rowKey: Seq[String]
+)
+
+object RankSpec {
+  val fields: Seq[String] = Seq("columns", "orderBy", "rankStart", "rankEnd", "outputRank", "strategy", "rowKey")
+
+  def decode(json: String): RankSpec = decode(SpecCodec.parse(json))
+
+  def decode(node: JsonNode): RankSpec = {
+    SpecCodec.requireFields(node, "RankSpec", fields)
+    RankSpec(
+      columns = SpecCodec.seq(node.get("columns"), "RankSpec.columns", -1)(n => SpecCodec.string(n, "RankSpec.columns[]")),
+      orderBy = SpecCodec.seq(node.get("orderBy"), "RankSpec.orderBy", -1)(n => SortFieldSpec.decode(n)),
+      rankStart = SpecCodec.long(node.get("rankStart"), "RankSpec.rankStart"),
+      rankEnd = SpecCodec.long(node.get("rankEnd"), "RankSpec.rankEnd"),
+      outputRank = SpecCodec.bool(node.get("outputRank"), "RankSpec.outputRank"),
+      strategy = SpecCodec.oneOf(node.get("strategy"), "RankSpec.strategy", Seq("first", "top1", "append", "update", "retract")),
+      rowKey = SpecCodec.seq(node.get("rowKey"), "RankSpec.rowKey", -1)(n => SpecCodec.string(n, "RankSpec.rowKey[]"))
+    )
+  }
+}
+
 /** Deduplication, `ROW_NUMBER() OVER (PARTITION BY key ORDER BY t) = 1` (Flink's `operators/deduplicate`). */
 final case class DeduplicateSpec(
     keep: String,
@@ -421,6 +451,7 @@ object OperatorSpecs {
     classOf[WindowAggregateSpec] -> ((json: String) => WindowAggregateSpec.decode(json)),
     classOf[SortFieldSpec] -> ((json: String) => SortFieldSpec.decode(json)),
     classOf[WindowRankSpec] -> ((json: String) => WindowRankSpec.decode(json)),
+    classOf[RankSpec] -> ((json: String) => RankSpec.decode(json)),
     classOf[DeduplicateSpec] -> ((json: String) => DeduplicateSpec.decode(json)),
     classOf[ChangelogNormalizeSpec] -> ((json: String) => ChangelogNormalizeSpec.decode(json)),
     classOf[SinkUpsertMaterializerSpec] -> ((json: String) => SinkUpsertMaterializerSpec.decode(json)),
