@@ -1074,6 +1074,100 @@ def generate_window_cases(n: int, seed: int, *, ranks: bool = False) -> list[dic
     return [generate_window_case(seed, i, ranks=ranks) for i in range(n)]
 
 
+# -- Top-N over a changelog: Flink's Rank (AppendOnlyFirstN, FastTop1, AppendOnlyTopN, RetractableTopN) ------------
+#
+# ``products(id, cat, price, name)``: prices from 1–6 and few names so that rows tie, NULL categories and prices.
+# ``topn_append`` is insert-only (some ordered by a PROCTIME() ascending: the first N by arrival); ``topn_retract``
+# a changelog with updates and deletes, with or without a primary key; ``topn_agg`` a Top-N over a GROUP BY's
+# updates. Each selects the rank number or not (Flink's outputRankNumber), and bounds it as ``rn <= N``, ``rn < N``,
+# ``rn = 1``, ``rn BETWEEN 2 AND N`` or ``rn > 1 AND rn <= N``.
+
+RANK_FAMILIES = ["topn_append", "topn_retract", "topn_agg"]
+
+
+def _products(rng: random.Random, updating: bool, with_pk: bool) -> dict:
+    def make_row(key):
+        return [
+            key if key is not None else rng.randint(1, 8),
+            _maybe_null(rng, rng.choice(["a", "b"]), 0.08),
+            _maybe_null(rng, rng.randint(1, 6), 0.08),
+            rng.choice(["p", "q", "r"]),
+        ]
+
+    n_ops = 0 if rng.random() < 0.05 else rng.randint(1, 14)
+    if updating:
+        rows = _changelog(rng, make_row, n_ops, 0 if with_pk else None)
+    else:
+        rows = [["+I", *make_row(None)] for _ in range(n_ops)]
+    table = {
+        "name": "products",
+        "columns": [["id", "INT"], ["cat", "STRING"], ["price", "INT"], ["name", "STRING"]],
+        "rows": rows,
+    }
+    if with_pk:
+        table["primary_key"] = ["id"]
+    return table
+
+
+def _rank_bound(rng: random.Random) -> str:
+    n = rng.randint(1, 3)
+    bounds = [f"rn <= {n}", f"rn < {n + 1}", "rn = 1", f"rn BETWEEN 2 AND {n + 1}", f"rn > 1 AND rn <= {n + 1}"]
+    return rng.choice(bounds)
+
+
+def _topn(rng: random.Random, family: str) -> dict:
+    bound = _rank_bound(rng)
+    with_rank = rng.random() < 0.6
+    if family == "topn_agg":
+        table = _products(rng, updating=rng.random() < 0.4, with_pk=False)
+        inner = "SELECT cat, name, COUNT(*) AS cnt, SUM(price) AS total FROM products GROUP BY cat, name"
+        order = rng.choice(["cnt DESC", "total DESC", "total ASC", "cnt DESC, name", "total DESC NULLS FIRST"])
+        columns = "cat, name, cnt, total"
+    else:
+        updating = family == "topn_retract"
+        table = _products(rng, updating=updating, with_pk=updating and rng.random() < 0.5)
+        inner = "SELECT * FROM products"
+        order = rng.choice(
+            [
+                "price DESC",
+                "price ASC",
+                "price DESC, id",
+                "price ASC NULLS LAST",
+                "name, price DESC",
+                "price DESC, name",
+            ]
+        )
+        if not updating and rng.random() < 0.2:
+            table["proctime"] = "pt"
+            order = "pt ASC"
+        columns = "id, cat, price, name"
+    query = (
+        f"SELECT {columns}{', rn' if with_rank else ''} FROM (SELECT {columns}, ROW_NUMBER() OVER "
+        f"(PARTITION BY cat ORDER BY {order}) AS rn FROM ({inner})) WHERE {bound}"
+    )
+    return {"tables": [table], "query": query, **({"upsert_key": ["cat", "rn"]} if with_rank else {})}
+
+
+def generate_rank_case(seed: int, index: int) -> dict:
+    """Top-N case ``index`` of ``seed`` (``RANK_FAMILIES``)."""
+    family = RANK_FAMILIES[index % len(RANK_FAMILIES)]
+    rng = random.Random(f"{family}-{seed}-{index}")
+    case = _topn(rng, family)
+    return {
+        "name": f"{family}_{seed}_{index:04d}",
+        "description": f"generated: family {family}, seed {seed}, index {index} (tests/flink_diff/generate.py)",
+        "tables": case["tables"],
+        "arrival": _interleave(rng, case["tables"]),
+        "query": case["query"],
+        **({"upsert_key": case["upsert_key"]} if "upsert_key" in case else {}),
+    }
+
+
+def generate_rank_cases(n: int, seed: int) -> list[dict]:
+    """Top-N cases ``0 … n-1`` of ``seed``."""
+    return [generate_rank_case(seed, i) for i in range(n)]
+
+
 def generate_chain_cases(n: int, seed: int) -> list[dict]:
     """Chain cases ``0 … n-1`` of ``seed``."""
     return [generate_chain_case(seed, i) for i in range(n)]
@@ -1088,12 +1182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chains", action="store_true", help="chains of operators (CHAIN_FAMILIES) instead")
     parser.add_argument("--windows", action="store_true", help="window aggregates (WINDOW_FAMILIES) instead")
     parser.add_argument("--window-ranks", action="store_true", help="window Top-N (WINDOW_RANK_FAMILIES) instead")
+    parser.add_argument("--ranks", action="store_true", help="Top-N over changelogs (RANK_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.mini_batch:
         cases = [generate_mini_batch_case(args.seed, i) for i in range(args.n)]
     elif args.chains:
         cases = generate_chain_cases(args.n, args.seed)
+    elif args.ranks:
+        cases = generate_rank_cases(args.n, args.seed)
     elif args.windows or args.window_ranks:
         cases = generate_window_cases(args.n, args.seed, ranks=args.window_ranks)
     else:
