@@ -16,6 +16,7 @@ from checks.orders_current import expected_orders_current, orders_current_checks
 from checks.orders_in_eur import expected_orders_in_eur, orders_in_eur_checks
 from checks.orders_shipped_fast import expected_orders_shipped_fast, orders_shipped_fast_checks
 from checks.part_price_over import expected_part_price_over, part_price_over_checks
+from checks.top_open_orders import expected_top_open_orders, top_open_orders_checks
 from streamjoin.planner import SqlPipeline
 
 #: The TPC-H demo's checks, for the tables of ``sql/`` when they are loaded.
@@ -27,6 +28,7 @@ DEMO_CHECKS = [
     *orders_by_status_checks,
     *part_price_over_checks,
     *lineitem_revenue_by_status_checks,
+    *top_open_orders_checks,
 ]
 
 #: Each TPC-H demo table's batch recomputation from the generated input (``expected(BatchInputs) -> DataFrame``).
@@ -38,6 +40,7 @@ DEMO_EXPECTED = {
     "orders_by_status": expected_orders_by_status,
     "part_price_over": expected_part_price_over,
     "lineitem_revenue_by_status": expected_lineitem_revenue_by_status,
+    "top_open_orders": expected_top_open_orders,
 }
 
 

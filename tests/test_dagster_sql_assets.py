@@ -63,6 +63,7 @@ def test_the_code_location_has_an_asset_per_sql_pipeline():
         "orders_by_status",
         "part_price_over",
         "lineitem_revenue_by_status",
+        "top_open_orders",
     }
     assert names | {f"{n}_changelog" for n in names} <= keys
     assert {"kafka/orders", "kafka/lineitem", "kafka/order_events", "kafka/shipments", "kafka/rates"} <= keys

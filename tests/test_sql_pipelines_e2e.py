@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from assets.sql_pipelines import SQL_DIR, load_sql_pipelines
 from checks import DEMO_EXPECTED as EXPECTED
 from checks.expectations import table_difference
+from streamjoin.changelog import ROWKIND_COLUMN
 from streamjoin.cli import main
 from streamjoin.sink.delta import BATCH_ID_COLUMN
 
@@ -108,6 +109,14 @@ def _assert_input_exercises(name, table, tpch_inputs, lake_table):
         assert table.agg(F.sum("line_count")).first()[0] == joined.count() > 0
         changelog = table.sparkSession.read.format("delta").load(f"{lake_table}_changelog")
         assert changelog.groupBy(BATCH_ID_COLUMN, "o_orderstatus").count().agg(F.max("count")).first()[0] > 2
+    elif name == "top_open_orders":
+        # Customers with one, two and three open orders ranked; updates and deletes made ranks change hands: the
+        # changelog replaced some rank's order (+U of a key that held another order) or emptied one (-D).
+        per_customer = table.groupBy("o_custkey").count()
+        assert {r[0] for r in per_customer.select("count").distinct().collect()} == {1, 2, 3}
+        changelog = table.sparkSession.read.format("delta").load(f"{lake_table}_changelog")
+        kinds = {r[0] for r in changelog.select(ROWKIND_COLUMN).distinct().collect()}
+        assert {"+U", "-D"} <= kinds
     elif name == "part_price_over":
         # Both frames, one row each per line item, and they differ (2 rows may span more or less than 7 days).
         rows = table.groupBy("l_orderkey", "l_linenumber").pivot("frame").agg(F.first("max_price"))

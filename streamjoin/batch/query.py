@@ -68,7 +68,7 @@ from streamjoin.planner.connectors import KAFKA_CONNECTORS
 from streamjoin.planner.dialect import Flink
 from streamjoin.planner.expressions import flink_functions
 from streamjoin.planner.pipelines import SqlPipeline
-from streamjoin.planner.plan import Deduplicate, IntervalJoin, Node, OverAggregate, TableScan, TemporalJoin, walk
+from streamjoin.planner.plan import Deduplicate, IntervalJoin, Node, OverAggregate, Rank, TableScan, TemporalJoin, walk
 from streamjoin.planner.script import PlannedStatement
 
 __all__ = ["BatchPlan", "batch_query", "plan_batch", "run_batch"]
@@ -119,6 +119,8 @@ def _check_plan(plan: Node, name: str, ended: bool) -> None:
             raise _refuse(name, "a processing-time OVER aggregation", arrival)
         if isinstance(node, Deduplicate) and node.time == "PROCTIME":
             raise _refuse(name, "a processing-time deduplication", arrival)
+        if isinstance(node, Rank) and any(node.inputs[0].field(f).is_proctime for f, _, _ in node.order_by):
+            raise _refuse(name, "a Top-N ordered by processing time", arrival)
         if isinstance(node, IntervalJoin) and not node.rowtime:
             raise _refuse(name, "a processing-time interval join", arrival)
         if isinstance(node, IntervalJoin) and not ended and node.kind in ("right", "full"):

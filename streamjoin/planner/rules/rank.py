@@ -85,9 +85,18 @@ def plan_rank(planner: QueryPlanner, relation: Relation, items, named) -> Relati
             "supported: a retraction could not find its row by the processing time it was ranked at",
             "rank-order",
         )
+    # Only the columns the query reads reach the Top-N, as Flink projects before its Rank: they are its state.
+    needed = set(keys) | {f for f, _, _ in sort}
+    for _, e in items:
+        if e is not window:
+            needed |= {c.name for c in resolve(e, scope).find_all(exp.Column)}
+    kept = [p for p in planner.identity(node) if p[0].name in needed]
+    if len(kept) < len(node.fields):
+        node = planner.calc(node, kept)
     ranked = Rank(node, keys, sort, uniquify([rank_name], set(node.field_names))[0], planner.state_ttl_ms)
     ranked.pending = window
-    columns = relation.columns + [ScopeColumn(None, rank_name, ranked.rank_field, ranked.fields[-1].type)]
+    columns = [c for c in relation.columns if c.field in needed]
+    columns.append(ScopeColumn(None, rank_name, ranked.rank_field, ranked.fields[-1].type))
     exprs = [
         field_column(ranked.rank_field) if e is window else resolve(e, Scope(columns, planner.source)) for _, e in items
     ]
