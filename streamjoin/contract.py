@@ -66,6 +66,7 @@ __all__ = [
     "TemporalJoinSpec",
     "TwoInputSpec",
     "WindowAggregateSpec",
+    "WindowJoinSpec",
     "WindowRankSpec",
     "encode",
     "scala_source",
@@ -385,6 +386,25 @@ class IntervalJoinSpec:
 
 
 @dataclass(frozen=True)
+class WindowJoinSpec:
+    """Flink's ``WindowJoinOperator`` (docs/semantics.md §11.4); each side's rowtime column in ``inputs`` is its
+    window end.
+
+    Attributes:
+        inputs: the union frame's columns.
+        how: the join type.
+        candidates: whether the operator emits each pair and each outer row's expiry as candidates for a residual
+            predicate Spark evaluates afterwards (the python engine's outer joins with one), instead of joined rows.
+        condition: the residual predicate the join evaluates itself, or None.
+    """
+
+    inputs: TwoInputSpec
+    how: Literal["inner", "left", "right", "full", "semi", "anti"]
+    candidates: bool
+    condition: str | None
+
+
+@dataclass(frozen=True)
 class TemporalJoinSpec:
     """Flink's ``TemporalRowTimeJoinOperator`` (docs/semantics.md §4).
 
@@ -452,6 +472,7 @@ SPECS: tuple[type, ...] = (
     RegularJoinSpec,
     TwoInputSpec,
     IntervalJoinSpec,
+    WindowJoinSpec,
     TemporalJoinSpec,
     ResidualPaddingSpec,
     ChangeDecoderSpec,

@@ -426,6 +426,64 @@ class IntervalJoin(_Join):
         ]
 
 
+class WindowJoin(_Join):
+    """A window join (Flink's ``WindowJoin``, ``WindowJoinOperator``): two window table functions of the same windows
+    joined on their ``window_start``, ``window_end`` and ``left_keys``/``right_keys``; each window's rows are joined
+    once the watermark passes its end, and freed (docs/semantics.md §11.4).
+
+    ``left_window`` / ``right_window`` are each side's ``(window_start, window_end)`` field names (the right one in
+    the right input's names); ``residual`` is the rest of the condition over the output fields (for semi/anti: left
+    fields then right fields renamed as in a full join), part of the match for every join type. Insert-only output;
+    time attributes become plain timestamps.
+    """
+
+    name = "WindowJoin"
+    reads_watermark = True
+
+    def __init__(
+        self,
+        kind,
+        left,
+        right,
+        left_keys,
+        right_keys,
+        window: WindowSpec,
+        left_window: tuple[str, str],
+        right_window: tuple[str, str],
+        residual: exp.Expr | None = None,
+    ):
+        super().__init__(kind, left, right, left_keys, right_keys)
+        self.window = window
+        self.left_window, self.right_window = left_window, right_window
+        self.residual = residual
+        self.modify_kinds = frozenset("I")
+        self.unique_keys, self.upsert_keys = metadata.NO_KEYS
+
+    def _window(self, start: str, end: str) -> str:
+        """The window as Flink's EXPLAIN prints a window join's: ``TUMBLE(win_start=[…], win_end=[…], size=[…])``."""
+        spec = str(self.window).replace(f"time_col=[{self.window.time_col}], ", "")
+        at = spec.index("(") + 1
+        return f"{spec[:at]}win_start=[{start}], win_end=[{end}], {spec[at:]}"
+
+    def attributes(self):
+        where = " AND ".join(
+            [
+                f"{self.left_window[0]} = {self.right_name(self.right_window[0])}",
+                f"{self.left_window[1]} = {self.right_name(self.right_window[1])}",
+                *(f"{l} = {r}" for l, r in self.equi_pairs),
+            ]
+        )
+        if self.residual is not None:
+            where += f" AND {_expr(self.residual)}"
+        return [
+            ("leftWindow", self._window(*self.left_window)),
+            ("rightWindow", self._window(*self.right_window)),
+            ("joinType", _JOIN_TYPE_NAMES[self.kind]),
+            ("where", where),
+            ("select", _names(self.field_names)),
+        ]
+
+
 class TemporalJoin(_Join):
     """An event-time temporal join against a versioned table (Flink's ``TemporalJoin``); docs/semantics.md §4.
 

@@ -11,6 +11,7 @@ field names + ``_rowkind`` + ``_seq``, docs/semantics.md §1).
 | Calc | ``where`` + ``select`` of Spark SQL expressions |
 | Join | ``regular_join.regular_join`` |
 | IntervalJoin | ``interval_join.interval_join`` |
+| WindowJoin | ``window_join.window_join`` |
 | TemporalJoin | ``temporal_join.temporal_join`` |
 | LookupJoin | ``temporal_join.lookup_join`` |
 | OverAggregate | ``over_aggregate.over_aggregate`` |
@@ -69,6 +70,7 @@ from streamjoin.planner.plan import (
     TemporalJoin,
     Union,
     WindowAggregate,
+    WindowJoin,
     WindowRank,
     WindowTableFunction,
 )
@@ -83,6 +85,7 @@ from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
 from streamjoin.runtime.upsert_materializer import sink_upsert_materialize
 from streamjoin.runtime.window_aggregate import window_aggregate
+from streamjoin.runtime.window_join import window_join
 from streamjoin.runtime.window_rank import window_rank
 from streamjoin.runtime.window_table_function import assign_windows
 
@@ -266,6 +269,25 @@ class Translator:
             condition=None
             if node.post_filter is None
             else spark_sql(node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source)),
+        )
+        return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
+
+    def _WindowJoin(self, node: WindowJoin) -> DataFrame:
+        left, right, on, row_wm = self._join_inputs(node, watermark=True)
+        typer = Typer(
+            {f.name: f.type for f in node.left.fields}
+            | {n: f.type for n, f in zip(node.right_names, node.right.fields)},
+            self.source,
+        )
+        joined = window_join(
+            left,
+            right,
+            on=on,
+            left_window_end=node.left_window[1],
+            right_window_end=node.right_name(node.right_window[1]),
+            how=node.kind,
+            condition=None if node.residual is None else spark_sql(node.residual, typer),
+            row_watermark_column=row_wm,
         )
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 

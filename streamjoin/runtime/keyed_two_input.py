@@ -293,6 +293,7 @@ def keyed_two_input(
     logic: KeyedTwoInputLogic,
     row_watermark_column: str | None = None,
     extra_output: Sequence[StructField] = (),
+    watermarked_times: bool = True,
 ) -> DataFrame:
     """Run a :class:`KeyedTwoInputLogic` over two changelog streams on Spark (``transformWithState``).
 
@@ -319,6 +320,8 @@ def keyed_two_input(
             watermark (epoch ms) in effect when the row arrived, as Flink's
             per-record watermark, or NULL; the key advances to it before the row.
         extra_output: columns the logic appends to every output row, after the data columns.
+        watermarked_times: whether ``left_time``/``right_time`` must carry Spark's watermark (rowtimes); False for
+            TIMESTAMP columns derived from a rowtime upstream, whose watermark the query carries (a window's end).
 
     Returns:
         A changelog DataFrame: the left data columns, the right data columns
@@ -335,7 +338,7 @@ def keyed_two_input(
             f"left_time={left_time!r}, right_time={right_time!r}: give both rowtimes (event time) "
             "or neither (processing time)"
         )
-    if left_time is not None:
+    if left_time is not None and watermarked_times:
         assert right_time is not None  # both or neither, as checked above
         _check_rowtime(left, left_time, "left rowtime")
         _check_rowtime(right, right_time, "right rowtime")

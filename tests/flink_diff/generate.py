@@ -1052,13 +1052,70 @@ def _window_case(rng: random.Random, family: str) -> dict:
     return {"tables": [table], "query": query, "upsert_key": [*(["item"] if keyed else []), start, end]}
 
 
-def generate_window_case(seed: int, index: int, *, ranks: bool = False) -> dict:
+#: Window joins, generated on their own (``--window-joins``): one family, its join type drawn per case.
+WINDOW_JOIN_FAMILIES = ["window_join"]
+ORDER_WITHIN_RUNS_FAMILIES |= set(WINDOW_JOIN_FAMILIES)
+_WINDOW_JOIN_TVFS = [
+    "TUMBLE(TABLE {t}, DESCRIPTOR(rt), INTERVAL '5' MINUTES)",
+    "TUMBLE(TABLE {t}, DESCRIPTOR(rt), INTERVAL '2' MINUTES, INTERVAL '1' MINUTES)",
+    "HOP(TABLE {t}, DESCRIPTOR(rt), INTERVAL '2' MINUTES, INTERVAL '4' MINUTES)",
+    "CUMULATE(TABLE {t}, DESCRIPTOR(rt), INTERVAL '2' MINUTES, INTERVAL '6' MINUTES)",
+]
+
+
+def _window_join_table(rng: random.Random, name: str, delay: int) -> dict:
+    """``name(id, num, rt)``, ``rt`` a rowtime: ids unique per table, ``num`` from 1–3 (NULL among them), times
+    mostly increasing with jitter and late rows."""
+    n = 0 if rng.random() < 0.08 else rng.randint(1, 12)
+    step = rng.choice([20_000, 60_000, 90_000])
+    times = _event_times(rng, n, step, rng.choice([0, step, 2 * step]), 0.12)
+    rows = [
+        ["+I", i + (100 if name == "R" else 0), _maybe_null(rng, rng.randint(1, 3)), _ts(t)]
+        for i, t in enumerate(times)
+    ]
+    return {
+        "name": name,
+        "columns": [["id", "INT"], ["num", "INT"], ["rt", "TIMESTAMP(3)"]],
+        "rowtime": {"column": "rt", "watermark_delay_ms": delay},
+        "rows": rows,
+    }
+
+
+def _window_join(rng: random.Random) -> dict:
+    """A window join of two window table functions of the same windows: INNER/LEFT/RIGHT/FULL (on ``num`` or on
+    the window alone, some with a residual ``L.id < R.id - 100``), or a semi/anti join (``IN``, ``EXISTS``,
+    ``NOT EXISTS``) on the window columns."""
+    delay = rng.choice([0, 0, 10_000, 60_000])
+    tables = [_window_join_table(rng, "L", delay), _window_join_table(rng, "R", rng.choice([delay, 0]))]
+    tvf = rng.choice(_WINDOW_JOIN_TVFS)
+    left, right = (f"(SELECT * FROM TABLE({tvf.format(t=t)})) {t}" for t in "LR")
+    windows = "L.window_start = R.window_start AND L.window_end = R.window_end"
+    kind = rng.choice(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "IN", "EXISTS", "NOT EXISTS"])
+    if kind in ("IN", "EXISTS", "NOT EXISTS"):
+        if kind == "IN":
+            where = f"L.num IN (SELECT num FROM {right} WHERE {windows})"
+        else:
+            where = f"{kind} (SELECT * FROM {right} WHERE L.num = R.num AND {windows})"
+        query = f"SELECT L.id, L.num, L.rt, L.window_start, L.window_end FROM {left} WHERE {where}"
+    else:
+        on = ("L.num = R.num AND " if rng.random() < 0.8 else "") + windows
+        if rng.random() < 0.25:
+            on += " AND L.id < R.id - 100"
+        query = (
+            "SELECT L.id AS l_id, L.num AS l_num, R.id AS r_id, R.num AS r_num, COALESCE(L.window_start, "
+            f"R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end FROM {left} "
+            f"{kind} {right} ON {on}"
+        )
+    return {"tables": tables, "query": query}
+
+
+def generate_window_case(seed: int, index: int, *, ranks: bool = False, joins: bool = False) -> dict:
     """Window aggregate case ``index`` of ``seed`` (``WINDOW_FAMILIES``), or with ``ranks`` window Top-N case
-    ``index`` (``WINDOW_RANK_FAMILIES``)."""
-    families = WINDOW_RANK_FAMILIES if ranks else WINDOW_FAMILIES
+    ``index`` (``WINDOW_RANK_FAMILIES``), or with ``joins`` window join case ``index`` (``WINDOW_JOIN_FAMILIES``)."""
+    families = WINDOW_JOIN_FAMILIES if joins else WINDOW_RANK_FAMILIES if ranks else WINDOW_FAMILIES
     family = families[index % len(families)]
-    rng = random.Random(f"{family if ranks else 'window'}-{seed}-{index}")
-    case = _window_topn(rng) if ranks else _window_case(rng, family)
+    rng = random.Random(f"{family if ranks or joins else 'window'}-{seed}-{index}")
+    case = _window_join(rng) if joins else _window_topn(rng) if ranks else _window_case(rng, family)
     return {
         "name": f"{family}_{seed}_{index:04d}",
         "description": f"generated: family {family}, seed {seed}, index {index} (tests/flink_diff/generate.py)",
@@ -1069,9 +1126,9 @@ def generate_window_case(seed: int, index: int, *, ranks: bool = False) -> dict:
     }
 
 
-def generate_window_cases(n: int, seed: int, *, ranks: bool = False) -> list[dict]:
-    """Window aggregate (or with ``ranks`` window Top-N) cases ``0 … n-1`` of ``seed``."""
-    return [generate_window_case(seed, i, ranks=ranks) for i in range(n)]
+def generate_window_cases(n: int, seed: int, *, ranks: bool = False, joins: bool = False) -> list[dict]:
+    """Window aggregate (or with ``ranks`` window Top-N, with ``joins`` window join) cases ``0 … n-1`` of ``seed``."""
+    return [generate_window_case(seed, i, ranks=ranks, joins=joins) for i in range(n)]
 
 
 # -- Top-N over a changelog: Flink's Rank (AppendOnlyFirstN, FastTop1, AppendOnlyTopN, RetractableTopN) ------------
@@ -1182,6 +1239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chains", action="store_true", help="chains of operators (CHAIN_FAMILIES) instead")
     parser.add_argument("--windows", action="store_true", help="window aggregates (WINDOW_FAMILIES) instead")
     parser.add_argument("--window-ranks", action="store_true", help="window Top-N (WINDOW_RANK_FAMILIES) instead")
+    parser.add_argument("--window-joins", action="store_true", help="window joins (WINDOW_JOIN_FAMILIES) instead")
     parser.add_argument("--ranks", action="store_true", help="Top-N over changelogs (RANK_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -1191,8 +1249,8 @@ def main(argv: list[str] | None = None) -> int:
         cases = generate_chain_cases(args.n, args.seed)
     elif args.ranks:
         cases = generate_rank_cases(args.n, args.seed)
-    elif args.windows or args.window_ranks:
-        cases = generate_window_cases(args.n, args.seed, ranks=args.window_ranks)
+    elif args.windows or args.window_ranks or args.window_joins:
+        cases = generate_window_cases(args.n, args.seed, ranks=args.window_ranks, joins=args.window_joins)
     else:
         cases = generate_cases(args.n, args.seed)
     for case in cases:

@@ -19,6 +19,7 @@ from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.scan import plan_table_ref
 from streamjoin.planner.rules.subquery import is_subquery_predicate
 from streamjoin.planner.rules.temporal import plan_temporal
+from streamjoin.planner.rules.window import plan_window_join
 
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
@@ -96,12 +97,15 @@ def _time_fields(node: Node, names: dict[str, str] | None = None) -> dict[str, s
 def choose_join(
     planner: QueryPlanner, kind, left: Node, right: Node, pairs, rest, original: dict[str, str], join: exp.Join
 ) -> Node:
-    """Flink's choice between IntervalJoin and Join for resolved ``pairs`` (equi keys) and ``rest``."""
+    """Flink's choice between WindowJoin, IntervalJoin and Join for resolved ``pairs`` (equi keys) and ``rest``."""
     right_out = {v: k for k, v in original.items()}
     left_times = _time_fields(left)
     right_times = _time_fields(right, right_out)
     left_keys = [l for l, _ in pairs]
     right_keys = [original[r] for _, r in pairs]
+    windowed = plan_window_join(planner, kind, left, right, pairs, rest, original, join)
+    if windowed is not None:
+        return windowed
     for attribute in ("ROWTIME", "PROCTIME"):
         lt = {n for n, a in left_times.items() if a == attribute}
         rt = {n for n, a in right_times.items() if a == attribute}

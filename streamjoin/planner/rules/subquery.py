@@ -23,6 +23,7 @@ from streamjoin.planner.expressions import (
 from streamjoin.planner.joins import split_equi
 from streamjoin.planner.plan import Node, RegularJoin, uniquify
 from streamjoin.planner.rules.aggregate import aggregates_outside_windows
+from streamjoin.planner.rules.window import plan_window_join
 
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
@@ -130,6 +131,9 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
         typer.check_boolean(c, "subquery")
     pairs, rest = ([], conditions) if null_aware else split_equi(conditions, set(left.field_names), set(right_names))
     original = {v: k for k, v in rename.items()}
+    windowed = None if null_aware else plan_window_join(planner, kind, left, right_node, pairs, rest, original, query)
+    if windowed is not None:
+        return windowed
     for c in rest:
         times = [
             col.name

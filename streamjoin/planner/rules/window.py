@@ -22,13 +22,14 @@ from streamjoin.planner.dialect import (
     WindowTableFunction,
     interval_ms,
 )
-from streamjoin.planner.expressions import Scope, ScopeColumn, resolve
+from streamjoin.planner.expressions import Scope, ScopeColumn, and_all, resolve
 from streamjoin.planner.plan import (
     WINDOW_COLUMNS,
     Aggregate,
     Calc,
     Node,
     WindowAggregate,
+    WindowJoin,
     WindowKind,
     WindowRank,
     WindowSpec,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "group_window_auxiliaries",
     "plan_window_aggregate",
+    "plan_window_join",
     "plan_window_rank",
     "plan_window_table_function",
     "rewrite_group_window",
@@ -309,6 +311,68 @@ def plan_window_aggregate(
     keys = [g for g in group_fields if g not in window_names]
     return WindowAggregate(
         input, window, keys, calls, roles["window_start"], roles["window_end"], roles.get("window_time")
+    )
+
+
+def _same_windows(a: WindowSpec, b: WindowSpec) -> bool:
+    """Whether two window table functions assign the same windows (Flink compares their window specs, which leave
+    out the time column)."""
+    return (a.kind, a.size_ms, a.step_ms, a.offset_ms) == (b.kind, b.size_ms, b.step_ms, b.offset_ms)
+
+
+def plan_window_join(
+    planner: QueryPlanner,
+    kind: str,
+    left: Node,
+    right: Node,
+    pairs: list[tuple[str, str]],
+    rest: list[exp.Expr],
+    original: dict[str, str],
+    at: exp.Expr,
+) -> WindowJoin | None:
+    """A ``WindowJoin`` when the equi ``pairs`` (left field, right output field; ``original`` maps the latter to the
+    right input's names) equate both sides' ``window_start`` and both sides' ``window_end`` of window table functions
+    with the same windows, else ``None`` (a regular join then, as Flink's ``WindowJoinUtil.satisfyWindowJoin``
+    decides: other windows on the two sides, or only one of the two equalities, plan a regular join).
+
+    Raises:
+        UnsupportedPlanError: an input that is not insert-only (Flink: the window join does not consume updates).
+    """
+    roles: dict[str, tuple[str, str]] = {}
+    tvfs: list[tuple[WindowTableFunctionNode, WindowTableFunctionNode]] = []
+    keys: list[tuple[str, str]] = []
+    for l, r in pairs:
+        lo, ro = _window_origin(left, l), _window_origin(right, original[r])
+        if lo is not None and ro is not None and lo[1] == ro[1] and lo[1] in ("window_start", "window_end"):
+            roles.setdefault(lo[1], (l, original[r]))
+            tvfs.append((lo[0], ro[0]))
+        else:
+            keys.append((l, r))
+    if set(roles) != {"window_start", "window_end"}:
+        return None
+    if any(a is not tvfs[0][0] or b is not tvfs[0][1] for a, b in tvfs):
+        return None
+    if not _same_windows(tvfs[0][0].window, tvfs[0][1].window):
+        return None
+    for node in (left, right):
+        if not node.is_insert_only:
+            raise planner.error(
+                UnsupportedPlanError,
+                at,
+                f"StreamPhysicalWindowJoin doesn't support consuming update and delete changes which is produced by "
+                f"{planner.producer_name(node)}",
+                "window-join",
+            )
+    return WindowJoin(
+        kind,
+        left,
+        right,
+        [l for l, _ in keys],
+        [original[r] for _, r in keys],
+        tvfs[0][0].window,
+        (roles["window_start"][0], roles["window_end"][0]),
+        (roles["window_start"][1], roles["window_end"][1]),
+        and_all(rest),
     )
 
 

@@ -368,6 +368,30 @@ object IntervalJoinSpec {
   }
 }
 
+/** Flink's `WindowJoinOperator` (docs/semantics.md §11.4); each side's rowtime column in `inputs` is its */
+final case class WindowJoinSpec(
+    inputs: TwoInputSpec,
+    how: String,
+    candidates: Boolean,
+    condition: Option[String]
+)
+
+object WindowJoinSpec {
+  val fields: Seq[String] = Seq("inputs", "how", "candidates", "condition")
+
+  def decode(json: String): WindowJoinSpec = decode(SpecCodec.parse(json))
+
+  def decode(node: JsonNode): WindowJoinSpec = {
+    SpecCodec.requireFields(node, "WindowJoinSpec", fields)
+    WindowJoinSpec(
+      inputs = TwoInputSpec.decode(node.get("inputs")),
+      how = SpecCodec.oneOf(node.get("how"), "WindowJoinSpec.how", Seq("inner", "left", "right", "full", "semi", "anti")),
+      candidates = SpecCodec.bool(node.get("candidates"), "WindowJoinSpec.candidates"),
+      condition = SpecCodec.option(node.get("condition"))(n => SpecCodec.string(n, "WindowJoinSpec.condition"))
+    )
+  }
+}
+
 /** Flink's `TemporalRowTimeJoinOperator` (docs/semantics.md §4). */
 final case class TemporalJoinSpec(
     inputs: TwoInputSpec,
@@ -458,6 +482,7 @@ object OperatorSpecs {
     classOf[RegularJoinSpec] -> ((json: String) => RegularJoinSpec.decode(json)),
     classOf[TwoInputSpec] -> ((json: String) => TwoInputSpec.decode(json)),
     classOf[IntervalJoinSpec] -> ((json: String) => IntervalJoinSpec.decode(json)),
+    classOf[WindowJoinSpec] -> ((json: String) => WindowJoinSpec.decode(json)),
     classOf[TemporalJoinSpec] -> ((json: String) => TemporalJoinSpec.decode(json)),
     classOf[ResidualPaddingSpec] -> ((json: String) => ResidualPaddingSpec.decode(json)),
     classOf[ChangeDecoderSpec] -> ((json: String) => ChangeDecoderSpec.decode(json))
