@@ -286,3 +286,87 @@ _OVER_AGGREGATE = (
 def test_window_ranks_refused_with_their_rule(query, text):
     message = refused(query, UnsupportedPlanError)
     assert text in message, message
+
+
+# -- window joins (docs/semantics.md §11.4) ------------------------------------------------------------------------
+
+JOIN_DDL = """CREATE TABLE U (k STRING, w INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'values');
+"""
+
+
+def _tvf(table: str, kind: str = "TUMBLE(TABLE {t}, DESCRIPTOR(ts), INTERVAL '5' MINUTES)") -> str:
+    return f"(SELECT * FROM TABLE({kind.format(t=table)})) {table.lower()}"
+
+
+WINDOWS = "t.window_start = u.window_start AND t.window_end = u.window_end"
+
+
+def join_plan(query: str) -> list[str]:
+    [text] = plan_script(DDL + JOIN_DDL + f"EXPLAIN CHANGELOG_MODE {query};").explains
+    return text.splitlines()[2:]
+
+
+@pytest.mark.parametrize(
+    "join, flink", [("JOIN", "InnerJoin"), ("LEFT JOIN", "LeftOuterJoin"), ("FULL JOIN", "FullOuterJoin")]
+)
+def test_two_window_table_functions_joined_on_their_windows_are_a_window_join(join, flink):
+    lines = join_plan(f"SELECT t.k, u.w FROM {_tvf('T')} {join} {_tvf('U')} ON t.k = u.k AND {WINDOWS} AND t.v < u.w")
+    window = "TUMBLE(win_start=[window_start], win_end=[window_end], size=[5 min])"
+    assert lines[1].startswith(
+        f"   +- WindowJoin(leftWindow=[{window}], rightWindow=[{window}], joinType=[{flink}], where=[window_start = "
+        "window_start0 AND window_end = window_end0 AND k = k0 AND v < w], select=[k, v, ts, plain_ts, pt, "
+        "window_start, window_end, window_time, k0, w, ts0, window_start0, window_end0, window_time0], "
+        "changelogMode=[I]"
+    )
+    assert lines[2] == "      :- Exchange(distribution=[hash[k]], changelogMode=[I])"
+
+
+@pytest.mark.parametrize(
+    "where, flink",
+    [
+        (f"t.k IN (SELECT k FROM {_tvf('U')} WHERE {WINDOWS})", "LeftSemiJoin"),
+        (f"EXISTS (SELECT * FROM {_tvf('U')} WHERE t.k = u.k AND {WINDOWS})", "LeftSemiJoin"),
+        (f"NOT EXISTS (SELECT * FROM {_tvf('U')} WHERE t.k = u.k AND {WINDOWS})", "LeftAntiJoin"),
+    ],
+)
+def test_in_and_exists_on_the_window_columns_are_a_semi_or_anti_window_join(where, flink):
+    lines = join_plan(f"SELECT t.k FROM {_tvf('T')} WHERE {where}")
+    assert "WindowJoin(leftWindow=[TUMBLE(win_start=[window_start]" in lines[1] and f"[{flink}]" in lines[1]
+    assert "where=[window_start = window_start0 AND window_end = window_end0 AND k = k0]" in lines[1]
+
+
+def test_a_null_aware_not_in_is_an_anti_window_join_with_the_null_test_as_its_residual():
+    lines = join_plan(f"SELECT t.k FROM {_tvf('T')} WHERE t.k NOT IN (SELECT k FROM {_tvf('U')} WHERE {WINDOWS})")
+    assert "WindowJoin(" in lines[1] and "joinType=[LeftAntiJoin]" in lines[1]
+    assert (
+        "where=[window_start = window_start0 AND window_end = window_end0 AND (k = k0 OR k IS NULL OR k0 IS NULL)]"
+        in lines[1]
+    )
+    assert "Exchange(distribution=[single]" in lines[2]
+
+
+@pytest.mark.parametrize(
+    "right, on",
+    [
+        # Other windows on the two sides, or only one of the two equalities: Flink plans a regular join.
+        (_tvf("U", "TUMBLE(TABLE {t}, DESCRIPTOR(ts), INTERVAL '10' MINUTES)"), WINDOWS),
+        (_tvf("U", "HOP(TABLE {t}, DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)"), WINDOWS),
+        (_tvf("U"), "t.window_start = u.window_start"),
+    ],
+)
+def test_a_join_that_is_not_on_the_same_windows_of_both_sides_is_a_regular_join(right, on):
+    lines = join_plan(
+        f"SELECT t.k, u.w FROM (SELECT k, window_start, window_end FROM {_tvf('T')}) t "
+        f"JOIN (SELECT w, window_start, window_end FROM {right}) u ON {on}"
+    )
+    assert not any("WindowJoin" in line for line in lines)
+    assert any(line.lstrip(" +-:").startswith("Join(") for line in lines)
+
+
+def test_a_window_join_over_updates_is_refused_as_flink_refuses_it():
+    message = refused(
+        f"SELECT t.k FROM {_tvf('C').replace(' c', ' t')} JOIN {_tvf('T').replace(' t', ' u')} ON {WINDOWS}",
+        UnsupportedPlanError,
+    )
+    assert "StreamPhysicalWindowJoin doesn't support consuming update and delete changes" in message
+    assert "[rule: window-join]" in message

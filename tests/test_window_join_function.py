@@ -86,3 +86,31 @@ def test_the_logic_refuses_updates_as_flink_plans_no_window_join_over_them():
     logic = WindowJoinLogic(WindowJoinFunction("inner", (2, 2)))
     with pytest.raises(ChangelogError, match="insert-only"):
         logic.on_row(logic.new_state((1,)), 0, RowKind.DELETE, ("L1", 2), END, 0, TimerService())
+
+
+def test_the_python_engine_refuses_a_semi_join_residual_it_cannot_evaluate_inside_the_join(spark):
+    from datetime import datetime
+
+    from streamjoin.errors import EngineError
+    from streamjoin.jvm import ENGINE_CONF
+    from streamjoin.runtime.window_join import window_join
+
+    schema = "k INT, {v} INT, {we} TIMESTAMP, _rowkind STRING, _seq LONG"
+    row = [(1, 2, datetime(2024, 1, 1, 10, 5), "+I", 0)]
+    left = spark.createDataFrame(row, schema.format(v="a", we="lwe"))
+    right = spark.createDataFrame(row, schema.format(v="b", we="rwe")).withColumnRenamed("k", "rk")
+    before = spark.conf.get(ENGINE_CONF)
+    spark.conf.set(ENGINE_CONF, "python")
+    try:
+        with pytest.raises(EngineError, match="semi window join's residual predicate 'a < b'.*jvm engine"):
+            window_join(
+                left,
+                right,
+                on=[("k", "rk")],
+                left_window_end="lwe",
+                right_window_end="rwe",
+                how="semi",
+                condition="a < b",
+            )
+    finally:
+        spark.conf.set(ENGINE_CONF, before)

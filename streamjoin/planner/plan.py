@@ -474,7 +474,8 @@ class WindowJoin(_Join):
             ]
         )
         if self.residual is not None:
-            where += f" AND {_expr(self.residual)}"
+            residual = _expr(self.residual)
+            where += f" AND ({residual})" if isinstance(self.residual, exp.Or) else f" AND {residual}"
         return [
             ("leftWindow", self._window(*self.left_window)),
             ("rightWindow", self._window(*self.right_window)),

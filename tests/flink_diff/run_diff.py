@@ -6,8 +6,8 @@
 
 Generates ``n`` cases (:mod:`generate`) and ``chains`` chains of operators (``generate.generate_chain_cases``,
 families ``chain_*``; by default ``n // 20``, at least one per family) and ``windows`` window aggregates and as
-many window Top-N (``generate.generate_window_cases``, families ``window_*``; by default ``n // 20``) and Top-N
-over changelogs (``generate.generate_rank_cases``, families ``topn_*``), runs them
+many window Top-N and window joins (``generate.generate_window_cases``, families ``window_*``; by default
+``n // 20``) and Top-N over changelogs (``generate.generate_rank_cases``, families ``topn_*``), runs them
 on Flink with the Flink venv's
 python (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
 (``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch (the chains
@@ -220,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         "--windows",
         type=int,
         default=None,
-        help="window aggregates and as many window Top-N and Top-N to generate too (default: n // 20, at least one "
-        "per family)",
+        help="window aggregates and as many window Top-N, window joins and Top-N to generate too (default: n // 20, "
+        "at least one per family)",
     )
     parser.add_argument("--work", type=Path, default=ROOT / ".local" / "flink-diff" / "run")
     parser.add_argument(
@@ -240,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         *generate_chain_cases(chains, args.seed),
         *generate_window_cases(windows, args.seed),
         *generate_window_cases(windows, args.seed, ranks=True),
+        *generate_window_cases(windows, args.seed, joins=True),
         *generate_rank_cases(windows, args.seed),
     ]
     for case in generated_cases:

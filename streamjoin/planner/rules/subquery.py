@@ -131,7 +131,11 @@ def plan_subquery_join(planner: QueryPlanner, left: Node, predicate: exp.Expr, o
         typer.check_boolean(c, "subquery")
     pairs, rest = ([], conditions) if null_aware else split_equi(conditions, set(left.field_names), set(right_names))
     original = {v: k for k, v in rename.items()}
-    windowed = None if null_aware else plan_window_join(planner, kind, left, right_node, pairs, rest, original, query)
+    # A null-aware NOT IN keeps its equalities of the window columns: a window join with the rest as its residual.
+    window_pairs, window_rest = (
+        split_equi(conditions, set(left.field_names), set(right_names)) if null_aware else (pairs, rest)
+    )
+    windowed = plan_window_join(planner, kind, left, right_node, window_pairs, window_rest, original, query)
     if windowed is not None:
         return windowed
     for c in rest:
