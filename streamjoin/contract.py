@@ -205,6 +205,8 @@ class WindowAggregateSpec:
         aggregates: the aggregates, in output order.
         retractable: whether the input retracts (retractable accumulators, Flink's ``*WithRetract*``).
         watermark_column: the column of the per-row watermark (LONG ms), or None.
+        session_gap_ms: a session window aggregate's gap (ms): each row's window is its own ``[t, t + gap)``, merged
+            into sessions; None for the windows of TUMBLE, HOP and CUMULATE.
     """
 
     columns: tuple[str, ...]
@@ -215,6 +217,7 @@ class WindowAggregateSpec:
     aggregates: tuple[AggregateCallSpec, ...]
     retractable: bool
     watermark_column: str | None
+    session_gap_ms: int | None
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,11 @@ PATH_SUFFIXES = (".py", ".scala", ".sql", ".md", ".toml", ".yaml", ".yml", ".jso
 PACKAGES = ("streamjoin", "checks", "assets", "jobs", "resources", "dagster_project", "bench")
 SCALA_ROOT = ROOT / "jvm" / "operators" / "src" / "main" / "scala"
 
-#: Work periods named by an ordinal, and tracker entries named by number.
-WORKLOG = re.compile(r"[Ii]ssue [0-9]+|[a-z]+(th|st|nd|rd) session")
+#: Work periods named by an ordinal, and tracker entries named by number (not "and session windows": no ordinal).
+WORKLOG = re.compile(
+    r"[Ii]ssue [0-9]+|\b(?:[0-9]+(?:st|nd|rd|th)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
+    r"|eleventh|twelfth|[a-z]+teenth|[a-z]+ieth) session"
+)
 WORKLOG_SCOPE = ("README.md", "sql/README.md", "docs", "bench", "streamjoin", "jvm", "tests")
 WORKLOG_SKIP_DIRS = {"__pycache__", "target", ".pytest_cache", ".hypothesis"}
 

@@ -144,7 +144,32 @@ def test_a_changelog_input_is_windowed_and_aggregated_with_retractions():
         (
             "SELECT * FROM TABLE(SESSION(TABLE T PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTE))",
             UnsupportedPlanError,
-            "the SESSION window table function is not supported",
+            "a SESSION window table function is supported under a window aggregate",
+        ),
+        (
+            (
+                "SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(SESSION(TABLE T, DESCRIPTOR(ts), "
+                "INTERVAL '1' MINUTE)) GROUP BY k, window_start, window_end"
+            ),
+            UnsupportedPlanError,
+            (
+                "a session window aggregate must group by window_start, window_end and exactly the SESSION's "
+                "PARTITION BY keys: its partition keys are [], its grouping keys [k, window_start, window_end]"
+            ),
+        ),
+        (
+            (
+                "SELECT * FROM (SELECT k, window_start, window_end, ROW_NUMBER() OVER (PARTITION BY window_start, "
+                "window_end, k ORDER BY v) AS rn FROM TABLE(SESSION(TABLE T PARTITION BY k, DESCRIPTOR(ts), "
+                "INTERVAL '1' MINUTE))) WHERE rn <= 2"
+            ),
+            UnsupportedPlanError,
+            "a window Top-N over a SESSION window table function is not supported",
+        ),
+        (
+            "SELECT * FROM TABLE(SESSION(TABLE T, DESCRIPTOR(ts), GAP => INTERVAL '0' MINUTE))",
+            ValidationError,
+            "SESSION GAP must be positive",
         ),
         (
             "SELECT * FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts)))",
@@ -183,9 +208,9 @@ def test_a_changelog_input_is_windowed_and_aggregated_with_retractions():
             "CUMULATE table function based aggregate requires maxSize must be an integral multiple of step",
         ),
         (
-            "SELECT k, COUNT(*) AS n FROM T GROUP BY k, SESSION(ts, INTERVAL '1' HOUR)",
+            "SELECT COUNT(*) AS n FROM T GROUP BY UPPER(k), SESSION(ts, INTERVAL '1' HOUR)",
             UnsupportedPlanError,
-            "the SESSION group window is not supported",
+            "a SESSION group window groups by columns only",
         ),
         (
             "SELECT TUMBLE_END(ts, INTERVAL '2' HOUR) AS e, COUNT(*) FROM T GROUP BY TUMBLE(ts, INTERVAL '1' HOUR)",
@@ -370,3 +395,35 @@ def test_a_window_join_over_updates_is_refused_as_flink_refuses_it():
     )
     assert "StreamPhysicalWindowJoin doesn't support consuming update and delete changes" in message
     assert "[rule: window-join]" in message
+
+
+# -- session windows (docs/semantics.md §11.2) ---------------------------------------------------------------------
+
+
+def test_a_session_aggregate_is_a_window_aggregate_over_the_session_table_function():
+    lines = explain(
+        "SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(SESSION(TABLE T PARTITION BY k, "
+        "DESCRIPTOR(ts), INTERVAL '5' MINUTES)) GROUP BY k, window_start, window_end"
+    ).splitlines()[2:]
+    window = "SESSION(time_col=[ts], gap=[5 min], partition keys=[k])"
+    assert lines[1].startswith(f"   +- WindowAggregate(groupBy=[k], window=[{window}], select=[k, COUNT(*) AS n")
+    assert lines[3] == f"         +- WindowTableFunction(window=[{window}], changelogMode=[I])"
+
+
+def test_a_legacy_session_group_window_is_the_session_aggregate_partitioned_by_its_keys():
+    lines = explain(
+        "SELECT k, SESSION_START(ts, INTERVAL '5' MINUTE) AS s, SESSION_ROWTIME(ts, INTERVAL '5' MINUTE) AS t, "
+        "COUNT(*) AS n FROM T GROUP BY SESSION(ts, INTERVAL '5' MINUTE), k"
+    ).splitlines()[2:]
+    assert "window=[SESSION(time_col=[ts], gap=[5 min], partition keys=[k])]" in lines[1]
+    assert "rowtime('w$) AS window_time" in lines[1]
+
+
+def test_a_join_of_session_windows_is_refused():
+    session = "(SELECT * FROM TABLE(SESSION(TABLE {t} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES))) {a}"
+    message = refused(
+        f"SELECT t.k FROM {session.format(t='T', a='t')} JOIN {session.format(t='T', a='u')} ON t.k = u.k AND "
+        "t.window_start = u.window_start AND t.window_end = u.window_end",
+        UnsupportedPlanError,
+    )
+    assert "a window join of SESSION window table functions is not supported" in message

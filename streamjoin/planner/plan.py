@@ -65,7 +65,7 @@ __all__ = [
 
 JoinKind = Literal["inner", "left", "right", "full", "semi", "anti"]
 UpdateKind = Literal["NONE", "ONLY_UPDATE_AFTER", "BEFORE_AND_AFTER"]
-WindowKind = Literal["TUMBLE", "HOP", "CUMULATE"]
+WindowKind = Literal["TUMBLE", "HOP", "CUMULATE", "SESSION"]
 
 _JOIN_TYPE_NAMES = {
     "inner": "InnerJoin",
@@ -822,9 +822,10 @@ def _duration(ms: int) -> str:
 class WindowSpec:
     """The windows of a window table function (docs/semantics.md §11); lengths in milliseconds.
 
-    ``kind`` is ``TUMBLE`` (``size``), ``HOP`` (``size`` every ``step``, Flink's slide) or ``CUMULATE``
-    (windows growing by ``step`` up to ``size``); ``offset`` shifts the windows' alignment from the epoch.
-    ``time_col`` is the input's rowtime column the windows are assigned by.
+    ``kind`` is ``TUMBLE`` (``size``), ``HOP`` (``size`` every ``step``, Flink's slide), ``CUMULATE``
+    (windows growing by ``step`` up to ``size``) or ``SESSION`` (rows closer than the gap ``size`` in one window, per
+    ``partition_by`` key); ``offset`` shifts the windows' alignment from the epoch. ``time_col`` is the input's
+    rowtime column the windows are assigned by.
     """
 
     kind: WindowKind
@@ -832,10 +833,15 @@ class WindowSpec:
     size_ms: int
     step_ms: int | None = None
     offset_ms: int = 0
+    partition_by: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         parts = [f"time_col=[{self.time_col}]"]
-        if self.kind == "CUMULATE":
+        if self.kind == "SESSION":
+            parts.append(f"gap=[{_duration(self.size_ms)}]")
+            if self.partition_by:
+                parts.append(f"partition keys=[{', '.join(self.partition_by)}]")
+        elif self.kind == "CUMULATE":
             parts += [f"max_size=[{_duration(self.size_ms)}]", f"step=[{_duration(self.step_ms or 0)}]"]
         else:
             parts.append(f"size=[{_duration(self.size_ms)}]")
@@ -858,6 +864,8 @@ class WindowTableFunction(Node):
     """
 
     name = "WindowTableFunction"
+    #: The call it was planned from (for messages about it).
+    at: exp.Expr | None = None
 
     def __init__(self, input: Node, window: WindowSpec):
         self.inputs = [input]

@@ -48,6 +48,7 @@ from streamjoin.planner.dialect import Explain, Flink
 from streamjoin.planner.explain import explain_plan
 from streamjoin.planner.expressions import field_column
 from streamjoin.planner.plan import Field, Sink
+from streamjoin.planner.rules.window import check_session_windows
 from streamjoin.planner.types import common_type
 
 __all__ = [
@@ -312,6 +313,7 @@ def plan_script(text: str, name: str = "<sql>", init: Sequence[tuple[str, str]] 
                 "supported-statements",
             )
         check_ranks(sink, source)
+        check_session_windows(sink, source)
         finish_plan(sink, source, at, state_ttl_ms=script.state_ttl_ms)
         return PlannedStatement(statement, sink, explain_plan(sink))
 

@@ -426,6 +426,7 @@ class Translator:
             aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
             insert_only_input=input.is_insert_only,
             watermark_column=row_wm,
+            session_gap_ms=node.window.size_ms if node.window.kind == "SESSION" else None,
         )
         if node.window_time is not None:
             # window_time is window_end − 1 ms, as the window table function computed it.

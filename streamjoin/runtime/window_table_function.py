@@ -1,4 +1,5 @@
-"""Window assignment of the window table functions ``TUMBLE``, ``HOP`` and ``CUMULATE`` (docs/semantics.md §11).
+"""Window assignment of the window table functions ``TUMBLE``, ``HOP``, ``CUMULATE`` and ``SESSION`` (docs/semantics.md
+§11).
 
 Stateless, as Flink's ``WindowTableFunctionOperator``: each input change is emitted once per window its rowtime
 falls in, with the input's RowKind and ``_seq``, and three columns added: ``window_start``, ``window_end``
@@ -6,7 +7,10 @@ falls in, with the input's RowKind and ``_seq``, and three columns added: ``wind
 assigners' (``TumblingWindowAssigner``, ``SlidingWindowAssigner``, ``CumulativeWindowAssigner``), aligned to the
 epoch shifted by ``offset_ms``: a tumbling window starts at ``t − ((t − offset) mod size)``; a row is in the
 ``size / slide`` hopping windows whose start is after ``t − size``, latest start first; a cumulative row is in
-the windows of its ``size`` period that end after it, every ``step``, shortest first.
+the windows of its ``size`` period that end after it, every ``step``, shortest first. A ``SESSION`` row gets its own
+window ``[t, t + gap)`` (Flink's ``SessionWindowAssigner``): the session window aggregate merges the windows that
+touch into sessions, so this is the row's session only until it merges (a ``SESSION`` table function is planned
+only under a window aggregate).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def _start(ms: Column, size_ms: int, offset_ms: int) -> Column:
 def assign_windows(
     df: DataFrame,
     *,
-    kind: Literal["TUMBLE", "HOP", "CUMULATE"],
+    kind: Literal["TUMBLE", "HOP", "CUMULATE", "SESSION"],
     time_column: str,
     size_ms: int,
     step_ms: int | None = None,
@@ -42,10 +46,10 @@ def assign_windows(
 
     Args:
         df: any DataFrame (a changelog keeps its ``_rowkind`` and ``_seq`` per row).
-        kind: ``TUMBLE``, ``HOP`` or ``CUMULATE``.
+        kind: ``TUMBLE``, ``HOP``, ``CUMULATE`` or ``SESSION`` (its gap as ``size_ms``).
         time_column: the TIMESTAMP column the windows are assigned by (a row where it is NULL is in no window).
-        size_ms: the window size (CUMULATE: the largest window), milliseconds.
-        step_ms: HOP's slide, CUMULATE's step, milliseconds; ``None`` for TUMBLE.
+        size_ms: the window size (CUMULATE: the largest window; SESSION: the gap), milliseconds.
+        step_ms: HOP's slide, CUMULATE's step, milliseconds; ``None`` for TUMBLE and SESSION.
         offset_ms: the windows' offset from the epoch, milliseconds (may be negative).
 
     Raises:
@@ -53,10 +57,13 @@ def assign_windows(
     """
     if size_ms <= 0 or (step_ms is not None and step_ms <= 0):
         raise ValidationError(f"{kind}: size and step must be positive milliseconds, got {size_ms}, {step_ms}")
-    if (kind == "TUMBLE") != (step_ms is None):
-        raise ValidationError(f"{kind}: a step (slide) is {'not ' if kind == 'TUMBLE' else ''}taken")
+    single = kind in ("TUMBLE", "SESSION")
+    if single != (step_ms is None):
+        raise ValidationError(f"{kind}: a step (slide) is {'not ' if single else ''}taken")
     ms = F.unix_millis(F.col(f"`{time_column}`"))
-    if kind == "TUMBLE":
+    if kind == "SESSION":
+        bounds = df.withColumn("_window_start_ms", ms).withColumn("_window_end_ms", ms + F.lit(size_ms))
+    elif kind == "TUMBLE":
         start = _start(ms, size_ms, offset_ms)
         bounds = df.withColumn("_window_start_ms", start).withColumn("_window_end_ms", start + F.lit(size_ms))
     else:

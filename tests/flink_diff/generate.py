@@ -1109,13 +1109,59 @@ def _window_join(rng: random.Random) -> dict:
     return {"tables": tables, "query": query}
 
 
-def generate_window_case(seed: int, index: int, *, ranks: bool = False, joins: bool = False) -> dict:
-    """Window aggregate case ``index`` of ``seed`` (``WINDOW_FAMILIES``), or with ``ranks`` window Top-N case
-    ``index`` (``WINDOW_RANK_FAMILIES``), or with ``joins`` window join case ``index`` (``WINDOW_JOIN_FAMILIES``)."""
-    families = WINDOW_JOIN_FAMILIES if joins else WINDOW_RANK_FAMILIES if ranks else WINDOW_FAMILIES
+#: Session window aggregates, generated on their own (``--window-sessions``): the SESSION table function (with and
+#: without PARTITION BY) and the legacy ``GROUP BY SESSION(…)``.
+WINDOW_SESSION_FAMILIES = ["window_session"]
+ORDER_WITHIN_RUNS_FAMILIES |= set(WINDOW_SESSION_FAMILIES)
+
+
+def _window_session(rng: random.Random) -> dict:
+    """A session window aggregate of ``bids``: gaps of 1, 2 or 5 minutes over rows 20 s to 2.5 min apart, so that
+    sessions open, grow, merge and close; per item or global; a quarter with an updating input (not for the legacy
+    group window)."""
+    legacy = rng.random() < 0.3
+    table = _bids(rng, updating=not legacy and rng.random() < 0.25)
+    gap = rng.choice([1, 2, 5])
+    aggregates = rng.sample(_WINDOW_AGGREGATES, rng.randint(1, 3))
+    columns = ", ".join(f"{a} AS agg{i}" for i, a in enumerate(aggregates))
+    where = rng.choice(["", "", "", " WHERE price > 10"])
+    keyed = rng.random() < 0.7
+    key = "item, " if keyed else ""
+    if legacy:
+        args = f"bidtime, INTERVAL '{gap}' MINUTE"
+        query = (
+            f"SELECT {key}SESSION_START({args}) AS ws, SESSION_END({args}) AS we, {columns} FROM bids{where} "
+            f"GROUP BY {key}SESSION({args})"
+        )
+        start, end = "ws", "we"
+    else:
+        partition = " PARTITION BY item" if keyed else ""
+        tvf = f"SESSION(TABLE bids{partition}, DESCRIPTOR(bidtime), INTERVAL '{gap}' MINUTES)"
+        query = (
+            f"SELECT {key}window_start, window_end, {columns} FROM TABLE({tvf}){where} "
+            f"GROUP BY {key}window_start, window_end"
+        )
+        start, end = "window_start", "window_end"
+    return {"tables": [table], "query": query, "upsert_key": [*(["item"] if keyed else []), start, end]}
+
+
+#: The window case kinds: their families and the builder of one case (``rng``, family).
+_WINDOW_KINDS = {
+    "aggregates": (WINDOW_FAMILIES, _window_case),
+    "ranks": (WINDOW_RANK_FAMILIES, lambda rng, family: _window_topn(rng)),
+    "joins": (WINDOW_JOIN_FAMILIES, lambda rng, family: _window_join(rng)),
+    "sessions": (WINDOW_SESSION_FAMILIES, lambda rng, family: _window_session(rng)),
+}
+
+
+def generate_window_case(seed: int, index: int, *, kind: str = "aggregates") -> dict:
+    """Window case ``index`` of ``seed`` of ``kind``: window aggregates (``WINDOW_FAMILIES``), window Top-N
+    (``"ranks"``, ``WINDOW_RANK_FAMILIES``), window joins (``"joins"``) or session window aggregates
+    (``"sessions"``)."""
+    families, build = _WINDOW_KINDS[kind]
     family = families[index % len(families)]
-    rng = random.Random(f"{family if ranks or joins else 'window'}-{seed}-{index}")
-    case = _window_join(rng) if joins else _window_topn(rng) if ranks else _window_case(rng, family)
+    rng = random.Random(f"{'window' if kind == 'aggregates' else family}-{seed}-{index}")
+    case = build(rng, family)
     return {
         "name": f"{family}_{seed}_{index:04d}",
         "description": f"generated: family {family}, seed {seed}, index {index} (tests/flink_diff/generate.py)",
@@ -1126,9 +1172,9 @@ def generate_window_case(seed: int, index: int, *, ranks: bool = False, joins: b
     }
 
 
-def generate_window_cases(n: int, seed: int, *, ranks: bool = False, joins: bool = False) -> list[dict]:
-    """Window aggregate (or with ``ranks`` window Top-N, with ``joins`` window join) cases ``0 … n-1`` of ``seed``."""
-    return [generate_window_case(seed, i, ranks=ranks, joins=joins) for i in range(n)]
+def generate_window_cases(n: int, seed: int, *, kind: str = "aggregates") -> list[dict]:
+    """Window cases ``0 … n-1`` of ``seed`` of ``kind`` (:func:`generate_window_case`)."""
+    return [generate_window_case(seed, i, kind=kind) for i in range(n)]
 
 
 # -- Top-N over a changelog: Flink's Rank (AppendOnlyFirstN, FastTop1, AppendOnlyTopN, RetractableTopN) ------------
@@ -1240,6 +1286,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", action="store_true", help="window aggregates (WINDOW_FAMILIES) instead")
     parser.add_argument("--window-ranks", action="store_true", help="window Top-N (WINDOW_RANK_FAMILIES) instead")
     parser.add_argument("--window-joins", action="store_true", help="window joins (WINDOW_JOIN_FAMILIES) instead")
+    parser.add_argument(
+        "--window-sessions", action="store_true", help="session window aggregates (WINDOW_SESSION_FAMILIES) instead"
+    )
     parser.add_argument("--ranks", action="store_true", help="Top-N over changelogs (RANK_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -1249,8 +1298,17 @@ def main(argv: list[str] | None = None) -> int:
         cases = generate_chain_cases(args.n, args.seed)
     elif args.ranks:
         cases = generate_rank_cases(args.n, args.seed)
-    elif args.windows or args.window_ranks or args.window_joins:
-        cases = generate_window_cases(args.n, args.seed, ranks=args.window_ranks, joins=args.window_joins)
+    elif args.windows or args.window_ranks or args.window_joins or args.window_sessions:
+        kind = (
+            "ranks"
+            if args.window_ranks
+            else "joins"
+            if args.window_joins
+            else "sessions"
+            if args.window_sessions
+            else "aggregates"
+        )
+        cases = generate_window_cases(args.n, args.seed, kind=kind)
     else:
         cases = generate_cases(args.n, args.seed)
     for case in cases:

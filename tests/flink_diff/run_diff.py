@@ -6,9 +6,9 @@
 
 Generates ``n`` cases (:mod:`generate`) and ``chains`` chains of operators (``generate.generate_chain_cases``,
 families ``chain_*``; by default ``n // 20``, at least one per family) and ``windows`` window aggregates and as
-many window Top-N and window joins (``generate.generate_window_cases``, families ``window_*``; by default
-``n // 20``) and Top-N over changelogs (``generate.generate_rank_cases``, families ``topn_*``), runs them
-on Flink with the Flink venv's
+many window Top-N, window joins and session window aggregates (``generate.generate_window_cases``, families
+``window_*``; by default ``n // 20``) and Top-N over changelogs (``generate.generate_rank_cases``, families
+``topn_*``), runs them on Flink with the Flink venv's
 python (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
 (``streamjoin.testing.replay.replay_cases``, one Spark session) at 1 and at 7 rows per micro-batch (the chains
 also at 100), and prints, per family, how many cases are equal to Flink (final rows at every batch size and the
@@ -239,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         *generate_cases(args.n, args.seed),
         *generate_chain_cases(chains, args.seed),
         *generate_window_cases(windows, args.seed),
-        *generate_window_cases(windows, args.seed, ranks=True),
-        *generate_window_cases(windows, args.seed, joins=True),
+        *generate_window_cases(windows, args.seed, kind="ranks"),
+        *generate_window_cases(windows, args.seed, kind="joins"),
+        *generate_window_cases(windows, args.seed, kind="sessions"),
         *generate_rank_cases(windows, args.seed),
     ]
     for case in generated_cases:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 from sqlglot import exp
 
 from streamjoin.errors import UnsupportedPlanError, ValidationError
+from streamjoin.planner.diagnostics import SqlSource, error
 from streamjoin.planner.dialect import (
     WINDOW_TVF_PARAMETERS,
     Descriptor,
@@ -33,6 +34,7 @@ from streamjoin.planner.plan import (
     WindowKind,
     WindowRank,
     WindowSpec,
+    walk,
 )
 from streamjoin.planner.plan import WindowTableFunction as WindowTableFunctionNode
 from streamjoin.planner.relation import Relation
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
 __all__ = [
+    "check_session_windows",
     "group_window_auxiliaries",
     "plan_window_aggregate",
     "plan_window_join",
@@ -125,22 +128,18 @@ def plan_window_table_function(planner: QueryPlanner, call: WindowTableFunction,
     Raises:
         ValidationError: unknown, missing or repeated parameters, a time column that is not a rowtime attribute,
             a non-positive or non day-time interval, an input with a column named like a window column.
-        UnsupportedPlanError: ``SESSION`` windows and processing-time windows.
+        UnsupportedPlanError: processing-time windows.
     """
     from streamjoin.planner.rules.scan import plan_table_ref
 
     kind = call.name
-    if kind == "SESSION":
-        raise planner.error(
-            UnsupportedPlanError, call, "the SESSION window table function is not supported", "window-functions"
-        )
     args = _arguments(planner, call)
     data, timecol = args["DATA"], args["TIMECOL"]
     if not isinstance(data, TableArgument):
         raise planner.error(
             ValidationError, data, f"{kind}'s DATA must be a table argument: TABLE name", "window-functions"
         )
-    if data.args.get("partition_by"):
+    if data.args.get("partition_by") and kind != "SESSION":
         raise planner.error(
             ValidationError, data, f"{kind} takes no PARTITION BY (only SESSION does)", "window-functions"
         )
@@ -150,7 +149,11 @@ def plan_window_table_function(planner: QueryPlanner, call: WindowTableFunction,
         )
     table = cast(exp.Table, data.this)
     relation = plan_table_ref(planner, table, outer)
-    return _windowed(planner, kind, args, relation, timecol, table, outer)
+    partition_by: tuple[str, ...] = ()
+    if data.args.get("partition_by"):
+        scope = relation.scope(planner.source, outer)
+        partition_by = tuple(resolve(c, scope).name for c in data.args["partition_by"])
+    return _windowed(planner, kind, args, relation, timecol, table, outer, partition_by)
 
 
 def _windowed(
@@ -161,8 +164,10 @@ def _windowed(
     timecol: Descriptor,
     at: exp.Expr,
     outer: Scope | None,
+    partition_by: tuple[str, ...] = (),
 ) -> Relation:
-    """The ``WindowTableFunction`` ``kind`` with ``args`` over ``relation``, windowed by ``timecol``."""
+    """The ``WindowTableFunction`` ``kind`` with ``args`` over ``relation``, windowed by ``timecol`` (a SESSION's
+    sessions per ``partition_by`` key)."""
     scope = relation.scope(planner.source, outer)
     column = resolve(timecol.expressions[0], scope)
     field = relation.node.field(column.name)
@@ -183,14 +188,15 @@ def _windowed(
             f"{kind}'s input already has a column {clash[0]}, which the window function adds",
             "window-functions",
         )
-    size = _length(planner, kind, "SIZE", args["SIZE"])
+    size = _length(planner, kind, "GAP" if kind == "SESSION" else "SIZE", args["GAP" if kind == "SESSION" else "SIZE"])
     step = None
     if kind in ("HOP", "CUMULATE"):
         step_name = "SLIDE" if kind == "HOP" else "STEP"
         step = _length(planner, kind, step_name, args[step_name])
     offset = _length(planner, kind, "OFFSET", args["OFFSET"], positive=False) if "OFFSET" in args else 0
-    window = WindowSpec(cast(WindowKind, kind), column.name, size, step, offset)
+    window = WindowSpec(cast(WindowKind, kind), column.name, size, step, offset, partition_by)
     node = WindowTableFunctionNode(relation.node, window)
+    node.at = at
     types = {f.name: f.type for f in node.fields}
     columns = [ScopeColumn(c.qualifier, c.name, c.field, types[c.field]) for c in relation.columns]
     columns += [ScopeColumn(None, name, name, types[name]) for name in WINDOW_COLUMNS]
@@ -256,6 +262,13 @@ def plan_window_rank(
             )
         return None
     window, roles = found
+    if window.kind == "SESSION":
+        raise planner.error(
+            UnsupportedPlanError,
+            at,
+            "a window Top-N over a SESSION window table function is not supported",
+            "window-rank",
+        )
     if not input.is_insert_only:
         raise planner.error(
             UnsupportedPlanError,
@@ -309,9 +322,59 @@ def plan_window_aggregate(
         )
     window_names = set(roles.values())
     keys = [g for g in group_fields if g not in window_names]
+    if window.kind == "SESSION":
+        _check_session_keys(planner, at, input, window, keys)
     return WindowAggregate(
         input, window, keys, calls, roles["window_start"], roles["window_end"], roles.get("window_time")
     )
+
+
+def _check_session_keys(planner: QueryPlanner, at: exp.Expr, input: Node, window: WindowSpec, keys: list[str]) -> None:
+    """A session window aggregate groups by exactly the SESSION's partition keys: it forms the sessions per grouping
+    key. (Flink also accepts other grouping keys: its SESSION table function then forms the sessions per partition
+    key, globally without one, before the aggregate groups them; not supported here.)"""
+    partition = []
+    for key in window.partition_by:
+        name = next(
+            (f for f in keys if (o := _window_origin(input, f, window_columns_only=False)) and o[1] == key), None
+        )
+        partition.append(name or key)
+    if sorted(partition) != sorted(keys):
+        raise planner.error(
+            UnsupportedPlanError,
+            at,
+            "a session window aggregate must group by window_start, window_end and exactly the SESSION's "
+            f"PARTITION BY keys: its partition keys are [{', '.join(window.partition_by)}], its grouping keys "
+            f"[{', '.join([*keys, 'window_start', 'window_end'])}] (sessions formed per partition key and grouped "
+            "by other keys are not supported)",
+            "window-functions",
+        )
+
+
+def check_session_windows(root: Node, source: SqlSource) -> None:
+    """Refuse a SESSION window table function that no window aggregate consumes (through Calcs): its rows' windows
+    are known only when their session closes, which only the session window aggregate decides here.
+
+    Raises:
+        UnsupportedPlanError: naming the SESSION call.
+    """
+    consumed = set()
+    for node in walk(root):
+        if isinstance(node, WindowAggregate):
+            below = node.inputs[0]
+            while isinstance(below, Calc):
+                below = below.inputs[0]
+            consumed.add(id(below))
+    for node in walk(root):
+        if isinstance(node, WindowTableFunctionNode) and node.window.kind == "SESSION" and id(node) not in consumed:
+            raise error(
+                UnsupportedPlanError,
+                source,
+                node.at,
+                "a SESSION window table function is supported under a window aggregate (GROUP BY window_start, "
+                "window_end and its partition keys) only",
+                "window-functions",
+            )
 
 
 def _same_windows(a: WindowSpec, b: WindowSpec) -> bool:
@@ -354,6 +417,10 @@ def plan_window_join(
         return None
     if not _same_windows(tvfs[0][0].window, tvfs[0][1].window):
         return None
+    if tvfs[0][0].window.kind == "SESSION":
+        raise planner.error(
+            UnsupportedPlanError, at, "a window join of SESSION window table functions is not supported", "window-join"
+        )
     for node in (left, right):
         if not node.is_insert_only:
             raise planner.error(
@@ -377,7 +444,7 @@ def plan_window_join(
 
 
 #: Flink's legacy group window functions, their arguments after the time column, and their window table function.
-_GROUP_WINDOWS = {"TUMBLE": ("SIZE",), "HOP": ("SLIDE", "SIZE")}
+_GROUP_WINDOWS = {"TUMBLE": ("SIZE",), "HOP": ("SLIDE", "SIZE"), "SESSION": ("GAP",)}
 #: The auxiliary functions of a group window and the window column each reads.
 _AUXILIARY = {"_START": "window_start", "_END": "window_end", "_ROWTIME": "window_time"}
 
@@ -404,8 +471,9 @@ def rewrite_group_window(
     group_exprs: list[exp.Expr],
     having: exp.Expr | None,
 ) -> tuple[Relation, list[tuple[str | None, exp.Expr]], list[exp.Expr], exp.Expr | None]:
-    """Flink's legacy group windows, ``GROUP BY TUMBLE(ts, INTERVAL …)`` / ``HOP(ts, slide, size)`` with
-    ``TUMBLE_START``, ``TUMBLE_END`` and ``TUMBLE_ROWTIME`` (``HOP_*``) in the select list, as the window table
+    """Flink's legacy group windows, ``GROUP BY TUMBLE(ts, INTERVAL …)`` / ``HOP(ts, slide, size)`` / ``SESSION(ts,
+    gap)`` with ``TUMBLE_START``, ``TUMBLE_END`` and ``TUMBLE_ROWTIME`` (``HOP_*``, ``SESSION_*``) in the select list,
+    as the window table
     function they mean: the relation gets the window's columns, the group window becomes ``window_start,
     window_end`` and each auxiliary call that window's column (named as Flink names the call). Without a group
     window everything is returned unchanged.
@@ -413,7 +481,7 @@ def rewrite_group_window(
     Raises:
         ValidationError: a second group window, an auxiliary call whose arguments differ from the group
             window's, an auxiliary call without a group window.
-        UnsupportedPlanError: ``SESSION`` group windows, ``*_PROCTIME``.
+        UnsupportedPlanError: ``*_PROCTIME``, a ``SESSION`` group window grouped by an expression.
     """
     from streamjoin.planner.rules.project import output_names
 
@@ -444,7 +512,21 @@ def rewrite_group_window(
         )
     descriptor = Descriptor(expressions=[call.expressions[0]])
     args: dict[str, exp.Expr] = dict(zip(parameters, call.expressions[1:]))
-    windowed = _windowed(planner, kind, args, relation, descriptor, call, None)
+    partition_by: tuple[str, ...] = ()
+    if kind == "SESSION":
+        # A legacy session window forms its sessions per grouping key: the keys are its partition keys.
+        scope = relation.scope(planner.source, None)
+        keys = [g for g in group_exprs if g is not call]
+        plain = [g for g in keys if isinstance(g, exp.Column)]
+        if len(plain) != len(keys):
+            raise planner.error(
+                UnsupportedPlanError,
+                next(g for g in keys if not isinstance(g, exp.Column)),
+                "a SESSION group window groups by columns only",
+                "window-functions",
+            )
+        partition_by = tuple(resolve(g, scope).name for g in plain)
+    windowed = _windowed(planner, kind, args, relation, descriptor, call, None, partition_by)
     signature = [a.sql(Flink) for a in call.expressions]
     names = output_names(items)
 

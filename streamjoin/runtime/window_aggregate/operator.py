@@ -19,7 +19,7 @@ from streamjoin.runtime.inputs import (
     require_columns,
 )
 from streamjoin.runtime.processor import KeyedLogic, KeyedProcessor
-from streamjoin.runtime.window_aggregate.function import WindowAggFunction, WindowAggState
+from streamjoin.runtime.window_aggregate.function import SessionWindowAggFunction, WindowAggFunction, WindowAggState
 from streamjoin.runtime.windowed import WINDOW_END_MS, window_elements, windowed_input
 
 __all__ = ["window_aggregate"]
@@ -47,7 +47,8 @@ class _WindowAggregateLogic(KeyedLogic):
     def open(self, handle, state_ttl_ms) -> None:
         super().open(handle, state_ttl_ms)
         aggregates = Aggregates(self.calls, self.types, self.columns, retractable=self.spec.retractable)
-        self.fn = WindowAggFunction(aggregates)
+        gap = self.spec.session_gap_ms
+        self.fn = WindowAggFunction(aggregates) if gap is None else SessionWindowAggFunction(aggregates, gap)
 
     def new_state(self, key: tuple) -> WindowAggState:
         return WindowAggState()
@@ -77,7 +78,8 @@ class _WindowAggregateLogic(KeyedLogic):
         return self.fn.on_timer(state, timestamp)
 
     def jvm_logic(self) -> JvmLogic:
-        return JvmLogic("window_aggregate.WindowAggregateLogic", self.spec)
+        name = "WindowAggregateLogic" if self.spec.session_gap_ms is None else "SessionWindowAggregateLogic"
+        return JvmLogic(f"window_aggregate.{name}", self.spec)
 
 
 def window_aggregate(
@@ -89,11 +91,13 @@ def window_aggregate(
     aggregates: Sequence[AggregateCall | tuple[str, str, str | None]],
     insert_only_input: bool = True,
     watermark_column: str | None = None,
+    session_gap_ms: int | None = None,
 ) -> DataFrame:
     """Window aggregation of a changelog stream whose rows carry their window (docs/semantics.md §11).
 
     ``SELECT group_by, agg(col), …, window_start, window_end FROM df GROUP BY group_by, window_start,
-    window_end`` over the rows of a window table function: one ``+I`` row per window and key once the watermark
+    window_end`` over the rows of a window table function (or, with ``session_gap_ms``, the sessions of each key):
+    one ``+I`` row per window and key once the watermark
     passes the window's end − 1 ms; a change whose window has already fired is dropped and counted (module
     docstring of :mod:`.function`). Runs as a row-based ``transformWithState`` in ``timeMode="EventTime"``
     keyed by ``group_by``: the watermark is Spark's (Spark's own late-row filter is switched off,
@@ -112,6 +116,9 @@ def window_aggregate(
             ``COUNT(*)``), COUNT_DISTINCT, SUM, AVG, MIN, MAX.
         insert_only_input: the input holds only ``+I``; MIN/MAX then keep only the extreme.
         watermark_column: optional LONG column: the watermark (epoch ms) in effect when the row arrived.
+        session_gap_ms: a session window aggregate (Flink's SESSION windows): each row's window is its own
+            ``[t, t + gap)`` (the SESSION table function's), merged per key with the sessions it touches; the output
+            carries each session's bounds.
 
     Returns:
         A changelog DataFrame of ``+I`` rows: the ``group_by`` columns, one column per aggregate (Flink's result
@@ -142,6 +149,8 @@ def window_aggregate(
             raise ValidationError(
                 f"watermark_column {watermark_column!r} must be LONG epoch ms; it is {types[watermark_column]}"
             )
+    if session_gap_ms is not None and session_gap_ms <= 0:
+        raise ValidationError(f"window_aggregate: session_gap_ms must be positive, got {session_gap_ms}")
     retractable = not insert_only_input
     columns = list(
         dict.fromkeys([*group_by, window_start, window_end, *(c.column for c in calls if c.column is not None)])
@@ -157,6 +166,7 @@ def window_aggregate(
         aggregates=Aggregates(calls, types, columns, retractable=retractable).specs(),
         retractable=retractable,
         watermark_column=watermark_column,
+        session_gap_ms=session_gap_ms,
     )
     fields = [StructField(c, types[c]) for c in group_by]
     fields += [StructField(c.output, t) for c, t in zip(calls, result_types)]

@@ -115,11 +115,12 @@ final case class WindowAggregateSpec(
     windowEndMs: String,
     aggregates: Seq[AggregateCallSpec],
     retractable: Boolean,
-    watermarkColumn: Option[String]
+    watermarkColumn: Option[String],
+    sessionGapMs: Option[Long]
 )
 
 object WindowAggregateSpec {
-  val fields: Seq[String] = Seq("columns", "groupBy", "windowStart", "windowEnd", "windowEndMs", "aggregates", "retractable", "watermarkColumn")
+  val fields: Seq[String] = Seq("columns", "groupBy", "windowStart", "windowEnd", "windowEndMs", "aggregates", "retractable", "watermarkColumn", "sessionGapMs")
 
   def decode(json: String): WindowAggregateSpec = decode(SpecCodec.parse(json))
 
@@ -133,7 +134,8 @@ object WindowAggregateSpec {
       windowEndMs = SpecCodec.string(node.get("windowEndMs"), "WindowAggregateSpec.windowEndMs"),
       aggregates = SpecCodec.seq(node.get("aggregates"), "WindowAggregateSpec.aggregates", -1)(n => AggregateCallSpec.decode(n)),
       retractable = SpecCodec.bool(node.get("retractable"), "WindowAggregateSpec.retractable"),
-      watermarkColumn = SpecCodec.option(node.get("watermarkColumn"))(n => SpecCodec.string(n, "WindowAggregateSpec.watermarkColumn"))
+      watermarkColumn = SpecCodec.option(node.get("watermarkColumn"))(n => SpecCodec.string(n, "WindowAggregateSpec.watermarkColumn")),
+      sessionGapMs = SpecCodec.option(node.get("sessionGapMs"))(n => SpecCodec.long(n, "WindowAggregateSpec.sessionGapMs"))
     )
   }
 }

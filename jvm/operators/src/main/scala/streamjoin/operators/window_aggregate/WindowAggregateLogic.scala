@@ -46,15 +46,15 @@ final class WindowAccumulator(
  */
 class WindowAggregateLogic(spec: WindowAggregateSpec, input: StructType) extends KeyedLogic {
   private val columns = spec.columns.map(KeyedLogic.index(input, _)).toArray
-  private val groupPositions = spec.groupBy.map(spec.columns.indexOf(_)).toArray
-  private val startPosition = spec.columns.indexOf(spec.windowStart)
-  private val endPosition = spec.columns.indexOf(spec.windowEnd)
+  protected val groupPositions = spec.groupBy.map(spec.columns.indexOf(_)).toArray
+  protected val startPosition = spec.columns.indexOf(spec.windowStart)
+  protected val endPosition = spec.columns.indexOf(spec.windowEnd)
   private val endMsIndex = KeyedLogic.index(input, spec.windowEndMs)
   private val watermarkIndex = spec.watermarkColumn.map(KeyedLogic.index(input, _)).getOrElse(-1)
   private val seqIndex = KeyedLogic.index(input, KeyedLogic.SeqColumn)
   private val kindIndex = KeyedLogic.index(input, KeyedLogic.RowKindColumn)
-  private val aggregates = new Aggregates(spec.aggregates, input, spec.columns, spec.retractable)
-  private val functions = aggregates.functions
+  protected val aggregates = new Aggregates(spec.aggregates, input, spec.columns, spec.retractable)
+  protected val functions = aggregates.functions
 
   private val keySchema = StructType(spec.groupBy.map(c => input(c).copy(nullable = true)))
   private val viewsSchema = StructType(functions.indices.map { i =>
@@ -113,7 +113,7 @@ class WindowAggregateLogic(spec: WindowAggregateSpec, input: StructType) extends
     )
   }
 
-  private def freshViews(): Array[AggregateView] =
+  protected def freshViews(): Array[AggregateView] =
     functions.map(f => if (f.usesView) new HeapView(mutable.HashMap[Any, Long]()) else null)
 
   override def elements(rows: Iterator[Row]): Iterator[Element] =

@@ -34,7 +34,8 @@ class WindowAggregateLogicSuite extends AnyFunSuite {
       windowEndMs = "_window_end_ms",
       aggregates = aggregates,
       retractable = retractable,
-      watermarkColumn = None
+      watermarkColumn = None,
+      sessionGapMs = None
     ),
     Clock.Event
   )
