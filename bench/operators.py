@@ -14,7 +14,12 @@ Inputs are the tables of :mod:`bench.tpch_streams` (insert-only): ``orders`` (+ 
   and emits one row per group and micro-batch); streamjoin and Flink per change, and in mini-batch mode
   (streamjoin: one change per group and micro-batch; Flink: its mini-batch settings of :data:`_FLINK_MINI_BATCH`);
 - deduplication: ``dropDuplicates`` on the key (keeps the first row to arrive, state kept forever), for
-  Flink's keep-first-on-rowtime deduplication of an input in rowtime order.
+  Flink's keep-first-on-rowtime deduplication of an input in rowtime order;
+- window aggregates: Spark's ``window()`` (TUMBLE) and ``session_window()`` (SESSION) aggregation in output mode
+  ``append`` (one row per window once the watermark passes it, as Flink's);
+- window join: Spark's stream-stream inner join on the key and the two sides' ``window()`` columns (Spark evicts its
+  state by the windows' watermark);
+- Top-N: none (Spark has no streaming Top-N).
 """
 
 from __future__ import annotations
@@ -31,8 +36,12 @@ from streamjoin.runtime.deduplicate import deduplicate
 from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import interval_join
 from streamjoin.runtime.over_aggregate import over_aggregate
+from streamjoin.runtime.rank import rank
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import temporal_join
+from streamjoin.runtime.window_aggregate import window_aggregate
+from streamjoin.runtime.window_join import window_join
+from streamjoin.runtime.window_table_function import assign_windows
 
 __all__ = ["CASES", "STATE_GROWTH", "Case"]
 
@@ -207,6 +216,112 @@ def _native_group(s: Streams) -> DataFrame:
     )
 
 
+_WINDOW_GROUP_SQL = (
+    "SELECT {key}, window_start, window_end, COUNT(*) AS cnt, SUM(l_extendedprice) AS sum_price, "
+    "MAX(l_extendedprice) AS max_price FROM TABLE({tvf}) GROUP BY {key}, window_start, window_end"
+)
+_TUMBLE = "TUMBLE(TABLE lineitem, DESCRIPTOR(l_shiptime), INTERVAL '1' DAY)"
+_SESSION = "SESSION(TABLE lineitem PARTITION BY l_partkey, DESCRIPTOR(l_shiptime), INTERVAL '30' DAY)"
+_SESSION_GAP_MS = 30 * _DAY_MS
+
+
+def _window_group(key: str, kind: str, size_ms: int):
+    def build(s: Streams) -> DataFrame:
+        items = s["lineitem"]().select(key, "l_extendedprice", "l_shiptime", *_CHANGELOG)
+        windowed = assign_windows(items, kind=kind, time_column="l_shiptime", size_ms=size_ms)
+        return window_aggregate(
+            windowed,
+            group_by=[key],
+            window_start="window_start",
+            window_end="window_end",
+            aggregates=_AGGREGATES,
+            session_gap_ms=size_ms if kind == "SESSION" else None,
+        )
+
+    return build
+
+
+def _native_window_group(key: str, window) -> Callable[[Streams], DataFrame]:
+    def build(s: Streams) -> DataFrame:
+        return (
+            _plain(s, "lineitem")
+            .groupBy(key, window(F.col("l_shiptime")).alias("w"))
+            .agg(
+                F.count(F.lit(1)).alias("cnt"),
+                F.sum("l_extendedprice").alias("sum_price"),
+                F.max("l_extendedprice").alias("max_price"),
+            )
+            .select(
+                key,
+                F.col("w.start").alias("window_start"),
+                F.col("w.end").alias("window_end"),
+                "cnt",
+                "sum_price",
+                "max_price",
+            )
+        )
+
+    return build
+
+
+#: Each order with the rates of its currency in the same day window: orders ⋈ rates per currency and TUMBLE day. The
+#: rowtimes are left out of the output: Spark's join refuses two event-time columns per side (the rowtime and its
+#: window), Flink's sink two rowtime attributes.
+_WINDOW_JOIN_SQL = (
+    "SELECT o.o_orderkey, o.o_custkey, o.o_totalprice, o.o_currency, o.window_start, o.window_end, r.rate "
+    "FROM (SELECT * FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(o_ordertime), INTERVAL '1' DAY))) AS o "
+    "JOIN (SELECT * FROM TABLE(TUMBLE(TABLE rates, DESCRIPTOR(rate_time), INTERVAL '1' DAY))) AS r "
+    "ON o.o_currency = r.currency AND o.window_start = r.window_start AND o.window_end = r.window_end"
+)
+_WINDOW_JOIN_COLUMNS = (["o_orderkey", "o_custkey", "o_totalprice", "o_currency"], ["currency", "rate"])
+
+
+def _window_join(s: Streams) -> DataFrame:
+    def windowed(table: str, time: str, columns: list[str], prefix: str) -> DataFrame:
+        df = assign_windows(s[table](), kind="TUMBLE", time_column=time, size_ms=_DAY_MS)
+        return df.select(
+            *columns,
+            F.col("window_start").alias(f"{prefix}window_start"),
+            F.col("window_end").alias(f"{prefix}window_end"),
+            *_CHANGELOG,
+        )
+
+    return window_join(
+        windowed("orders", "o_ordertime", _WINDOW_JOIN_COLUMNS[0], ""),
+        windowed("rates", "rate_time", _WINDOW_JOIN_COLUMNS[1], "r_"),
+        on=[("o_currency", "currency")],
+        left_window_end="window_end",
+        right_window_end="r_window_end",
+    )
+
+
+def _native_window_join(s: Streams) -> DataFrame:
+    orders = _plain(s, "orders").withColumn("o_window", F.window("o_ordertime", "1 day"))
+    rates = _plain(s, "rates").withColumn("r_window", F.window("rate_time", "1 day"))
+    orders = orders.select(*_WINDOW_JOIN_COLUMNS[0], "o_window")
+    rates = rates.select(*_WINDOW_JOIN_COLUMNS[1], "r_window")
+    return orders.join(rates, (orders.o_currency == rates.currency) & (orders.o_window == rates.r_window))
+
+
+_TOP_N_SQL = (
+    "SELECT o_custkey, o_orderkey, o_totalprice, rn FROM (SELECT o_custkey, o_orderkey, o_totalprice, ROW_NUMBER() "
+    "OVER (PARTITION BY o_custkey ORDER BY o_totalprice DESC) AS rn FROM orders) WHERE rn <= 3"
+)
+
+
+def _top_n(s: Streams) -> DataFrame:
+    orders = s["orders"]().select("o_custkey", "o_orderkey", "o_totalprice", *_CHANGELOG)
+    return rank(
+        orders,
+        partition_by=["o_custkey"],
+        order_by=[("o_totalprice", False, False)],
+        rank_start=1,
+        rank_end=3,
+        rank_column="rn",
+        strategy="append",
+    )
+
+
 def _lineitem_columns() -> str:
     return ", ".join([*LINEITEM.schema.names, "p_type"])
 
@@ -305,6 +420,37 @@ CASES: tuple[Case, ...] = (
         "ORDER BY l_shiptime ASC) AS rn FROM lineitem) WHERE rn = 1",
         lambda s: deduplicate(s["lineitem"](), key=["l_orderkey"], order_by="l_shiptime", keep="first"),
         lambda s: _plain(s, "lineitem").dropDuplicates(["l_orderkey"]),
+    ),
+)
+
+CASES += (
+    Case(
+        "window aggregate (TUMBLE 1 day)",
+        ("lineitem",),
+        _WINDOW_GROUP_SQL.format(key="l_returnflag", tvf=_TUMBLE),
+        _window_group("l_returnflag", "TUMBLE", _DAY_MS),
+        _native_window_group("l_returnflag", lambda t: F.window(t, "1 day")),
+    ),
+    Case(
+        "window aggregate (SESSION 30 days per part)",
+        ("lineitem",),
+        _WINDOW_GROUP_SQL.format(key="l_partkey", tvf=_SESSION),
+        _window_group("l_partkey", "SESSION", _SESSION_GAP_MS),
+        _native_window_group("l_partkey", lambda t: F.session_window(t, "30 days")),
+    ),
+    Case(
+        "window join (TUMBLE 1 day)",
+        ("orders", "rates"),
+        _WINDOW_JOIN_SQL,
+        _window_join,
+        _native_window_join,
+    ),
+    Case(
+        "Top-N (3 per customer)",
+        ("orders",),
+        _TOP_N_SQL,
+        _top_n,
+        no_native="Spark has no streaming Top-N",
     ),
 )
 
