@@ -427,3 +427,35 @@ def test_a_join_of_session_windows_is_refused():
         UnsupportedPlanError,
     )
     assert "a window join of SESSION window table functions is not supported" in message
+
+
+# -- grouping sets (docs/semantics.md §6.1) -------------------------------------------------------------------------
+
+
+def test_a_rollup_over_windows_is_a_union_of_one_window_aggregate_per_grouping_set():
+    lines = explain(
+        "SELECT window_start, window_end, k, GROUPING(k) AS g, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE T, "
+        "DESCRIPTOR(ts), INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, ROLLUP (k)"
+    ).splitlines()[2:]
+    assert lines[0].startswith("+- Union(all=[true], union=[window_start, window_end, k, g, n], changelogMode=[I])")
+    assert sum("WindowAggregate(groupBy=[k]" in line for line in lines) == 1
+    assert sum("WindowAggregate(window=[TUMBLE" in line for line in lines) == 1
+    assert any("CAST(NULL AS STRING) AS k, CAST(1 AS BIGINT) AS g" in line for line in lines)
+
+
+def test_grouping_sets_of_a_group_aggregate_and_a_cube_expand_in_flinks_order():
+    from sqlglot import parse_one
+
+    from streamjoin.planner.dialect import Flink
+    from streamjoin.planner.rules.grouping_sets import grouping_sets
+
+    def sets(group: str) -> list[list[str]]:
+        select = parse_one(f"SELECT 1 FROM t GROUP BY {group}", read=Flink)
+        return [[e.sql() for e in s] for s in grouping_sets(select.args["group"].expressions) or []]
+
+    assert sets("ROLLUP (a, b)") == [["a", "b"], ["a"], []]
+    assert sets("CUBE (a, b)") == [["a", "b"], ["a"], ["b"], []]
+    assert sets("w, GROUPING SETS ((a), ())") == [["w", "a"], ["w"]]
+    assert sets("a, b") == []
+    message = refused("SELECT COUNT(*) AS n FROM T GROUP BY GROUPING SETS ((UPPER(k)), ())", UnsupportedPlanError)
+    assert "GROUPING SETS, ROLLUP and CUBE take columns only" in message

@@ -15,10 +15,9 @@ import random
 from datetime import datetime, timedelta
 
 import pytest
+from flink_diff.engine_replay import replay_documents, sorted_final
 
 from streamjoin.changelog import RowKind, materialize
-from streamjoin.jvm import ENGINE_CONF
-from streamjoin.testing.replay import replay_cases
 
 COLUMNS = [["id", "INT"], ["k", "INT"], ["v", "INT"], ["ts", "TIMESTAMP(3)"]]
 AGGREGATES = "COUNT(*) AS c, SUM(v) AS s, MIN(v) AS lo, MAX(v) AS hi, COUNT(DISTINCT v) AS d, COUNT(v) AS n"
@@ -112,20 +111,11 @@ def test_window_aggregate_of_a_random_changelog_ends_as_the_batch_query(spark, t
             keyed = (seed + i) % 2 == 0
             case = _case(seed, i, tvf, keyed)
             documents[case["name"]] = (case, windows, keyed)
-            (tmp_path / f"{case['name']}.json").write_text(json.dumps(case))
     rows_per_batch = random.Random(sum(SEEDS)).randint(20, 60)
-    before = spark.conf.get(ENGINE_CONF)
-    spark.conf.set(ENGINE_CONF, engine)
-    try:
-        results = replay_cases(
-            spark, sorted(tmp_path.glob("*.json")), tmp_path / "out", micro_batch_rows=rows_per_batch
-        )
-    finally:
-        spark.conf.set(ENGINE_CONF, before)
+    results = replay_documents(spark, engine, rows_per_batch, [d[0] for d in documents.values()], tmp_path)
     for name, (case, windows, keyed) in documents.items():
-        result = results[name]
-        assert "error" not in result, (name, result.get("error"))
-        assert {r[0] for r in result["changelog"]} == {"+I"}, name  # one final row per window and key
+        final = sorted_final(results[name], name)
+        assert {r[0] for r in results[name]["changelog"]} == {"+I"}, name  # one final row per window and key
         expected = _batch_result(spark, case, windows, keyed)
         assert expected, name
-        assert sorted(result["final"], key=json.dumps) == expected, (name, rows_per_batch)
+        assert final == expected, (name, rows_per_batch)

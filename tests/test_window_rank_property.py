@@ -16,9 +16,7 @@ import random
 from datetime import datetime, timedelta
 
 import pytest
-
-from streamjoin.jvm import ENGINE_CONF
-from streamjoin.testing.replay import replay_cases
+from flink_diff.engine_replay import replay_documents, sorted_final
 
 COLUMNS = [["id", "INT"], ["k", "INT"], ["v", "INT"], ["ts", "TIMESTAMP(3)"]]
 _SPARK_WINDOW = (
@@ -92,20 +90,11 @@ def test_window_rank_of_random_rows_ends_as_the_batch_query(spark, tmp_path, eng
             low, high = random.Random(seed * 10 + i).choice([(1, 1), (1, 3), (2, 4)])
             case = _case(seed, i, tvf, keyed, low, high)
             documents[case["name"]] = (case, windows, keyed, low, high)
-            (tmp_path / f"{case['name']}.json").write_text(json.dumps(case))
     rows_per_batch = random.Random(sum(SEEDS)).randint(20, 60)
-    before = spark.conf.get(ENGINE_CONF)
-    spark.conf.set(ENGINE_CONF, engine)
-    try:
-        results = replay_cases(
-            spark, sorted(tmp_path.glob("*.json")), tmp_path / "out", micro_batch_rows=rows_per_batch
-        )
-    finally:
-        spark.conf.set(ENGINE_CONF, before)
+    results = replay_documents(spark, engine, rows_per_batch, [d[0] for d in documents.values()], tmp_path)
     for name, (case, windows, keyed, low, high) in documents.items():
-        result = results[name]
-        assert "error" not in result, (name, result.get("error"))
-        assert {r[0] for r in result["changelog"]} == {"+I"}, name  # final rows only
+        final = sorted_final(results[name], name)
+        assert {r[0] for r in results[name]["changelog"]} == {"+I"}, name  # final rows only
         expected = _batch_result(spark, case, windows, keyed, low, high)
         assert expected, name
-        assert sorted(result["final"], key=json.dumps) == expected, (name, rows_per_batch)
+        assert final == expected, (name, rows_per_batch)

@@ -27,16 +27,25 @@ from typing import Any, Protocol
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StructField, TimestampType
 
-from streamjoin.changelog import RowKind
+from streamjoin.changelog import ChangelogError, RowKind
 from streamjoin.contract import Position, TwoInputSpec
-from streamjoin.errors import ValidationError
-from streamjoin.runtime.engine import JvmLogic
+from streamjoin.errors import EngineError, ValidationError
+from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic
 from streamjoin.runtime.inputs import output_schema, require_columns, unshared_exchange, without_watermark_columns
 from streamjoin.runtime.processor import Element, KeyedLogic, KeyedProcessor
 from streamjoin.runtime.timers import MAX_TIME, MIN_TIME, KeyTimers, TimerService
 from streamjoin.runtime.two_input import ordered_changes, union_inputs
 
-__all__ = ["SIDES", "STATE_NAME", "KeyState", "KeyedTwoInputLogic", "LocalKeyedDriver", "join_pairs", "keyed_two_input"]
+__all__ = [
+    "SIDES",
+    "STATE_NAME",
+    "KeyState",
+    "KeyedTwoInputLogic",
+    "LocalKeyedDriver",
+    "check_insert_only_row",
+    "join_pairs",
+    "keyed_two_input",
+]
 
 
 class KeyedTwoInputLogic(Protocol):
@@ -61,6 +70,22 @@ class KeyedTwoInputLogic(Protocol):
 
 #: Input names by side index (0 = left/probe, 1 = right/build), for messages.
 SIDES = ("left", "right")
+
+
+def check_insert_only_row(operator: str, condition: str | None, side: int, kind: RowKind, row: tuple) -> None:
+    """What a python logic of an insert-only join checks of each row: that it has no residual to evaluate (the
+    python logic never evaluates Spark SQL; only the Scala twin takes one) and that the row is ``+I``.
+
+    Raises:
+        EngineError: a residual handed to the python logic.
+        ChangelogError: a row that is not ``+I`` (Flink's planner refuses the ``operator`` over updating input).
+    """
+    if condition is not None:
+        raise EngineError(RESIDUAL_IN_JOIN_ONLY)
+    if kind is not RowKind.INSERT:
+        raise ChangelogError(
+            f"{operator} consumes insert-only input; got {kind.short}{list(row)} on the {SIDES[side]} input"
+        )
 
 
 class LocalKeyedDriver:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -26,3 +27,21 @@ def replay_on_engine(spark, engine: str, rows: int, paths: list[Path], work_dir:
         f"{time.monotonic() - start:.0f} s"
     )
     return results
+
+
+def replay_documents(spark, engine: str, rows: int, cases: list[dict], work_dir: Path) -> dict:
+    """Case name → result document for ``cases`` (case documents, written as files under ``work_dir``) replayed on
+    ``engine`` at ``rows`` arrivals per micro-batch (:func:`replay_on_engine`, all in one call)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for case in cases:
+        path = work_dir / f"{case['name']}.json"
+        path.write_text(json.dumps(case))
+        paths.append(path)
+    return replay_on_engine(spark, engine, rows, sorted(paths), work_dir / "out", "property cases")
+
+
+def sorted_final(result: dict, name: str) -> list:
+    """A replayed case's final rows in a canonical order, after asserting that it ran."""
+    assert "error" not in result, (name, result.get("error"))
+    return sorted(result["final"], key=json.dumps)

@@ -1145,12 +1145,48 @@ def _window_session(rng: random.Random) -> dict:
     return {"tables": [table], "query": query, "upsert_key": [*(["item"] if keyed else []), start, end]}
 
 
+#: Window aggregates with GROUPING SETS, ROLLUP and CUBE, generated on their own (``--window-grouping-sets``).
+WINDOW_GROUPING_FAMILIES = ["window_grouping_sets"]
+ORDER_WITHIN_RUNS_FAMILIES |= set(WINDOW_GROUPING_FAMILIES)
+
+
+def _window_grouping(rng: random.Random) -> dict:
+    """A window aggregate over TUMBLE or HOP grouped by ``window_start, window_end`` and GROUPING SETS, ROLLUP or
+    CUBE of ``supplier`` and ``item`` (NULLs among them), with ``GROUPING(…)`` sometimes selected."""
+    table = _bids(rng, updating=False)
+    table["columns"] = [["item", "STRING"], ["supplier", "STRING"], ["price", "INT"], ["bidtime", "TIMESTAMP(3)"]]
+    table["rows"] = [[r[0], r[1], _maybe_null(rng, rng.choice(["s1", "s2"]), 0.1), *r[2:]] for r in table["rows"]]
+    tvf = rng.choice(
+        [
+            "TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)",
+            "HOP(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)",
+        ]
+    )
+    sets = rng.choice(
+        [
+            "ROLLUP (supplier, item)",
+            "CUBE (supplier, item)",
+            "GROUPING SETS ((supplier), (item), ())",
+            "GROUPING SETS ((supplier, item), (supplier))",
+        ]
+    )
+    aggregates = rng.sample(_WINDOW_AGGREGATES, rng.randint(1, 2))
+    columns = ", ".join(f"{a} AS agg{i}" for i, a in enumerate(aggregates))
+    grouping = ", GROUPING(supplier, item) AS g" if rng.random() < 0.5 else ""
+    query = (
+        f"SELECT window_start, window_end, supplier, item{grouping}, {columns} FROM TABLE({tvf}) "
+        f"GROUP BY window_start, window_end, {sets}"
+    )
+    return {"tables": [table], "query": query}
+
+
 #: The window case kinds: their families and the builder of one case (``rng``, family).
 _WINDOW_KINDS = {
     "aggregates": (WINDOW_FAMILIES, _window_case),
     "ranks": (WINDOW_RANK_FAMILIES, lambda rng, family: _window_topn(rng)),
     "joins": (WINDOW_JOIN_FAMILIES, lambda rng, family: _window_join(rng)),
     "sessions": (WINDOW_SESSION_FAMILIES, lambda rng, family: _window_session(rng)),
+    "grouping": (WINDOW_GROUPING_FAMILIES, lambda rng, family: _window_grouping(rng)),
 }
 
 
@@ -1289,6 +1325,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--window-sessions", action="store_true", help="session window aggregates (WINDOW_SESSION_FAMILIES) instead"
     )
+    parser.add_argument(
+        "--window-grouping-sets",
+        action="store_true",
+        help="window aggregates with GROUPING SETS, ROLLUP, CUBE (WINDOW_GROUPING_FAMILIES) instead",
+    )
     parser.add_argument("--ranks", action="store_true", help="Top-N over changelogs (RANK_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -1298,16 +1339,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = generate_chain_cases(args.n, args.seed)
     elif args.ranks:
         cases = generate_rank_cases(args.n, args.seed)
-    elif args.windows or args.window_ranks or args.window_joins or args.window_sessions:
-        kind = (
-            "ranks"
-            if args.window_ranks
-            else "joins"
-            if args.window_joins
-            else "sessions"
-            if args.window_sessions
-            else "aggregates"
-        )
+    elif args.windows or args.window_ranks or args.window_joins or args.window_sessions or args.window_grouping_sets:
+        flags = {"ranks": args.window_ranks, "joins": args.window_joins, "sessions": args.window_sessions}
+        flags["grouping"] = args.window_grouping_sets
+        kind = next((k for k, on in flags.items() if on), "aggregates")
         cases = generate_window_cases(args.n, args.seed, kind=kind)
     else:
         cases = generate_cases(args.n, args.seed)

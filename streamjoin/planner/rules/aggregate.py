@@ -16,6 +16,7 @@ from streamjoin.planner.expressions import AGGREGATES, Scope, ScopeColumn, field
 from streamjoin.planner.plan import Aggregate, Calc, Field, GroupAggregate, Node, uniquify
 from streamjoin.planner.relation import Relation
 from streamjoin.planner.rules.aggregate_join_transpose import split_aggregate_around_join
+from streamjoin.planner.rules.grouping_sets import grouping_sets, plan_grouping_sets
 from streamjoin.planner.rules.project import output_names
 from streamjoin.planner.rules.window import plan_window_aggregate, rewrite_group_window
 from streamjoin.planner.types import SqlType, from_spark
@@ -83,7 +84,8 @@ def plan_aggregate(
 ) -> Relation:
     """A ``GroupAggregate`` for ``select`` over ``relation``, then the Calc computing ``items`` and ``HAVING``.
 
-    ``group_exprs`` overrides ``GROUP BY`` (``SELECT DISTINCT`` passes its items). As in Flink (Calcite's
+    ``group_exprs`` overrides ``GROUP BY`` (``SELECT DISTINCT`` passes its items). ``GROUPING SETS``, ``ROLLUP`` and
+    ``CUBE`` plan one aggregate per set and their union (:mod:`.grouping_sets`). As in Flink (Calcite's
     default conformance), the names in the select list, ``GROUP BY`` and ``HAVING`` are the input's columns:
     a select alias names an output column only (``SUM(x) AS s`` over an input with a column ``s`` is no
     ambiguity, and ``HAVING s > 1`` then reads the input's ``s``).
@@ -95,6 +97,16 @@ def plan_aggregate(
     """
     if group_exprs is None:
         group_exprs = select.args["group"].expressions if select.args.get("group") else []
+        sets = grouping_sets(group_exprs)
+        if sets is not None:
+            return plan_grouping_sets(
+                planner,
+                select,
+                relation,
+                items,
+                sets,
+                lambda branch, branch_items, exprs: plan_aggregate(planner, branch, relation, branch_items, exprs),
+            )
     having = select.args["having"].this if select.args.get("having") else None
     relation, items, group_exprs, having = rewrite_group_window(planner, relation, items, group_exprs, having)
     scope = relation.scope(planner.source)

@@ -16,33 +16,52 @@ from streamjoin.planner.types import common_type
 if TYPE_CHECKING:
     from streamjoin.planner.builder import QueryPlanner
 
-__all__ = ["plan_union_all"]
+__all__ = ["plan_union_all", "union_relations"]
 
 
 def plan_union_all(planner: QueryPlanner, query: exp.Union, outer: Scope | None) -> Relation:
     """``a UNION ALL b``: same number of columns, pairwise of one type family; named after ``a``."""
     left, right = planner.plan_query(query.this, outer), planner.plan_query(query.expression, outer)
-    if len(left.columns) != len(right.columns):
-        raise planner.error(
-            ValidationError,
-            query.expression,
-            f"UNION ALL of {len(left.columns)} and {len(right.columns)} columns",
-            "union-columns",
-        )
+    return union_relations(planner, [left, right], query.expression)
+
+
+def union_relations(planner: QueryPlanner, relations: list[Relation], at: exp.Expr) -> Relation:
+    """The ``Union`` of ``relations``: same number of columns, each column cast to the common type of its inputs',
+    named after the first relation's.
+
+    Raises:
+        ValidationError: at ``at``, a relation with another number of columns, a column without a common type.
+    """
+    first = relations[0]
     fields = []
-    for a, b in zip(left.columns, right.columns):
-        ta, tb = left.node.field(a.field).type, right.node.field(b.field).type
-        common = common_type(ta, tb) if ta is not None and tb is not None else None
-        if ta is not None and tb is not None and common is None:
-            raise planner.error(
-                ValidationError,
-                query.expression,
-                f"UNION ALL column '{a.name}' is {ta} on one side and {tb} on the other",
-                "type-mismatch",
-            )
+    for i, a in enumerate(first.columns):
+        types = []
+        for relation in relations:
+            if len(relation.columns) != len(first.columns):
+                raise planner.error(
+                    ValidationError,
+                    at,
+                    f"UNION ALL of {len(first.columns)} and {len(relation.columns)} columns",
+                    "union-columns",
+                )
+            types.append(relation.node.field(relation.columns[i].field).type)
+        common = types[0]
+        for t in types[1:]:
+            if common is None or t is None:
+                common = None
+                break
+            widened = common_type(common, t)
+            if widened is None:
+                raise planner.error(
+                    ValidationError,
+                    at,
+                    f"UNION ALL column '{a.name}' is {common} on one side and {t} on the other",
+                    "type-mismatch",
+                )
+            common = widened
         fields.append(Field(a.name, common))
     inputs = []
-    for relation in (left, right):
+    for relation in relations:
         projections: list[tuple[Field, exp.Expr]] = [
             (
                 f,

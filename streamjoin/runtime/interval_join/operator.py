@@ -11,10 +11,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from streamjoin.changelog import ChangelogError, RowKind
+from streamjoin.changelog import RowKind
 from streamjoin.contract import IntervalJoinSpec, TwoInputSpec
-from streamjoin.errors import EngineError
-from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic, residual_in_join
+from streamjoin.runtime.engine import JvmLogic, residual_in_join
 from streamjoin.runtime.interval_join.logic import (
     IntervalBounds,
     IntervalJoinState,
@@ -23,7 +22,7 @@ from streamjoin.runtime.interval_join.logic import (
     RowTimeIntervalJoin,
 )
 from streamjoin.runtime.interval_join.residual import ID_FIELDS, pad_after_residual
-from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
+from streamjoin.runtime.keyed_two_input import check_insert_only_row, join_pairs, keyed_two_input
 from streamjoin.runtime.two_input import data_schema
 
 __all__ = ["IntervalJoinLogic", "interval_join"]
@@ -49,12 +48,7 @@ class IntervalJoinLogic:
         return self.join.new_state(key)
 
     def on_row(self, state, side, kind, row, rowtime, time, timers):
-        if self.condition is not None:
-            raise EngineError(RESIDUAL_IN_JOIN_ONLY)
-        if kind is not RowKind.INSERT:
-            raise ChangelogError(
-                f"an interval join consumes insert-only input; got {kind.short}{list(row)} on the {SIDES[side]} input"
-            )
+        check_insert_only_row("an interval join", self.condition, side, kind, row)
         process = self.join.process_left if side == 0 else self.join.process_right
         return [(RowKind.INSERT, r) for r in process(state, row, rowtime, self.join.operator_time(time), timers)]
 

@@ -10,12 +10,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
-from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, ChangelogError, RowKind
+from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN
 from streamjoin.contract import TwoInputSpec, WindowJoinSpec
 from streamjoin.errors import EngineError, ValidationError
-from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic, residual_in_join
+from streamjoin.runtime.engine import JvmLogic, residual_in_join
 from streamjoin.runtime.interval_join.residual import ID_FIELDS, pad_after_residual
-from streamjoin.runtime.keyed_two_input import SIDES, join_pairs, keyed_two_input
+from streamjoin.runtime.keyed_two_input import check_insert_only_row, join_pairs, keyed_two_input
 from streamjoin.runtime.two_input import data_schema
 from streamjoin.runtime.window_join.function import WindowJoinFunction, WindowJoinHow
 
@@ -47,12 +47,7 @@ class WindowJoinLogic:
         return self.fn.new_state(key)
 
     def on_row(self, state, side, kind, row, rowtime, time, timers):
-        if self.condition is not None:
-            raise EngineError(RESIDUAL_IN_JOIN_ONLY)
-        if kind is not RowKind.INSERT:
-            raise ChangelogError(
-                f"a window join consumes insert-only input; got {kind.short}{list(row)} on the {SIDES[side]} input"
-            )
+        check_insert_only_row("a window join", self.condition, side, kind, row)
         self.fn.process_element(state, side, row, rowtime, time, timers)
         return []
 
