@@ -15,7 +15,7 @@ Inputs are the tables of :mod:`bench.tpch_streams` (insert-only): ``orders`` (+ 
   (streamjoin: one change per group and micro-batch; Flink: its mini-batch settings of :data:`_FLINK_MINI_BATCH`);
 - deduplication: ``dropDuplicates`` on the key (keeps the first row to arrive, state kept forever), for
   Flink's keep-first-on-rowtime deduplication of an input in rowtime order;
-- window aggregates: Spark's ``window()`` (TUMBLE) and ``session_window()`` (SESSION) aggregation in output mode
+- window aggregates: Spark's ``window()`` (TUMBLE, HOP) and ``session_window()`` (SESSION) aggregation in output mode
   ``append`` (one row per window once the watermark passes it, as Flink's);
 - window join: Spark's stream-stream inner join on the key and the two sides' ``window()`` columns (Spark evicts its
   state by the windows' watermark);
@@ -221,14 +221,15 @@ _WINDOW_GROUP_SQL = (
     "MAX(l_extendedprice) AS max_price FROM TABLE({tvf}) GROUP BY {key}, window_start, window_end"
 )
 _TUMBLE = "TUMBLE(TABLE lineitem, DESCRIPTOR(l_shiptime), INTERVAL '1' DAY)"
+_HOP = "HOP(TABLE lineitem, DESCRIPTOR(l_shiptime), INTERVAL '1' DAY, INTERVAL '7' DAY)"
 _SESSION = "SESSION(TABLE lineitem PARTITION BY l_partkey, DESCRIPTOR(l_shiptime), INTERVAL '30' DAY)"
 _SESSION_GAP_MS = 30 * _DAY_MS
 
 
-def _window_group(key: str, kind: str, size_ms: int):
+def _window_group(key: str, kind: str, size_ms: int, step_ms: int | None = None):
     def build(s: Streams) -> DataFrame:
         items = s["lineitem"]().select(key, "l_extendedprice", "l_shiptime", *_CHANGELOG)
-        windowed = assign_windows(items, kind=kind, time_column="l_shiptime", size_ms=size_ms)
+        windowed = assign_windows(items, kind=kind, time_column="l_shiptime", size_ms=size_ms, step_ms=step_ms)
         return window_aggregate(
             windowed,
             group_by=[key],
@@ -430,6 +431,13 @@ CASES += (
         _WINDOW_GROUP_SQL.format(key="l_returnflag", tvf=_TUMBLE),
         _window_group("l_returnflag", "TUMBLE", _DAY_MS),
         _native_window_group("l_returnflag", lambda t: F.window(t, "1 day")),
+    ),
+    Case(
+        "window aggregate (HOP 7 days every day)",
+        ("lineitem",),
+        _WINDOW_GROUP_SQL.format(key="l_returnflag", tvf=_HOP),
+        _window_group("l_returnflag", "HOP", 7 * _DAY_MS, _DAY_MS),
+        _native_window_group("l_returnflag", lambda t: F.window(t, "7 days", "1 day")),
     ),
     Case(
         "window aggregate (SESSION 30 days per part)",
