@@ -419,6 +419,16 @@ def test_a_legacy_session_group_window_is_the_session_aggregate_partitioned_by_i
     assert "rowtime('w$) AS window_time" in lines[1]
 
 
+def test_a_filter_on_the_rows_session_window_before_the_aggregate_is_refused():
+    message = refused(
+        "SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(SESSION(TABLE T PARTITION BY k, "
+        "DESCRIPTOR(ts), INTERVAL '5' MINUTES)) WHERE window_end > TIMESTAMP '2024-01-01 10:00:00' "
+        "GROUP BY k, window_start, window_end",
+        UnsupportedPlanError,
+    )
+    assert "reads the window columns of a SESSION window table function before its window aggregate" in message
+
+
 def test_a_join_of_session_windows_is_refused():
     session = "(SELECT * FROM TABLE(SESSION(TABLE {t} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES))) {a}"
     message = refused(

@@ -864,12 +864,12 @@ class WindowTableFunction(Node):
     """
 
     name = "WindowTableFunction"
-    #: The call it was planned from (for messages about it).
-    at: exp.Expr | None = None
 
-    def __init__(self, input: Node, window: WindowSpec):
+    def __init__(self, input: Node, window: WindowSpec, at: exp.Expr | None = None):
+        """``at``: the call it was planned from (for messages about it)."""
         self.inputs = [input]
         self.window = window
+        self.at = at
         time_type = input.field(window.time_col).type
         assert time_type is not None and time_type.time_attribute == "ROWTIME"  # the rule checks it
         self.fields = [Field(f.name, f.type.plain() if f.type else None) for f in input.fields]

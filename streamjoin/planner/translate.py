@@ -229,13 +229,17 @@ class Translator:
         on = node.equi_pairs
         return left, right, on, row_wm
 
-    def _RegularJoin(self, node: RegularJoin) -> DataFrame:
-        left, right, on, _ = self._join_inputs(node)
-        typer = Typer(
+    def _pair_typer(self, node) -> Typer:
+        """The types of a join's left fields and right fields under their output names (its residual's scope)."""
+        return Typer(
             {f.name: f.type for f in node.left.fields}
             | {n: f.type for n, f in zip(node.right_names, node.right.fields)},
             self.source,
         )
+
+    def _RegularJoin(self, node: RegularJoin) -> DataFrame:
+        left, right, on, _ = self._join_inputs(node)
+        typer = self._pair_typer(node)
         # The planner's unique keys and state layouts: the operator derives none itself.
         return regular_join(
             left,
@@ -274,11 +278,7 @@ class Translator:
 
     def _WindowJoin(self, node: WindowJoin) -> DataFrame:
         left, right, on, row_wm = self._join_inputs(node, watermark=True)
-        typer = Typer(
-            {f.name: f.type for f in node.left.fields}
-            | {n: f.type for n, f in zip(node.right_names, node.right.fields)},
-            self.source,
-        )
+        typer = self._pair_typer(node)
         joined = window_join(
             left,
             right,

@@ -195,8 +195,7 @@ def _windowed(
         step = _length(planner, kind, step_name, args[step_name])
     offset = _length(planner, kind, "OFFSET", args["OFFSET"], positive=False) if "OFFSET" in args else 0
     window = WindowSpec(cast(WindowKind, kind), column.name, size, step, offset, partition_by)
-    node = WindowTableFunctionNode(relation.node, window)
-    node.at = at
+    node = WindowTableFunctionNode(relation.node, window, at)
     types = {f.name: f.type for f in node.fields}
     columns = [ScopeColumn(c.qualifier, c.name, c.field, types[c.field]) for c in relation.columns]
     columns += [ScopeColumn(None, name, name, types[name]) for name in WINDOW_COLUMNS]
@@ -351,6 +350,17 @@ def _check_session_keys(planner: QueryPlanner, at: exp.Expr, input: Node, window
         )
 
 
+def _computes_on_window_columns(calc: Calc) -> exp.Expr | None:
+    """The condition or projection of ``calc`` that reads a window column of the table function below it other than
+    by passing it on unchanged, or ``None``."""
+    input = calc.inputs[0]
+    windows = {f for f in input.field_names if _window_origin(input, f) is not None}
+    expressions = [e for _, e in calc.projections if not isinstance(e, exp.Column)]
+    if calc.condition is not None:
+        expressions.insert(0, calc.condition)
+    return next((e for e in expressions if any(c.name in windows for c in e.find_all(exp.Column))), None)
+
+
 def check_session_windows(root: Node, source: SqlSource) -> None:
     """Refuse a SESSION window table function that no window aggregate consumes (through Calcs): its rows' windows
     are known only when their session closes, which only the session window aggregate decides here.
@@ -363,6 +373,17 @@ def check_session_windows(root: Node, source: SqlSource) -> None:
         if isinstance(node, WindowAggregate):
             below = node.inputs[0]
             while isinstance(below, Calc):
+                computed = _computes_on_window_columns(below)
+                if computed is not None and node.window.kind == "SESSION":
+                    # The rows carry their own window [t, t + gap) until the aggregate merges them into sessions.
+                    raise error(
+                        UnsupportedPlanError,
+                        source,
+                        computed,
+                        f"'{computed.sql(Flink)}' reads the window columns of a SESSION window table function "
+                        "before its window aggregate; only the aggregate knows a row's session",
+                        "window-functions",
+                    )
                 below = below.inputs[0]
             consumed.add(id(below))
     for node in walk(root):

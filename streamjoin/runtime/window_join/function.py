@@ -6,8 +6,8 @@ fired, the rows of each side in arrival order (Flink's ``left-records`` / ``righ
 the window's end). For each input row:
 
 - the window is **late** when its end − 1 ms is at or before the current watermark (the minimum of both inputs'
-  watermarks; Flink's ``isWindowFired``): the row is dropped and counted per side (Flink's
-  ``leftNumLateRecordsDropped`` / ``rightNumLateRecordsDropped``);
+  watermarks; Flink's ``isWindowFired``): the row is dropped (Flink also counts it, in
+  ``leftNumLateRecordsDropped`` / ``rightNumLateRecordsDropped``; not counted here);
 - else it is appended to its side's rows of the window, and an event-time timer is registered at the window's
   end − 1 ms.
 
@@ -48,12 +48,10 @@ class WindowJoinState:
     Attributes:
         windows: window end (epoch ms) → the window's rows per side (left, right), each in arrival order.
         joinable: whether the key has no NULL column (else no pair matches; outer rows are still padded).
-        late_dropped: rows dropped because their window had fired, per side.
     """
 
     windows: dict[int, tuple[list[tuple], list[tuple]]] = field(default_factory=dict)
     joinable: bool = True
-    late_dropped: list[int] = field(default_factory=lambda: [0, 0])
 
     @property
     def row_count(self) -> int:
@@ -87,7 +85,6 @@ class WindowJoinFunction:
         """Keep ``row`` of input ``side`` (0 left, 1 right) in its window ending at ``end_ms``, unless the window has
         fired by ``watermark`` (both epoch ms); registers the window's timer with ``timers``. Emits nothing."""
         if end_ms - 1 <= watermark:
-            state.late_dropped[side] += 1
             return
         state.windows.setdefault(end_ms, ([], []))[side].append(row)
         timers.register(end_ms - 1)
