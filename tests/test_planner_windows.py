@@ -288,13 +288,6 @@ def test_one_rank_ordered_by_the_window_time_attribute_is_a_window_deduplication
     assert "WindowDeduplicate" not in explain(query.replace("rn = 1", "rn <= 2"))
 
 
-_OVER_AGGREGATE = (
-    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn "
-    "FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), "
-    "INTERVAL '10' MINUTES)) GROUP BY k, window_start, window_end)) WHERE rn <= 3"
-)
-
-
 @pytest.mark.parametrize(
     "query, text",
     [
@@ -302,10 +295,6 @@ _OVER_AGGREGATE = (
         (_topn(where="rn > 2"), "Rank end is not specified. Currently rank only accepts finite rank end"),
         (_topn(where="rn > 3 AND rn <= 2"), "leaves no rank: rankStart=4 > rankEnd=2"),
         (_topn(order="v + 1"), "ROW_NUMBER() ORDER BY takes columns"),
-        (
-            _OVER_AGGREGATE,
-            "a window Top-N over a window aggregate",
-        ),
     ],
 )
 def test_window_ranks_refused_with_their_rule(query, text):
@@ -469,3 +458,76 @@ def test_grouping_sets_of_a_group_aggregate_and_a_cube_expand_in_flinks_order():
     assert sets("a, b") == []
     message = refused("SELECT COUNT(*) AS n FROM T GROUP BY GROUPING SETS ((UPPER(k)), ())", UnsupportedPlanError)
     assert "GROUPING SETS, ROLLUP and CUBE take columns only" in message
+
+
+# -- event-time operators that chain (docs/semantics.md §11.6) -----------------------------------------------------
+
+_PER_K = (
+    "SELECT k, window_start, window_end, window_time, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE T, DESCRIPTOR(ts), "
+    "INTERVAL '10' MINUTES)) GROUP BY k, window_start, window_end, window_time"
+)
+
+
+_VIEWS = f"CREATE VIEW per_k AS {_PER_K};\n"
+
+
+def _node_lines(text: str) -> list[str]:
+    return [line.lstrip(" +-:") for line in text.splitlines()[2:]]
+
+
+def _explain_over_views(views: str, query: str) -> str:
+    [text] = plan_script(DDL + views + f"EXPLAIN CHANGELOG_MODE {query};").explains
+    return text
+
+
+def test_a_window_aggregates_window_time_stays_a_rowtime_a_window_table_function_may_window_again():
+    lines = _node_lines(
+        _explain_over_views(
+            "CREATE VIEW per_k AS SELECT k, window_time AS rt, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE T, "
+            "DESCRIPTOR(ts), INTERVAL '10' MINUTES)) GROUP BY k, window_start, window_end, window_time;\n",
+            "SELECT window_start, window_end, SUM(n) AS total FROM TABLE(TUMBLE(TABLE per_k, DESCRIPTOR(rt), INTERVAL "
+            "'1' HOUR)) GROUP BY window_start, window_end",
+        )
+    )
+    aggregates = [line for line in lines if line.startswith("WindowAggregate(")]
+    assert len(aggregates) == 2, lines
+    assert aggregates[0].startswith("WindowAggregate(window=[TUMBLE(time_col=[rt], size=[1 h])]"), lines
+
+
+def test_a_window_top_n_and_a_window_aggregate_over_a_window_aggregates_windows_keep_its_windows():
+    top = _explain_over_views(
+        _VIEWS,
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rn "
+        "FROM per_k) WHERE rn <= 3",
+    )
+    assert any(line.startswith("WindowRank(window=[TUMBLE(time_col=[ts], size=[10 min])]") for line in _node_lines(top))
+    cascaded = _explain_over_views(
+        _VIEWS, "SELECT window_start, window_end, SUM(n) AS n FROM per_k GROUP BY window_start, window_end"
+    )
+    aggregate = next(line for line in _node_lines(cascaded) if "Aggregate(" in line)
+    assert aggregate.startswith("WindowAggregate("), cascaded
+
+
+def test_an_interval_joins_rowtimes_stay_rowtimes_and_it_holds_the_watermark_back():
+    from streamjoin.planner.plan import IntervalJoin, WindowAggregate, walk
+
+    script = plan_script(
+        DDL + "CREATE VIEW j AS SELECT a.ts FROM T a JOIN T b ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '2' MINUTE "
+        "AND a.ts + INTERVAL '5' MINUTE;\nSELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE j, "
+        "DESCRIPTOR(ts), INTERVAL '10' MINUTES)) GROUP BY window_start, window_end;"
+    )
+    nodes = list(walk(script.statements[0].sink))
+    join = next(n for n in nodes if isinstance(n, IntervalJoin))
+    assert join.field(join.left_time).is_rowtime and join.field(join.right_name(join.right_time)).is_rowtime
+    window = next(n for n in nodes if isinstance(n, WindowAggregate))
+    # Flink's TimeIntervalJoin.getMaxOutputDelay: max(leftRelativeSize, rightRelativeSize) = max(5, 2) minutes.
+    assert window.input_watermark_delay_ms == 5 * 60_000
+    assert join.input_watermark_delay_ms == 0
+
+
+def test_a_regular_joins_output_has_no_rowtime_for_a_window_table_function():
+    message = refused(
+        "CREATE VIEW j AS SELECT a.ts FROM T a JOIN T b ON a.k = b.k;\n"
+        "SELECT * FROM TABLE(TUMBLE(TABLE j, DESCRIPTOR(ts), INTERVAL '10' MINUTES))"
+    )
+    assert "requires the timecol is a time attribute type" in message

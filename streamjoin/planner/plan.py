@@ -20,7 +20,8 @@ The changelog pass (:mod:`streamjoin.planner.changelog_modes`) then sets
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from sqlglot import exp
@@ -136,6 +137,10 @@ class Node:
     supports_only_update_after = False
     #: Whether the node is an event-time operator: it follows the watermark of the tables it reads (timers).
     reads_watermark = False
+    #: How far (ms) the watermark of this node's output falls behind the watermark of its inputs: an interval
+    #: join holds its output watermark back by its largest output delay (Flink's
+    #: ``KeyedCoProcessOperatorWithWatermarkDelay``), every other node forwards its input watermark.
+    holds_back_watermark_ms = 0
 
     inputs: list[Node]
     fields: list[Field]
@@ -171,6 +176,13 @@ class Node:
     def is_insert_only(self) -> bool:
         """Emits only INSERTs."""
         return self.modify_kinds == {"I"}
+
+    @property
+    def input_watermark_delay_ms(self) -> int:
+        """How far (ms) the watermark this node's inputs carry falls behind the sources' watermark: the largest
+        sum of :attr:`holds_back_watermark_ms` on a path from a source (Flink's operator watermark is the
+        minimum over its inputs')."""
+        return max((i.input_watermark_delay_ms + i.holds_back_watermark_ms for i in self.inputs), default=0)
 
     def source_tables(self) -> set[str]:
         """Names of the tables this node reads, through all its inputs."""
@@ -302,9 +314,18 @@ class _Join(Node):
             ]
 
     def _output_field(self, f: Field, nullable: bool) -> Field:
-        # Spark operators emit rowtimes without a watermark: downstream they are plain timestamps.
+        # A regular join's output has no time attribute (Flink materialises them); the event-time joins keep theirs
+        # (_keep_rowtimes).
         t = f.type.plain() if f.type is not None else None
         return Field(f.name, t.with_nullable(True) if t is not None and nullable else t)
+
+    def _keep_rowtimes(self, names: Iterable[str]) -> None:
+        """Output fields ``names`` stay rowtime attributes, as an event-time join's output keeps its inputs'
+        (Flink's interval join both sides', its temporal join the probe side's): an event-time operator may
+        follow (docs/semantics.md §11.6)."""
+        for i, f in enumerate(self.fields):
+            if f.name in names and f.type is not None:
+                self.fields[i] = Field(f.name, replace(f.type, time_attribute="ROWTIME"))
 
     @property
     def left(self) -> Node:
@@ -408,6 +429,10 @@ class IntervalJoin(_Join):
         self.post_filter = post_filter
         self.modify_kinds = frozenset("I")
         self.unique_keys, self.upsert_keys = metadata.NO_KEYS
+        if rowtime:
+            self._keep_rowtimes([left_time, self.right_name(right_time)])
+            # Flink's TimeIntervalJoin.getMaxOutputDelay: max(leftRelativeSize, rightRelativeSize).
+            self.holds_back_watermark_ms = max(upper_ms, -lower_ms)
 
     def attributes(self):
         bounds = (
@@ -513,6 +538,7 @@ class TemporalJoin(_Join):
         self.append_only_versions = append_only_versions
         self.modify_kinds = left.modify_kinds
         self.unique_keys, self.upsert_keys = metadata.forwarded_keys(left)
+        self._keep_rowtimes([left_time])
 
     def attributes(self):
         pk = _names(self.right_name(k) for k in self.primary_key)
@@ -865,10 +891,13 @@ class WindowTableFunction(Node):
 
     name = "WindowTableFunction"
 
-    def __init__(self, input: Node, window: WindowSpec, at: exp.Expr | None = None):
-        """``at``: the call it was planned from (for messages about it)."""
+    def __init__(self, input: Node, window: WindowSpec, at: exp.Expr | None = None, *, group_window: bool = False):
+        """``at``: the call it was planned from (for messages about it); ``group_window``: planned from a legacy
+        ``GROUP BY TUMBLE(…)``, whose aggregate's window columns are plain timestamps (Flink's
+        ``GroupWindowAggregate`` has no window properties for a later window operator)."""
         self.inputs = [input]
         self.window = window
+        self.group_window = group_window
         self.at = at
         time_type = input.field(window.time_col).type
         assert time_type is not None and time_type.time_attribute == "ROWTIME"  # the rule checks it
@@ -923,8 +952,8 @@ class WindowAggregate(Node):
         if window_time is not None:
             time_type = input.field(window_time).type
             assert time_type is not None  # a window table function's column
-            # Time attributes do not yet survive the window aggregate (no event-time operator may follow it).
-            self.fields.append(Field(window_time, time_type.plain()))
+            # Flink's window aggregate keeps window_time a rowtime attribute: an event-time operator may follow.
+            self.fields.append(Field(window_time, time_type))
         self.modify_kinds = frozenset("I")
         self.unique_keys, self.upsert_keys = metadata.grouping_keys([*group_by, window_start, window_end])
 

@@ -40,9 +40,9 @@ from collections.abc import Callable, Mapping
 from typing import cast
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
+from pyspark.sql.types import BinaryType, DataType
 
 from streamjoin.changelog import ROWKIND_COLUMN, SEQ_COLUMN, with_seq_path
 from streamjoin.connectors.watermark import with_source_watermark
@@ -80,6 +80,7 @@ from streamjoin.runtime.group_aggregate import group_aggregate
 from streamjoin.runtime.interval_join import interval_join
 from streamjoin.runtime.over_aggregate import over_aggregate
 from streamjoin.runtime.over_aggregate.functions import Frame
+from streamjoin.runtime.processor import ROOT_BYTES
 from streamjoin.runtime.rank import rank
 from streamjoin.runtime.regular_join import regular_join
 from streamjoin.runtime.temporal_join import lookup_join, temporal_join
@@ -102,6 +103,18 @@ def _first_line(error: Exception) -> str:
 
 def _col(name: str):
     return F.col(f"`{name}`")
+
+
+def _millis(name: str) -> Column:
+    """The TIMESTAMP column ``name`` as epoch ms."""
+    return F.unix_millis(_col(name))
+
+
+def _window_row_time(window_start: str) -> Column:
+    """What the window operators take for a windowed row's event time in telling the rows an upstream operator fired
+    on the watermark (:meth:`Translator._with_row_watermark`): its window's start, at or before the row's time in
+    each of the row's windows (the copies of one HOP row must not be told apart)."""
+    return _millis(window_start)
 
 
 def _spark_type(field: Field) -> DataType:
@@ -148,18 +161,34 @@ class Translator:
         columns = [_col(f).alias(n) for f, n in zip(node.field_names, names)]
         return df.select(*columns, *_CHANGELOG, *(self._hidden(df) if hidden else []))
 
-    def _with_row_watermark(self, df: DataFrame, node: Node) -> tuple[DataFrame, str | None]:
-        """``df`` plus the combined row watermark of the tables ``node`` reads, when the sources carry one."""
+    def _with_row_watermark(
+        self, df: DataFrame, node: Node, time: Column | None = None
+    ) -> tuple[DataFrame, str | None]:
+        """``df`` plus the row watermark column of the event-time operator ``node``, when its rows carry one.
+
+        A source's row carries the combined watermark (epoch ms) of the tables ``node`` reads at its arrival, when
+        the sources give it per row (the module docstring), less the watermark delay of ``node``'s input; a row that
+        an upstream operator emitted (a ``_seq`` longer than a root) carries ``time``, its event time as ``node``
+        compares it with the watermark (:attr:`~streamjoin.runtime.processor.Element.watermark`: it tells the rows
+        fired by the watermark that made the current time). NULL where neither applies.
+        """
         columns = [self.watermark_columns[t] for t in sorted(node.source_tables()) if t in self.watermark_columns]
-        if not columns or not all(c in df.columns for c in columns):
+        per_row = None
+        if columns and all(c in df.columns for c in columns):
+            combined = F.least(*[_col(c) for c in columns]) if len(columns) > 1 else _col(columns[0])
+            any_null = F.lit(False)
+            for c in columns:
+                any_null = any_null | _col(c).isNull()
+            delayed = combined - F.lit(node.input_watermark_delay_ms)
+            per_row = F.when(any_null, F.lit(None).cast("long")).otherwise(delayed)
+        chained = time is not None and isinstance(df.schema[SEQ_COLUMN].dataType, BinaryType)
+        if per_row is None and not chained:
             return df, None
-        combined = F.least(*[_col(c) for c in columns]) if len(columns) > 1 else _col(columns[0])
-        any_null = F.lit(False)
-        for c in columns:
-            any_null = any_null | _col(c).isNull()
-        return df.withColumn(
-            ROW_WATERMARK_COLUMN, F.when(any_null, F.lit(None).cast("long")).otherwise(combined)
-        ), ROW_WATERMARK_COLUMN
+        value = per_row if per_row is not None else F.lit(None).cast("long")
+        if chained:
+            assert time is not None  # chained needs it
+            value = F.when(F.length(F.col(SEQ_COLUMN)) > ROOT_BYTES, time).otherwise(value)
+        return df.withColumn(ROW_WATERMARK_COLUMN, value), ROW_WATERMARK_COLUMN
 
     @staticmethod
     def _drop_update_before(df: DataFrame) -> DataFrame:
@@ -214,13 +243,21 @@ class Translator:
     def _DropUpdateBefore(self, node: DropUpdateBefore) -> DataFrame:
         return self._drop_update_before(self.translate(node.inputs[0]))
 
-    def _join_inputs(self, node, *, watermark: bool = False):
+    def _join_inputs(self, node, *, watermark: bool = False, times: tuple[Column, Column] | None = None):
+        """The join's inputs (right fields renamed), its equi pairs, and the row watermark column both inputs carry
+        with ``watermark`` (``times``: each side's event time, in its input's names; see :meth:`_with_row_watermark`),
+        or None."""
         left = self.translate(node.left)
         right = self.translate(node.right)
         row_wm = None
         if watermark:
-            left, row_wm = self._with_row_watermark(left, node)
-            right, _ = self._with_row_watermark(right, node)
+            left, left_wm = self._with_row_watermark(left, node, times[0] if times else None)
+            right, right_wm = self._with_row_watermark(right, node, times[1] if times else None)
+            if left_wm or right_wm:
+                row_wm = ROW_WATERMARK_COLUMN
+                unknown = F.lit(None).cast("long")
+                left = left if left_wm else left.withColumn(row_wm, unknown)
+                right = right if right_wm else right.withColumn(row_wm, unknown)
         extra = [row_wm] if row_wm else []
         left = left.select(*[_col(f) for f in node.left.field_names], *_CHANGELOG, *extra)
         right = right.select(
@@ -254,7 +291,9 @@ class Translator:
         )
 
     def _IntervalJoin(self, node: IntervalJoin) -> DataFrame:
-        left, right, on, row_wm = self._join_inputs(node, watermark=node.rowtime)
+        left, right, on, row_wm = self._join_inputs(
+            node, watermark=node.rowtime, times=(_millis(node.left_time), _millis(node.right_time))
+        )
         if not on:
             # No equi key: one group, as Flink runs such a join with parallelism 1.
             left, right = left.withColumn("$const_l", F.lit(0)), right.withColumn("$const_r", F.lit(0))
@@ -273,11 +312,13 @@ class Translator:
             condition=None
             if node.post_filter is None
             else spark_sql(node.post_filter, Typer({f.name: f.type for f in node.fields}, self.source)),
+            watermark_delay_ms=node.input_watermark_delay_ms,
         )
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 
     def _WindowJoin(self, node: WindowJoin) -> DataFrame:
-        left, right, on, row_wm = self._join_inputs(node, watermark=True)
+        times = (_window_row_time(node.left_window[0]), _window_row_time(node.right_window[0]))
+        left, right, on, row_wm = self._join_inputs(node, watermark=True, times=times)
         typer = self._pair_typer(node)
         joined = window_join(
             left,
@@ -288,11 +329,13 @@ class Translator:
             how=node.kind,
             condition=None if node.residual is None else spark_sql(node.residual, typer),
             row_watermark_column=row_wm,
+            watermark_delay_ms=node.input_watermark_delay_ms,
         )
         return joined.select(*[_col(f) for f in node.field_names], *_CHANGELOG)
 
     def _TemporalJoin(self, node: TemporalJoin) -> DataFrame:
-        left, right, on, row_wm = self._join_inputs(node, watermark=True)
+        times = (_millis(node.left_time), _millis(node.right_time))
+        left, right, on, row_wm = self._join_inputs(node, watermark=True, times=times)
         assert node.kind in ("inner", "left")  # plan_temporal refuses the others
         return temporal_join(
             left,
@@ -303,6 +346,7 @@ class Translator:
             how=node.kind,
             append_only_versions=node.append_only_versions,
             row_watermark_column=row_wm,
+            watermark_delay_ms=node.input_watermark_delay_ms,
         )
 
     def _LookupJoin(self, node: LookupJoin) -> DataFrame:
@@ -335,7 +379,7 @@ class Translator:
         df = self.translate(input)
         row_wm = None
         if node.rowtime:
-            df, row_wm = self._with_row_watermark(df, node)
+            df, row_wm = self._with_row_watermark(df, node, _millis(node.order_by))
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         bound = {"preceding": node.preceding} if node.frame == "rows" else {"preceding_ms": node.preceding}
         return over_aggregate(
@@ -346,6 +390,7 @@ class Translator:
             frame=cast(Frame, node.frame),
             aggregates=[(a.output, a.function, a.arg) for a in node.aggregates],
             watermark_column=row_wm,
+            watermark_delay_ms=node.input_watermark_delay_ms,
             **bound,
         )
 
@@ -354,7 +399,7 @@ class Translator:
         df = self.translate(input)
         row_wm = None
         if node.time == "ROWTIME" and node.keep == "first":
-            df, row_wm = self._with_row_watermark(df, node)
+            df, row_wm = self._with_row_watermark(df, node, _millis(node.order_by))
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         deduplicated = deduplicate(
             df,
@@ -364,6 +409,7 @@ class Translator:
             watermark_column=row_wm,
             state_ttl_ms=node.state_ttl_ms,
             proctime_columns=[f.name for f in input.fields if f.is_proctime],
+            watermark_delay_ms=node.input_watermark_delay_ms,
         )
         return deduplicated.select(
             *[_col(f) for f in input.field_names], F.lit(1).cast("long").alias(node.rank_field), *_CHANGELOG
@@ -416,7 +462,7 @@ class Translator:
 
     def _WindowAggregate(self, node: WindowAggregate) -> DataFrame:
         input = node.inputs[0]
-        df, row_wm = self._with_row_watermark(self.translate(input), node)
+        df, row_wm = self._with_row_watermark(self.translate(input), node, _window_row_time(node.window_start))
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         out = window_aggregate(
             df,
@@ -427,6 +473,7 @@ class Translator:
             insert_only_input=input.is_insert_only,
             watermark_column=row_wm,
             session_gap_ms=node.window.size_ms if node.window.kind == "SESSION" else None,
+            watermark_delay_ms=node.input_watermark_delay_ms,
         )
         if node.window_time is not None:
             # window_time is window_end − 1 ms, as the window table function computed it.
@@ -435,7 +482,7 @@ class Translator:
 
     def _WindowRank(self, node: WindowRank) -> DataFrame:
         input = node.inputs[0]
-        df, row_wm = self._with_row_watermark(self.translate(input), node)
+        df, row_wm = self._with_row_watermark(self.translate(input), node, _window_row_time(node.window_start))
         df = df.select(*[_col(f) for f in input.field_names], *_CHANGELOG, *([row_wm] if row_wm else []))
         assert node.rank_end is not None  # check_ranks refuses an unbounded rank
         out = window_rank(
@@ -448,6 +495,7 @@ class Translator:
             rank_column=node.rank_field,
             newest_first_on_ties=node.keep == "last",
             watermark_column=row_wm,
+            watermark_delay_ms=node.input_watermark_delay_ms,
         )
         return self._data(out, node)
 

@@ -54,13 +54,21 @@ class JvmLogic:
 
 
 def apply_jvm(
-    df: DataFrame, key: list[str], output: StructType, logic: JvmLogic, *, clock: str, state_ttl_ms: int | None
+    df: DataFrame,
+    key: list[str],
+    output: StructType,
+    logic: JvmLogic,
+    *,
+    clock: str,
+    state_ttl_ms: int | None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Run ``logic`` per ``key`` of ``df`` on the jvm engine; the output has ``output``'s columns.
 
     The same contract as :meth:`~streamjoin.runtime.processor.KeyedProcessor.apply`:
     ``df`` is the operator's prepared input, ``clock`` one of
-    :data:`~streamjoin.runtime.processor.Clock`.
+    :data:`~streamjoin.runtime.processor.Clock`, ``watermark_delay_ms`` how far (ms) the input's watermark falls
+    behind Spark's.
 
     Raises:
         EngineError: when the jar is missing or built for another Spark version.
@@ -75,6 +83,7 @@ def apply_jvm(
         encode(logic.spec),
         clock,
         int(state_ttl_ms or 0),
+        int(watermark_delay_ms),
     )
     return DataFrame(jdf, spark)
 

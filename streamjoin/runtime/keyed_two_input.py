@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
-from pyspark.sql.types import LongType, StructField, TimestampType
+from pyspark.sql.types import BinaryType, LongType, StructField, TimestampType
 
-from streamjoin.changelog import ChangelogError, RowKind
+from streamjoin.changelog import SEQ_COLUMN, ChangelogError, RowKind
 from streamjoin.contract import Position, TwoInputSpec
 from streamjoin.errors import EngineError, ValidationError
 from streamjoin.runtime.engine import RESIDUAL_IN_JOIN_ONLY, JvmLogic
@@ -304,7 +304,10 @@ def _check_rowtime(df: DataFrame, column: str, what: str) -> None:
     field_ = df.schema[column]
     if not isinstance(field_.dataType, TimestampType):
         raise ValidationError(f"{what} {column!r} must be a TIMESTAMP rowtime; it is {field_.dataType.simpleString()}")
-    if _WATERMARK_METADATA not in field_.metadata:
+    # An upstream operator's output (a BINARY _seq path) has no watermark marker: Spark carries the query's watermark
+    # through an event-time transformWithState to the operators after it.
+    chained = isinstance(df.schema[SEQ_COLUMN].dataType, BinaryType)
+    if _WATERMARK_METADATA not in field_.metadata and not chained:
         raise ValidationError(f"{what} {column!r} has no watermark: call withWatermark({column!r}, ...) upstream")
 
 
@@ -319,6 +322,7 @@ def keyed_two_input(
     row_watermark_column: str | None = None,
     extra_output: Sequence[StructField] = (),
     watermarked_times: bool = True,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Run a :class:`KeyedTwoInputLogic` over two changelog streams on Spark (``transformWithState``).
 
@@ -347,6 +351,8 @@ def keyed_two_input(
         extra_output: columns the logic appends to every output row, after the data columns.
         watermarked_times: whether ``left_time``/``right_time`` must carry Spark's watermark (rowtimes); False for
             TIMESTAMP columns derived from a rowtime upstream, whose watermark the query carries (a window's end).
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame: the left data columns, the right data columns
@@ -396,6 +402,7 @@ def keyed_two_input(
         _KeyedTwoInputLogic(logic, _Columns(rowtime, row_watermark), both.key_columns),
         schema.names,
         clock="processing" if left_time is None else "event",
+        watermark_delay_ms=watermark_delay_ms,
     )
     # A literal of its own keeps this operator's shuffle from being reused by another operator
     # over the same inputs, which would lose its watermark (tws.unshared_exchange).

@@ -48,6 +48,8 @@ __all__ = [
     "KeyedLogic",
     "KeyedProcessor",
     "child_seq",
+    "is_chained",
+    "is_fired_upstream",
     "sync_timer",
     "timer_seq",
 ]
@@ -107,9 +109,13 @@ class Element:
         row: its values, in the logic's column order.
         side: 0 (left/probe) or 1 (right/build) for two-input operators, else 0.
         time: the row's own time in epoch ms (rowtime, or an ORDER BY value), or None.
-        watermark: the watermark (epoch ms) in effect when the row arrived, if the
-            input carries one per row (Flink's per-record watermark); the key advances
-            to it before the element.
+        watermark: for a source's row (an 8-byte ``_seq``), the watermark (epoch ms) in
+            effect when the row arrived, if the input carries one per row (Flink's
+            per-record watermark): the key advances to it before the element. For a row
+            an upstream operator emitted (a longer ``_seq``, :func:`is_chained`), its
+            rowtime (a windowed row: its window's start), if the input carries it: a row
+            at or before the current time was fired by the watermark that made it
+            current (:func:`is_fired_upstream`).
         matches: the other side's rows the element matches, when an earlier step found
             them (the regular join's residual predicate), else None.
     """
@@ -121,6 +127,26 @@ class Element:
     time: Any = None
     watermark: int | None = None
     matches: list[tuple] | None = None
+
+
+#: The length of a source change's ``_seq`` (its root, :func:`child_seq`).
+ROOT_BYTES = 8
+
+
+def is_chained(element: Element) -> bool:
+    """Whether ``element`` carries an upstream operator's event time rather than a source's per-row watermark
+    (:attr:`Element.watermark`)."""
+    return element.watermark is not None and len(element.seq) > ROOT_BYTES
+
+
+def is_fired_upstream(element: Element, now: int | None) -> bool:
+    """Whether ``element`` is a row that an upstream event-time operator emitted when the watermark reached ``now``
+    (ms) — a window's result, a temporal join's released row: Flink's operator emits such rows before it forwards
+    that watermark, so the key takes them before it advances to ``now`` (docs/semantics.md §11.6). An operator's
+    output is never late for the watermark it forwards, so a chained row at or before ``now`` is one of them."""
+    return (
+        now is not None and element.watermark is not None and len(element.seq) > ROOT_BYTES and element.watermark <= now
+    )
 
 
 class BlobState:
@@ -243,7 +269,9 @@ class KeyedProcessor(StatefulProcessor):
     """The ``StatefulProcessor`` that runs a :class:`KeyedLogic` per grouping key.
 
     Per visit of a key: load its state; advance its timers to the current time
-    (:data:`Clock`) and fire the due ones; for each element, advance to its
+    (:data:`Clock`) and fire the due ones — after the rows an upstream event-time
+    operator fired on the watermark that made it current (:func:`is_fired_upstream`),
+    before any other; for each element, advance to its
     per-row watermark, then call :meth:`KeyedLogic.on_element`; then
     :meth:`KeyedLogic.finish_bundle`; with the ``"instant"`` clock, end the
     instant; keep one Spark timer at the key's next wake-up; store the state;
@@ -258,15 +286,25 @@ class KeyedProcessor(StatefulProcessor):
         output_names: the output columns, ``_rowkind`` and ``_seq`` last.
         clock: what the current time is (:data:`Clock`).
         state_ttl_ms: state TTL in ms for the logic's state variables, or None.
+        watermark_delay_ms: how far (ms) the watermark of the operator's input falls behind Spark's (the interval
+            joins upstream hold it back: :attr:`~streamjoin.planner.plan.Node.input_watermark_delay_ms`); the
+            ``"event"`` clock's time is Spark's watermark minus it.
     """
 
     def __init__(
-        self, logic: KeyedLogic, output_names: Iterable[str], *, clock: Clock = "none", state_ttl_ms: int | None = None
+        self,
+        logic: KeyedLogic,
+        output_names: Iterable[str],
+        *,
+        clock: Clock = "none",
+        state_ttl_ms: int | None = None,
+        watermark_delay_ms: int = 0,
     ) -> None:
         self.logic = logic
         self.output_names = tuple(output_names)
         self.clock = clock
         self.state_ttl_ms = state_ttl_ms
+        self.watermark_delay_ms = watermark_delay_ms
         self.assertions = False
 
     @property
@@ -286,7 +324,15 @@ class KeyedProcessor(StatefulProcessor):
         df = with_seq_path(df)
         twin = self.logic.jvm_logic()
         if twin is not None and engine(df.sparkSession) == "jvm":
-            return apply_jvm(df, list(key), output, twin, clock=self.clock, state_ttl_ms=self.state_ttl_ms)
+            return apply_jvm(
+                df,
+                list(key),
+                output,
+                twin,
+                clock=self.clock,
+                state_ttl_ms=self.state_ttl_ms,
+                watermark_delay_ms=self.watermark_delay_ms,
+            )
         self.assertions = assertions_on(df.sparkSession)
         return df.groupBy(*key).transformWithState(
             statefulProcessor=self, outputStructType=output, outputMode="Append", timeMode=self.time_mode
@@ -300,7 +346,7 @@ class KeyedProcessor(StatefulProcessor):
 
     def _now(self, state, timer_values) -> int | None:
         if self.clock == "event":
-            return timer_values.getCurrentWatermarkInMs()
+            return timer_values.getCurrentWatermarkInMs() - self.watermark_delay_ms
         if self.clock == "processing":
             return timer_values.getCurrentProcessingTimeInMs()
         if self.clock == "instant":
@@ -313,14 +359,25 @@ class KeyedProcessor(StatefulProcessor):
         late_before = getattr(state, "late_dropped", 0)
         out = _Output()
         now = self._now(state, timerValues)
-        if now is not None:
-            self._advance(state, now, out, None)
-        last_seq = None
+        # The key advances to the current time before its first row, unless that row is one an upstream event-time
+        # operator fired on the watermark that made this current time: Flink delivers those before the watermark.
+        pending_now = now is not None
+        last_seq = last_fired = None
         for element in logic.elements(rows):
-            if element.watermark is not None:
+            fired = is_fired_upstream(element, now)
+            if pending_now and not fired:
+                assert now is not None  # pending only with a clock
+                self._advance(state, now, out, last_fired)
+                pending_now = False
+            if element.watermark is not None and not is_chained(element):
                 self._advance(state, element.watermark, out, element.seq)
             out.add(element.seq, logic.on_element(state, element, now))
             last_seq = element.seq
+            if fired:
+                last_fired = element.seq
+        if pending_now:
+            assert now is not None  # pending only with a clock
+            self._advance(state, now, out, last_fired)
         if last_seq is not None:
             out.add(last_seq, logic.finish_bundle(state))
         if self.clock == "instant":
@@ -355,7 +412,10 @@ class KeyedProcessor(StatefulProcessor):
                 type(self.logic).__name__, tuple(key), out.changes, one_upsert_key=self.logic.output_keyed_by_key
             )
         if self.clock in ("event", "processing"):
-            state.spark_timer = sync_timer(self.handle, state.spark_timer, state.timers.next_wakeup())
+            wakeup = state.timers.next_wakeup()
+            if wakeup is not None and self.clock == "event":
+                wakeup += self.watermark_delay_ms  # in Spark's watermark
+            state.spark_timer = sync_timer(self.handle, state.spark_timer, wakeup)
         self.logic.store(state)
         if self.late is not None and state.late_dropped != late_before:
             # Mirrored out of the pickled state so that Spark's state reader shows it.

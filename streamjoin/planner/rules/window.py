@@ -165,6 +165,8 @@ def _windowed(
     at: exp.Expr,
     outer: Scope | None,
     partition_by: tuple[str, ...] = (),
+    *,
+    group_window: bool = False,
 ) -> Relation:
     """The ``WindowTableFunction`` ``kind`` with ``args`` over ``relation``, windowed by ``timecol`` (a SESSION's
     sessions per ``partition_by`` key)."""
@@ -195,7 +197,7 @@ def _windowed(
         step = _length(planner, kind, step_name, args[step_name])
     offset = _length(planner, kind, "OFFSET", args["OFFSET"], positive=False) if "OFFSET" in args else 0
     window = WindowSpec(cast(WindowKind, kind), column.name, size, step, offset, partition_by)
-    node = WindowTableFunctionNode(relation.node, window, at)
+    node = WindowTableFunctionNode(relation.node, window, at, group_window=group_window)
     types = {f.name: f.type for f in node.fields}
     columns = [ScopeColumn(c.qualifier, c.name, c.field, types[c.field]) for c in relation.columns]
     columns += [ScopeColumn(None, name, name, types[name]) for name in WINDOW_COLUMNS]
@@ -207,9 +209,21 @@ def _window_origin(
 ) -> tuple[WindowTableFunctionNode, str] | None:
     """The window table function and its window column (or, without ``window_columns_only``, any column) that
     field ``name`` of ``node`` is, through Calcs that pass it on unchanged."""
+    through_aggregate = False
     while True:
         if isinstance(node, WindowTableFunctionNode):
+            if through_aggregate and node.group_window:
+                return None
             return (node, name) if name in WINDOW_COLUMNS or not window_columns_only else None
+        if isinstance(node, WindowAggregate) and node.window.kind != "SESSION":
+            # A window aggregate's window columns are its windows' (Flink's window properties): an aggregate, a
+            # Top-N or a join over them has those windows (a cascaded window aggregate, a window Top-N of windows'
+            # results). Not a legacy group window's (plain timestamps in Flink), nor a SESSION aggregate's
+            # sessions, which are not windows its input could assign again.
+            if name not in (node.window_start, node.window_end, node.window_time):
+                return None
+            node, through_aggregate = node.inputs[0], True
+            continue
         if not isinstance(node, Calc):
             return None
         expr = next((e for f, e in node.projections if f.name == name), None)
@@ -230,16 +244,6 @@ def _window_of(input: Node, fields: list[str]) -> tuple[WindowSpec, dict[str, st
     return None
 
 
-def _over_window_aggregate(node: Node, fields: list[str]) -> bool:
-    """Whether ``fields`` of ``node`` hold the ``window_start`` and ``window_end`` of a window aggregate below it
-    (through Calcs that pass them on unchanged)."""
-    names = set(fields)
-    while isinstance(node, Calc):
-        renamed = {e.name for f, e in node.projections if f.name in names and isinstance(e, exp.Column)}
-        names, node = renamed, node.inputs[0]
-    return isinstance(node, WindowAggregate) and {node.window_start, node.window_end} <= names
-
-
 def plan_window_rank(
     planner: QueryPlanner, at: exp.Expr, input: Node, keys: list[str], order: list[tuple[str, bool, bool]], rank: str
 ) -> WindowRank | None:
@@ -251,14 +255,6 @@ def plan_window_rank(
     """
     found = _window_of(input, keys)
     if found is None:
-        if _over_window_aggregate(input, keys):
-            raise planner.error(
-                UnsupportedPlanError,
-                at,
-                "a window Top-N over a window aggregate (ROW_NUMBER() partitioned by its window_start and "
-                "window_end) is not supported yet; rank the rows of a window table function",
-                "window-rank",
-            )
         return None
     window, roles = found
     if window.kind == "SESSION":
@@ -547,7 +543,7 @@ def rewrite_group_window(
                 "window-functions",
             )
         partition_by = tuple(resolve(g, scope).name for g in plain)
-    windowed = _windowed(planner, kind, args, relation, descriptor, call, None, partition_by)
+    windowed = _windowed(planner, kind, args, relation, descriptor, call, None, partition_by, group_window=True)
     signature = [a.sql(Flink) for a in call.expressions]
     names = output_names(items)
 

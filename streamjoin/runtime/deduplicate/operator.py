@@ -114,6 +114,7 @@ def deduplicate(
     watermark_column: str | None = None,
     state_ttl_ms: int | None = None,
     proctime_columns: Sequence[str] = (),
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Keep one row per key of an insert-only changelog stream (docs/semantics.md §6).
 
@@ -146,6 +147,8 @@ def deduplicate(
             ``keep="first"`` on event time (event-time timers; Spark expires state in processing time).
         proctime_columns: the input's ``PROCTIME()`` columns, left out when keep-last on processing time
             compares a row with the kept one (module docstring): Flink's row holds no value in them.
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame with ``df``'s columns (without
@@ -213,5 +216,11 @@ def deduplicate(
         proctime_columns=proctime_columns,
         state_ttl=state_ttl_ms is not None,
     )
-    processor = KeyedProcessor(logic, schema.names, clock="event" if event_time else "none", state_ttl_ms=state_ttl_ms)
+    processor = KeyedProcessor(
+        logic,
+        schema.names,
+        clock="event" if event_time else "none",
+        state_ttl_ms=state_ttl_ms,
+        watermark_delay_ms=watermark_delay_ms,
+    )
     return processor.apply(prepared, key, schema)

@@ -87,6 +87,7 @@ def interval_join(
     upper_inclusive: bool = True,
     row_watermark_column: str | None = None,
     condition: str | None = None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Interval join of two insert-only changelog streams, with Flink SQL's semantics (docs/semantics.md §3).
 
@@ -149,6 +150,8 @@ def interval_join(
             operator advances to it before the row (not part of the output).
         condition: residual predicate, a Spark SQL boolean expression over the
             output's data columns (``"l_id <> r_tag"``), or None.
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame: left data columns, right data columns (nullable),
@@ -188,6 +191,7 @@ def interval_join(
         right_time=right_time,
         logic=IntervalJoinLogic(join, condition if in_join else None),
         row_watermark_column=row_watermark_column,
+        watermark_delay_ms=watermark_delay_ms,
         extra_output=ID_FIELDS if two_steps else (),
     )
     if condition is not None:

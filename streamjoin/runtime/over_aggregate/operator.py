@@ -152,6 +152,7 @@ def over_aggregate(
     preceding_ms: int | None = None,
     aggregates: Sequence[AggregateCall | tuple[str, str, str | None]],
     watermark_column: str | None = None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """OVER aggregation of an insert-only changelog stream (docs/semantics.md §5).
 
@@ -203,6 +204,8 @@ def over_aggregate(
         watermark_column: optional LONG column: the watermark (epoch ms) in
             effect when the row arrived, as Flink's per-record watermark. The
             operator advances to it before the row; not part of the output.
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame: ``df``'s columns (without ``watermark_column``),
@@ -261,7 +264,12 @@ def over_aggregate(
     fields += [StructField(c.output, t) for c, t in zip(window.aggregates, fn.aggregates.result_types)]
     schema = output_schema(fields)
     logic = _OverAggregateLogic(window, columns, types, watermark_column)
-    processor = KeyedProcessor(logic, schema.names, clock="instant" if order_by is None else "event")
+    processor = KeyedProcessor(
+        logic,
+        schema.names,
+        clock="instant" if order_by is None else "event",
+        watermark_delay_ms=watermark_delay_ms,
+    )
     return processor.apply(prepared, keys, schema)
 
 

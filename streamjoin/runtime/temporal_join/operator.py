@@ -59,6 +59,7 @@ def temporal_join(
     how: TemporalHow = "inner",
     append_only_versions: bool = False,
     row_watermark_column: str | None = None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Event-time temporal join ``probe JOIN versioned FOR SYSTEM_TIME AS OF probe.probe_time`` (docs/semantics.md §4).
 
@@ -95,6 +96,8 @@ def temporal_join(
         row_watermark_column: optional LONG column on both inputs with the
             combined watermark (epoch ms) in effect when the row arrived (Flink's
             per-record watermark); not part of the output.
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame: probe data columns, versioned data columns
@@ -124,6 +127,7 @@ def temporal_join(
         right_time=version_time,
         logic=TemporalJoinLogic(join),
         row_watermark_column=row_watermark_column,
+        watermark_delay_ms=watermark_delay_ms,
     )
 
 

@@ -92,6 +92,7 @@ def window_aggregate(
     insert_only_input: bool = True,
     watermark_column: str | None = None,
     session_gap_ms: int | None = None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Window aggregation of a changelog stream whose rows carry their window (docs/semantics.md §11).
 
@@ -119,6 +120,8 @@ def window_aggregate(
         session_gap_ms: a session window aggregate (Flink's SESSION windows): each row's window is its own
             ``[t, t + gap)`` (the SESSION table function's), merged per key with the sessions it touches; the output
             carries each session's bounds.
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame of ``+I`` rows: the ``group_by`` columns, one column per aggregate (Flink's result
@@ -173,4 +176,6 @@ def window_aggregate(
     fields += [StructField(window_start, types[window_start]), StructField(window_end, types[window_end])]
     schema = output_schema(fields)
     logic = _WindowAggregateLogic(calls, spec, types)
-    return KeyedProcessor(logic, schema.names, clock="event").apply(prepared, keys, schema)
+    return KeyedProcessor(logic, schema.names, clock="event", watermark_delay_ms=watermark_delay_ms).apply(
+        prepared, keys, schema
+    )

@@ -70,6 +70,7 @@ def window_join(
     how: WindowJoinHow = "inner",
     condition: str | None = None,
     row_watermark_column: str | None = None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Window join of two insert-only changelogs whose rows carry the same windows (docs/semantics.md §11.4).
 
@@ -97,6 +98,8 @@ def window_join(
         condition: residual predicate, a Spark SQL boolean expression over the data columns of both sides, or None.
         row_watermark_column: optional LONG column on both inputs: the combined watermark (epoch ms) in effect when
             the row arrived (not part of the output).
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame of ``+I`` rows: the left data columns and the right ones (nullable; none for semi and
@@ -138,6 +141,7 @@ def window_join(
         right_time=right_window_end,
         logic=WindowJoinLogic(fn, condition if in_join else None),
         row_watermark_column=row_watermark_column,
+        watermark_delay_ms=watermark_delay_ms,
         extra_output=ID_FIELDS if candidates else (),
         watermarked_times=False,
     )

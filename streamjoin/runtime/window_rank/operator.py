@@ -78,6 +78,7 @@ def window_rank(
     rank_column: str,
     newest_first_on_ties: bool = False,
     watermark_column: str | None = None,
+    watermark_delay_ms: int = 0,
 ) -> DataFrame:
     """Window Top-N of an insert-only changelog whose rows carry their window (docs/semantics.md §11.3).
 
@@ -100,6 +101,8 @@ def window_rank(
         newest_first_on_ties: rows that tie rank newest first (a window deduplication keeping the last row, Flink's
             ``WindowDeduplicate`` with ``keep=[LastRow]``), else in arrival order.
         watermark_column: optional LONG column: the watermark (epoch ms) in effect when the row arrived.
+        watermark_delay_ms: how far (ms) the input's watermark falls behind Spark's (the interval joins upstream hold
+            it back; :class:`~streamjoin.runtime.processor.KeyedProcessor`).
 
     Returns:
         A changelog DataFrame of ``+I`` rows: ``df``'s columns, ``rank_column`` (BIGINT), ``_rowkind``, ``_seq``.
@@ -139,4 +142,6 @@ def window_rank(
     )
     fields = [StructField(c, types[c]) for c in columns] + [StructField(rank_column, LongType(), False)]
     schema = output_schema(fields)
-    return KeyedProcessor(_WindowRankLogic(spec, types), schema.names, clock="event").apply(prepared, keys, schema)
+    return KeyedProcessor(
+        _WindowRankLogic(spec, types), schema.names, clock="event", watermark_delay_ms=watermark_delay_ms
+    ).apply(prepared, keys, schema)

@@ -12,8 +12,9 @@ import org.apache.spark.sql.types._
  * twin of `streamjoin.runtime.processor.KeyedProcessor`, with the same contract, so both engines
  * give the same changelog:
  *
- * per visit of a key: advance its timers to the current time ([[Clock]]) and fire the due ones;
- * for each element, advance to its per-row watermark, then call [[KeyedLogic.onElement]]; then
+ * per visit of a key: advance its timers to the current time ([[Clock]]) and fire the due ones — after the rows an
+ * upstream event-time operator fired on the watermark that made it current ([[KeyedOperator.isFiredUpstream]]),
+ * before any other; for each element, advance to its per-row watermark, then call [[KeyedLogic.onElement]]; then
  * [[KeyedLogic.finishBundle]]; with the `instant` clock, end the instant; keep one Spark timer at the
  * key's next wake-up; mirror the late-row count; emit the changes as rows `output columns + _rowkind
  * + _seq`. An expired Spark timer advances the key to the current time the same way.
@@ -37,6 +38,12 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long, asse
   /** The wall clock of the `instant` clock, epoch ms (the tests set it: the tools jar's `LocalRun`, the unit tests). */
   private[operators] var wallClock: () => Long = () => System.currentTimeMillis()
 
+  /**
+   * How far (ms) the watermark of the operator's input falls behind Spark's: the interval joins upstream hold it back
+   * (Flink's `KeyedCoProcessOperatorWithWatermarkDelay`); the `event` clock's time is Spark's watermark minus it.
+   */
+  private[operators] var watermarkDelayMs: Long = 0L
+
   private def hasTimers: Boolean = clock != Clock.None
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
@@ -58,7 +65,7 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long, asse
   }
 
   private def now(ctx: KeyContext, timerValues: TimerValues): java.lang.Long = clock match {
-    case Clock.Event      => timerValues.getCurrentWatermarkInMs
+    case Clock.Event      => timerValues.getCurrentWatermarkInMs - watermarkDelayMs
     case Clock.Processing => timerValues.getCurrentProcessingTimeInMs
     case Clock.Instant    => math.max(wallClock(), ctx.timers.time)
     case _                => null
@@ -85,13 +92,24 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long, asse
     val lateBefore = ctx.lateDropped
     val out = new SeqOutput()
     val current = now(ctx, timerValues)
-    if (current != null) advance(ctx, current, out, null)
+    // The key advances to the current time before its first row, unless that row is one an upstream event-time
+    // operator fired on the watermark that made this current time: Flink delivers those before the watermark.
+    var pendingNow = current != null
     var lastSeq: Array[Byte] = null
+    var lastFired: Array[Byte] = null
     logic.elements(inputRows).foreach { element =>
-      if (element.watermark != null) advance(ctx, element.watermark, out, element.seq)
+      val fired = KeyedOperator.isFiredUpstream(element, current)
+      if (pendingNow && !fired) {
+        advance(ctx, current, out, lastFired)
+        pendingNow = false
+      }
+      if (element.watermark != null && !KeyedOperator.isChained(element))
+        advance(ctx, element.watermark, out, element.seq)
       out.add(element.seq, logic.onElement(ctx, element, current))
       lastSeq = element.seq
+      if (fired) lastFired = element.seq
     }
+    if (pendingNow) advance(ctx, current, out, lastFired)
     if (lastSeq != null) out.add(lastSeq, logic.finishBundle(ctx))
     if (clock == Clock.Instant) advance(ctx, current + 1, out, lastSeq) // every row of this key's instant has arrived
     finish(key, ctx, sparkTimer, hasTimerRow, out, lateBefore, current)
@@ -127,7 +145,12 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long, asse
   ): Iterator[Row] = {
     logic.finish(ctx)
     if (hasTimers) {
-      val wanted = if (clock == Clock.Event || clock == Clock.Processing) ctx.timers.nextWakeup else null
+      val wakeup = ctx.timers.nextWakeup
+      val wanted: java.lang.Long =
+        if (wakeup == null) null
+        else if (clock == Clock.Event) wakeup + watermarkDelayMs // in Spark's watermark
+        else if (clock == Clock.Processing) wakeup
+        else null
       if (registered != wanted) {
         if (registered != null) getHandle.deleteTimer(registered)
         if (wanted != null) getHandle.registerTimer(wanted)
@@ -164,6 +187,24 @@ class KeyedOperator(val logic: KeyedLogic, clock: String, stateTtlMs: Long, asse
 }
 
 object KeyedOperator {
+
+  /** The length of a source change's `_seq` (its root). */
+  val RootBytes = 8
+
+  /**
+   * Whether `element` carries an upstream operator's event time rather than a source's per-row watermark (a longer
+   * `_seq` than a root; [[Element.watermark]]).
+   */
+  def isChained(element: Element): Boolean = element.watermark != null && element.seq.length > RootBytes
+
+  /**
+   * Whether `element` is a row that an upstream event-time operator emitted when the watermark reached `now` (ms) — a
+   * window's result, a temporal join's released row: Flink's operator emits such rows before it forwards that
+   * watermark, so the key takes them before it advances to `now` (docs/semantics.md §11.6). An operator's output is
+   * never late for the watermark it forwards, so a chained row at or before `now` is one of them.
+   */
+  def isFiredUpstream(element: Element, now: java.lang.Long): Boolean =
+    now != null && isChained(element) && element.watermark <= now
   val TimerSchema: StructType = StructType(
     Seq(
       StructField("time", LongType, nullable = false),

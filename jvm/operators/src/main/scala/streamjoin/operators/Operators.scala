@@ -48,6 +48,8 @@ object Operators {
    * @param spec       the spec's JSON (`streamjoin.contract.encode`)
    * @param clock      [[Clock]] name
    * @param stateTtlMs state TTL in ms, <= 0 for none
+   * @param watermarkDelayMs how far (ms) the watermark of the operator's input falls behind Spark's (interval joins
+   *                   upstream hold it back; [[KeyedOperator.watermarkDelayMs]])
    * @return the output changelog, `outputJson`'s columns; each key visit's changes checked by
    *         [[ChangelogAssertions]] when the session's `Contract.AssertionsConf` is `true`
    */
@@ -58,13 +60,15 @@ object Operators {
       logicClass: String,
       spec: String,
       clock: String,
-      stateTtlMs: Long
+      stateTtlMs: Long,
+      watermarkDelayMs: Long
   ): DataFrame = {
     val keyColumns = keys.asScala.toArray
     val output = DataType.fromJson(outputJson).asInstanceOf[StructType]
     val keySchema = StructType(keyColumns.map(c => df.schema(c)))
     val assertions = df.sparkSession.conf.get(Contract.AssertionsConf, "false").equalsIgnoreCase("true")
     val processor = operator(df.schema, logicClass, spec, clock, stateTtlMs, assertions)
+    processor.watermarkDelayMs = watermarkDelayMs
     val input = PackedRows.pack(df, processor.logic.packedInput)
     val packedOutput = processor.logic.packedOutput
     implicit val outputEncoder: Encoder[Row] =

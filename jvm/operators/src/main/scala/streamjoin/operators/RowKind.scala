@@ -27,7 +27,9 @@ final case class Change(kind: String, values: Array[Any])
  * @param row       its values, in the logic's column order
  * @param side      0 (left/probe) or 1 (right/build) for two-input operators, else 0
  * @param time      the row's own time (epoch ms rowtime, or an ORDER BY value), or null
- * @param watermark the watermark (epoch ms) in effect when the row arrived, or null
+ * @param watermark for a source's row (an 8-byte `_seq`), the watermark (epoch ms) in effect when it arrived; for a
+ *                  row an upstream operator emitted, its rowtime (a windowed row: its window's start)
+ *                  (`KeyedOperator.isFiredUpstream`); or null
  * @param matches   the other side's rows the element matches, when an earlier step found them
  *                  (the regular join's residual predicate; packed as `packed` is), else null
  * @param packed    for a logic whose input is packed ([[KeyedLogic.packedInput]]): the row as Spark's `UnsafeRow`
