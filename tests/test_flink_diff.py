@@ -33,6 +33,7 @@ from flink_diff.generate import (
     FAMILIES,
     ORDER_WITHIN_RUNS_FAMILIES,
     RANK_FAMILIES,
+    WINDOW_CHAIN_FAMILIES,
     WINDOW_FAMILIES,
     WINDOW_GROUPING_FAMILIES,
     WINDOW_JOIN_FAMILIES,
@@ -46,7 +47,8 @@ DIFF_DIR = Path(__file__).parent / "data" / "flink-diff"
 ALL_NAMES = sorted(p.stem for p in (DIFF_DIR / "cases").glob("*.json") if not p.stem.startswith("chain_"))
 GENERATED_SEED = "13"  # the seed of the generated set (tests/data/flink-diff/README.md)
 #: The families of the generated set: the single operators, the window aggregates, the window Top-N, the window
-#: joins, the session window aggregates, the window aggregates with grouping sets and the Top-N.
+#: joins, the session window aggregates, the window aggregates with grouping sets, the chains of event-time operators
+#: and the Top-N.
 GENERATED_FAMILIES = [
     *FAMILIES,
     *WINDOW_FAMILIES,
@@ -54,6 +56,7 @@ GENERATED_FAMILIES = [
     *WINDOW_JOIN_FAMILIES,
     *WINDOW_SESSION_FAMILIES,
     *WINDOW_GROUPING_FAMILIES,
+    *WINDOW_CHAIN_FAMILIES,
     *RANK_FAMILIES,
 ]
 KNOWN = json.loads((DIFF_DIR / "known_differences.json").read_text())

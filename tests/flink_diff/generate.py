@@ -1181,12 +1181,198 @@ def _window_grouping(rng: random.Random) -> dict:
 
 
 #: The window case kinds: their families and the builder of one case (``rng``, family).
+#: Event-time operators that follow one another (``--window-chains``): a window aggregate over a window aggregate
+#: (a window table function over its ``window_time``, Flink's legacy ``TUMBLE_ROWTIME``, or the same windows by
+#: ``window_start``/``window_end``), an interval join or a temporal join into a window aggregate, a window aggregate
+#: into an interval join or a temporal join, a window Top-N of window aggregates, a window join of two. The views of
+#: each case are its ``setup``.
+WINDOW_CHAIN_FAMILIES = [
+    "window_chain_windows",
+    "window_chain_interval",
+    "window_chain_temporal",
+    "window_chain_join",
+    "window_chain_topn",
+    "window_chain_window_join",
+]
+ORDER_WITHIN_RUNS_FAMILIES |= set(WINDOW_CHAIN_FAMILIES)
+_CHAIN_SUMS = ["SUM(s)", "COUNT(*)", "MAX(s)", "MIN(n)", "SUM(n)"]
+
+
+def _bids_view(rng: random.Random, name: str, size: int, legacy: bool = False) -> tuple[str, str]:
+    """A view ``name(item, ws, we, rt, s, n)`` of per-item window results of ``bids`` every ``size`` minutes, ``rt``
+    its rowtime (``window_time``, or, ``legacy``, sometimes the legacy ``TUMBLE_ROWTIME``: its ``ws`` and ``we`` are
+    plain timestamps, an operator over them no window operator), and a filter for the query over it."""
+    if legacy and rng.random() < 0.3:
+        window = f"TUMBLE(bidtime, INTERVAL '{size}' MINUTE)"
+        view = (
+            f"CREATE VIEW {name} AS SELECT item, TUMBLE_START({window[7:-1]}) AS ws, TUMBLE_END({window[7:-1]}) AS we, "
+            f"TUMBLE_ROWTIME({window[7:-1]}) AS rt, SUM(price) AS s, COUNT(*) AS n FROM bids GROUP BY item, {window}"
+        )
+    else:
+        tvf = rng.choice(
+            [
+                f"TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '{size}' MINUTES)",
+                f"HOP(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '{size}' MINUTES, INTERVAL '{2 * size}' MINUTES)",
+                f"CUMULATE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '{size}' MINUTES, INTERVAL '{2 * size}' MINUTES)",
+            ]
+        )
+        view = (
+            f"CREATE VIEW {name} AS SELECT item, window_start AS ws, window_end AS we, window_time AS rt, "
+            f"SUM(price) AS s, COUNT(*) AS n FROM TABLE({tvf}) GROUP BY item, window_start, window_end, window_time"
+        )
+    return view, rng.choice(["", "", " WHERE s > 10"])
+
+
+def _items_versions(rng: random.Random) -> dict:
+    """``Prices(item, rate, ptime)``, a versioned table (primary key ``item``) of ``bids``' items."""
+    events = []
+    for item in ["x", "y", "z"]:
+        if rng.random() < 0.15:
+            continue
+        t = rng.choice([0, 0, 120_000])
+        events.append((t, item))
+        for _ in range(rng.randint(0, 3)):
+            t += rng.choice([60_000, 180_000, 300_000])
+            events.append((t, item))
+    rows, live = [], {}
+    for t, item in sorted(events, key=lambda e: e[0]):
+        new = [item, rng.randint(1, 9), _ts(t)]
+        rows += [["+I", *new]] if item not in live else [["-U", *live[item]], ["+U", *new]]
+        live[item] = new
+    return {
+        "name": "Prices",
+        "columns": [["item", "STRING"], ["rate", "INT"], ["ptime", "TIMESTAMP(3)"]],
+        "primary_key": ["item"],
+        "rowtime": {"column": "ptime", "watermark_delay_ms": rng.choice([0, 0, 30_000])},
+        "rows": rows,
+    }
+
+
+def _window_chain(rng: random.Random, family: str) -> dict:
+    """A chain of event-time operators of ``family`` (:data:`WINDOW_CHAIN_FAMILIES`)."""
+    aggregates = ", ".join(f"{a} AS agg{i}" for i, a in enumerate(rng.sample(_CHAIN_SUMS, rng.randint(1, 3))))
+    keyed = rng.random() < 0.5
+    key = "item, " if keyed else ""
+    if family == "window_chain_windows":
+        size = rng.choice([2, 5])
+        kind = rng.choice(["TUMBLE", "TUMBLE", "HOP", "LEGACY", "SAME"])
+        view, where = _bids_view(rng, "w1", size, legacy=kind != "SAME")
+        if kind == "SAME":
+            query = f"SELECT {key}ws, we, {aggregates} FROM w1{where} GROUP BY {key}ws, we"
+            upsert = [*(["item"] if keyed else []), "ws", "we"]
+        elif kind == "LEGACY":
+            window = f"TUMBLE(rt, INTERVAL '{2 * size}' MINUTE)"
+            query = (
+                f"SELECT {key}TUMBLE_START({window[7:-1]}) AS window_start, {aggregates} FROM w1{where} "
+                f"GROUP BY {key}{window}"
+            )
+            upsert = [*(["item"] if keyed else []), "window_start"]
+        else:
+            big = 2 * size if kind == "TUMBLE" else 3 * size
+            tvf = (
+                f"TUMBLE(TABLE w1, DESCRIPTOR(rt), INTERVAL '{big}' MINUTES)"
+                if kind == "TUMBLE"
+                else f"HOP(TABLE w1, DESCRIPTOR(rt), INTERVAL '{size}' MINUTES, INTERVAL '{big}' MINUTES)"
+            )
+            query = (
+                f"SELECT {key}window_start, window_end, {aggregates} FROM TABLE({tvf}){where} "
+                f"GROUP BY {key}window_start, window_end"
+            )
+            upsert = [*(["item"] if keyed else []), "window_start", "window_end"]
+        return {
+            "tables": [_bids(rng, updating=rng.random() < 0.2)],
+            "setup": [view],
+            "query": query,
+            "upsert_key": upsert,
+        }
+    if family == "window_chain_interval":
+        tables = _chain_interval_agg(rng, 0)["tables"]
+        lower, upper = rng.choice([0, 1, 2]), rng.choice([1, 2, 5])
+        kind, time = rng.choice([("JOIN", "a.ts"), ("JOIN", "b.ship_ts"), ("LEFT JOIN", "a.ts")])
+        view = (
+            f"CREATE VIEW shipped AS SELECT a.order_id, a.qty, b.qty AS ship_qty, {time} FROM Orders a {kind} "
+            f"Shipments b ON a.order_id = b.order_id AND b.ship_ts BETWEEN a.ts - INTERVAL '{lower}' MINUTE AND "
+            f"a.ts + INTERVAL '{upper}' MINUTE"
+        )
+        size = rng.choice([2, 5, 10])
+        group = "order_id, " if rng.random() < 0.5 else ""
+        query = (
+            f"SELECT {group}window_start, window_end, COUNT(*) AS n, COUNT(ship_qty) AS shipped, SUM(qty) AS "
+            f"total FROM TABLE(TUMBLE(TABLE shipped, DESCRIPTOR({time[2:]}), INTERVAL '{size}' MINUTES)) "
+            f"GROUP BY {group}window_start, window_end"
+        )
+        upsert = [*(["order_id"] if group else []), "window_start", "window_end"]
+        return {"tables": tables, "setup": [view], "query": query, "upsert_key": upsert}
+    if family == "window_chain_temporal":
+        tables = _temporal_join(rng, "temporal_inner")["tables"]
+        kind = rng.choice(["JOIN", "LEFT JOIN"])
+        view = (
+            "CREATE VIEW valued AS SELECT o.currency, o.order_time, o.amount * r.rate AS v FROM Orders AS o "
+            f"{kind} RatesHistory FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency"
+        )
+        size = rng.choice([2, 5])
+        tvf = rng.choice(
+            [
+                f"TUMBLE(TABLE valued, DESCRIPTOR(order_time), INTERVAL '{size}' MINUTES)",
+                f"HOP(TABLE valued, DESCRIPTOR(order_time), INTERVAL '{size}' MINUTES, INTERVAL '{2 * size}' MINUTES)",
+            ]
+        )
+        group = "currency, " if rng.random() < 0.5 else ""
+        query = (
+            f"SELECT {group}window_start, window_end, COUNT(*) AS n, SUM(v) AS total, MAX(v) AS top FROM TABLE({tvf}) "
+            f"GROUP BY {group}window_start, window_end"
+        )
+        upsert = [*(["currency"] if group else []), "window_start", "window_end"]
+        return {"tables": tables, "setup": [view], "query": query, "upsert_key": upsert}
+    if family == "window_chain_join":
+        view, where = _bids_view(rng, "w1", rng.choice([2, 5]), legacy=True)
+        if rng.random() < 0.5:
+            alerts = _window_join_table(rng, "Alerts", rng.choice([0, 0, 30_000]))
+            alerts["columns"] = [["item", "STRING"], ["level", "INT"], ["alert_time", "TIMESTAMP(3)"]]
+            alerts["rowtime"]["column"] = "alert_time"
+            for row in alerts["rows"]:
+                row[1] = rng.choice(["x", "y", "z"])
+            kind = rng.choice(["JOIN", "LEFT JOIN"])
+            lower, upper = rng.choice([0, 2, 5]), rng.choice([0, 2, 5])
+            query = (
+                f"SELECT w.item, w.ws, w.s, a.level, a.alert_time FROM (SELECT * FROM w1{where}) w {kind} Alerts a "
+                f"ON w.item = a.item AND a.alert_time BETWEEN w.rt - INTERVAL '{lower}' MINUTE AND w.rt + "
+                f"INTERVAL '{upper}' MINUTE"
+            )
+            other = alerts
+        else:
+            kind = rng.choice(["JOIN", "LEFT JOIN"])
+            query = (
+                f"SELECT w.item, w.ws, w.s, w.s * p.rate AS cost FROM (SELECT * FROM w1{where}) w {kind} Prices FOR "
+                "SYSTEM_TIME AS OF w.rt AS p ON w.item = p.item"
+            )
+            other = _items_versions(rng)
+        return {"tables": [_bids(rng, updating=False), other], "setup": [view], "query": query}
+    view, where = _bids_view(rng, "w1", rng.choice([2, 5]))
+    if family == "window_chain_topn":
+        n = rng.randint(1, 2)
+        order = rng.choice(["s DESC", "n DESC, s", "s ASC NULLS LAST"])
+        query = (
+            f"SELECT * FROM (SELECT item, ws, we, s, n, ROW_NUMBER() OVER (PARTITION BY ws, we ORDER BY {order}) AS "
+            f"rn FROM w1{where}) WHERE rn <= {n}"
+        )
+        return {"tables": [_bids(rng, updating=False)], "setup": [view], "query": query}
+    view2 = view.replace("VIEW w1", "VIEW w2").replace("SUM(price)", "MAX(price)")
+    kind = rng.choice(["JOIN", "LEFT JOIN", "FULL JOIN"])
+    query = (
+        f"SELECT a.item, b.item AS item2, COALESCE(a.ws, b.ws) AS ws, a.s, b.s AS top FROM w1 a {kind} w2 b ON "
+        "a.ws = b.ws AND a.we = b.we AND a.item = b.item"
+    )
+    return {"tables": [_bids(rng, updating=False)], "setup": [view, view2], "query": query}
+
+
 _WINDOW_KINDS = {
     "aggregates": (WINDOW_FAMILIES, _window_case),
     "ranks": (WINDOW_RANK_FAMILIES, lambda rng, family: _window_topn(rng)),
     "joins": (WINDOW_JOIN_FAMILIES, lambda rng, family: _window_join(rng)),
     "sessions": (WINDOW_SESSION_FAMILIES, lambda rng, family: _window_session(rng)),
     "grouping": (WINDOW_GROUPING_FAMILIES, lambda rng, family: _window_grouping(rng)),
+    "chains": (WINDOW_CHAIN_FAMILIES, _window_chain),
 }
 
 
@@ -1203,6 +1389,7 @@ def generate_window_case(seed: int, index: int, *, kind: str = "aggregates") -> 
         "description": f"generated: family {family}, seed {seed}, index {index} (tests/flink_diff/generate.py)",
         "tables": case["tables"],
         "arrival": _interleave(rng, case["tables"]),
+        **({"setup": case["setup"]} if "setup" in case else {}),
         "query": case["query"],
         **({"upsert_key": case["upsert_key"]} if "upsert_key" in case else {}),
     }
@@ -1330,6 +1517,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="window aggregates with GROUPING SETS, ROLLUP, CUBE (WINDOW_GROUPING_FAMILIES) instead",
     )
+    parser.add_argument(
+        "--window-chains", action="store_true", help="chains of event-time operators (WINDOW_CHAIN_FAMILIES) instead"
+    )
     parser.add_argument("--ranks", action="store_true", help="Top-N over changelogs (RANK_FAMILIES) instead")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -1339,9 +1529,17 @@ def main(argv: list[str] | None = None) -> int:
         cases = generate_chain_cases(args.n, args.seed)
     elif args.ranks:
         cases = generate_rank_cases(args.n, args.seed)
-    elif args.windows or args.window_ranks or args.window_joins or args.window_sessions or args.window_grouping_sets:
+    elif (
+        args.windows
+        or args.window_ranks
+        or args.window_joins
+        or args.window_sessions
+        or args.window_grouping_sets
+        or args.window_chains
+    ):
         flags = {"ranks": args.window_ranks, "joins": args.window_joins, "sessions": args.window_sessions}
         flags["grouping"] = args.window_grouping_sets
+        flags["chains"] = args.window_chains
         kind = next((k for k, on in flags.items() if on), "aggregates")
         cases = generate_window_cases(args.n, args.seed, kind=kind)
     else:

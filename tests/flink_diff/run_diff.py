@@ -6,7 +6,8 @@
 
 Generates ``n`` cases (:mod:`generate`) and ``chains`` chains of operators (``generate.generate_chain_cases``,
 families ``chain_*``; by default ``n // 20``, at least one per family) and ``windows`` window aggregates and as
-many window Top-N, window joins and session window aggregates (``generate.generate_window_cases``, families
+many window Top-N, window joins, session window aggregates, window aggregates with grouping sets and chains of
+event-time operators (``generate.generate_window_cases``, families
 ``window_*``; by default ``n // 20``) and Top-N over changelogs (``generate.generate_rank_cases``, families
 ``topn_*``), runs them on Flink with the Flink venv's
 python (:mod:`run_flink`, one JVM for all cases), replays them through streamjoin
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         *generate_window_cases(windows, args.seed, kind="ranks"),
         *generate_window_cases(windows, args.seed, kind="joins"),
         *generate_window_cases(windows, args.seed, kind="sessions"),
+        *generate_window_cases(windows, args.seed, kind="grouping"),
+        *generate_window_cases(windows, args.seed, kind="chains"),
         *generate_rank_cases(windows, args.seed),
     ]
     for case in generated_cases:
