@@ -308,6 +308,26 @@ def test_timestampdiff_is_flinks(spark):
     assert rows(run(spark, script, statement, {"orders": orders})) == [(1, -2, -2721600), (2, 0, 1)]
 
 
+def test_a_tumble_window_aggregate_keeps_the_windows_the_final_watermark_fired(spark):
+    script, statement = pipeline(
+        "CREATE TABLE sums (currency STRING, ws TIMESTAMP(3), we TIMESTAMP(3), n BIGINT, total DECIMAL(38, 2), "
+        "PRIMARY KEY (currency, ws, we) NOT ENFORCED) WITH ('connector' = 'delta');",
+        "INSERT INTO sums SELECT currency, window_start, window_end, COUNT(*), SUM(amount) FROM TABLE(TUMBLE("
+        "TABLE orders, DESCRIPTOR(ts), INTERVAL '10' MINUTES, INTERVAL '5' MINUTES)) GROUP BY currency, window_start, "
+        "window_end;",
+    )
+    orders = [
+        ("+I", (i, c, Decimal(a), 7, t(m))) for i, c, a, m in [(1, "USD", 1, 4), (2, "USD", 2, 5), (3, "EUR", 4, 14)]
+    ]
+    orders.append(("+I", (4, "USD", Decimal(8), 7, t(15))))
+    # Windows [9:55, 10:05), [10:05, 10:15), [10:15, 10:25) (offset 5 minutes); the watermark 10:15 - 1 min fired the
+    # first only: the second's end - 1 ms is 10:14:59.999.
+    assert rows(run(spark, script, statement, {"orders": orders})) == [
+        ("USD", t(0) - dt.timedelta(minutes=5), t(5), 1, Decimal("1.00"))
+    ]
+    assert len(rows(run(spark, script, statement, {"orders": orders}, ended=True))) == 4
+
+
 # --- refused before anything runs -----------------------------------------------------------------------
 
 
@@ -335,6 +355,14 @@ def test_timestampdiff_is_flinks(spark):
                 "INSERT INTO s SELECT id FROM tail;"
             ),
             "table 'tail' with 'scan.startup.mode' = 'latest-offset'",
+        ),
+        (
+            (
+                "CREATE TABLE s (ws TIMESTAMP(3), we TIMESTAMP(3), n BIGINT) WITH ('connector' = 'delta');"
+                "INSERT INTO s SELECT window_start, window_end, COUNT(*) FROM TABLE(HOP(TABLE orders, DESCRIPTOR(ts), "
+                "INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end;"
+            ),
+            "a HOP window table function",
         ),
     ],
 )

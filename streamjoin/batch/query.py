@@ -16,15 +16,18 @@ Rewrites, where a construct has no batch equivalent in Spark (docs/semantics.md 
 - a lookup join against a Delta table ``FOR SYSTEM_TIME AS OF …`` joins the table as it is now (§4.5);
 - OVER aggregations, ``ROW_NUMBER`` deduplications, interval joins, group aggregates, regular, semi
   and anti joins are Spark's batch SQL as written;
-- Flink's functions and integer division get their Spark spelling (``PROCTIME()`` is the query's time).
+- Flink's functions and integer division get their Spark spelling (``PROCTIME()`` is the query's time);
+- a ``TUMBLE`` window table function is a subquery that adds its window columns (HOP, CUMULATE and SESSION
+  are refused).
 
 The final watermark. A streaming run that has read everything (Spark's ``availableNow``) stops with
 the rows an event-time operator still waits for in its state. Unless ``ended`` (the input was ended
 with a +∞ watermark, :mod:`streamjoin.connectors.end_of_input`, as Flink's bounded sources do), the
 batch query leaves them out too, with the watermark ``W`` the run reached
 (:func:`streamjoin.batch.sources.watermark`): a temporal join's probe rows and an OVER aggregation's
-rows with time > ``W``, an event-time keep-first deduplication's rows with time > ``W``, and an outer
-interval join's null-padded rows whose window ``t + upper`` is not behind ``W``.
+rows with time > ``W``, an event-time keep-first deduplication's rows with time > ``W``, an outer
+interval join's null-padded rows whose window ``t + upper`` is not behind ``W``, and the rows of TUMBLE
+windows whose end − 1 ms is after ``W``.
 
 Deliberate differences from the streaming result (docs/semantics.md §10):
 
@@ -65,7 +68,14 @@ from streamjoin.errors import UnsupportedPlanError
 from streamjoin.pipeline import Lakehouse
 from streamjoin.planner.catalog import Catalog, TableDef
 from streamjoin.planner.connectors import KAFKA_CONNECTORS
-from streamjoin.planner.dialect import Flink
+from streamjoin.planner.dialect import (
+    WINDOW_TVF_PARAMETERS,
+    Descriptor,
+    Flink,
+    TableArgument,
+    WindowTableFunction,
+    interval_ms,
+)
 from streamjoin.planner.expressions import flink_functions
 from streamjoin.planner.pipelines import SqlPipeline
 from streamjoin.planner.plan import Deduplicate, IntervalJoin, Node, OverAggregate, Rank, TableScan, TemporalJoin, walk
@@ -169,6 +179,68 @@ def _with_views(query: exp.Expr, catalog: Catalog) -> exp.Expr:
         own = query.args.get("with_")
         query.set("with_", exp.With(expressions=[*ctes, *(own.expressions if own else [])]))
     return query
+
+
+#: Where the final watermark goes in a window table function's rewrite (:func:`_window_table_functions`), until the
+#: query is qualified: its view is no table of the catalog.
+_FINAL_WATERMARK = exp.Anonymous(this="__FINAL_WATERMARK", expressions=[])
+
+
+def _window_table_functions(query: exp.Expr, name: str, watermark: exp.Expr | None) -> exp.Expr:
+    """``query`` with each ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size [, offset]))`` as the subquery ``SELECT *,
+    window_start, window_end, window_time FROM t`` (docs/semantics.md §11.1: ``start = t − ((t − offset) mod size)``),
+    keeping, with a final ``watermark``, the rows of windows it has fired (``window_time`` ≤ ``W``): a window
+    aggregate emits a window once the watermark reaches its end − 1 ms.
+
+    Raises:
+        UnsupportedPlanError: HOP, CUMULATE and SESSION (a row in several windows, or a session).
+    """
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if not (isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous)):
+            return node
+        calls = [e for e in node.this.expressions if isinstance(e, WindowTableFunction)]
+        if not calls:
+            return node
+        call = calls[0]
+        if call.name.upper() != "TUMBLE":
+            raise _refuse(name, f"a {call.name.upper()} window table function", "only TUMBLE is computed in batch")
+        # The planner checked the arguments: positional ones in Flink's order, or named.
+        args = {
+            (a.this.name.upper() if isinstance(a, exp.Kwarg) else WINDOW_TVF_PARAMETERS["TUMBLE"][i]): (
+                a.expression if isinstance(a, exp.Kwarg) else a
+            )
+            for i, a in enumerate(call.expressions)
+        }
+        table = args["DATA"]
+        assert isinstance(table, TableArgument) and isinstance(args["TIMECOL"], Descriptor)  # the planner checks them
+        time = args["TIMECOL"].expressions[0]
+        size = interval_ms(args["SIZE"])
+        offset = interval_ms(args["OFFSET"]) if "OFFSET" in args else 0
+        millis = exp.Anonymous(this="UNIX_MILLIS", expressions=[time.copy()])
+        start = exp.Sub(
+            this=millis,
+            expression=exp.Anonymous(
+                this="PMOD",
+                expressions=[
+                    exp.Sub(this=millis.copy(), expression=exp.Literal.number(offset)),
+                    exp.Literal.number(size),
+                ],
+            ),
+        )
+
+        def at(delta: int) -> exp.Expr:
+            shifted = exp.Add(this=exp.paren(start.copy()), expression=exp.Literal.number(delta)) if delta else start
+            return exp.Anonymous(this="TIMESTAMP_MILLIS", expressions=[shifted.copy()])
+
+        select = exp.select(
+            exp.Star(), at(0).as_("window_start"), at(size).as_("window_end"), at(size - 1).as_("window_time")
+        ).from_(table.this.copy())
+        if watermark is not None:
+            select = select.where(exp.LTE(this=at(size - 1), expression=watermark.copy()))
+        return select.subquery(node.alias or f"__tumble_{time.name}")
+
+    return query.transform(rewrite)
 
 
 def _integer_division(node: exp.Expr) -> exp.Expr:
@@ -306,6 +378,7 @@ def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ende
     outer_interval = sum(1 for n in walk(statement.sink) if isinstance(n, IntervalJoin) and n.kind != "inner")
     query = statement.statement.expression if isinstance(statement.statement, exp.Insert) else statement.statement
     query = _with_views(query.copy(), catalog)
+    query = _window_table_functions(query, name, None if ended else _FINAL_WATERMARK)
     schema: dict[str, object] = {
         t.name: {c.name: c.declared_type.sql for c in t.columns} for t in catalog.tables.values()
     }
@@ -317,6 +390,7 @@ def plan_batch(statement: PlannedStatement, catalog: Catalog, name: str, *, ende
     prefix = f"__batch_{uuid.uuid4().hex[:8]}_"
     rewriter = _Rewriter(catalog, name, prefix, ended, outer_interval if not ended else 0)
     rewriter.rewrite(query)
+    query = query.transform(lambda n: rewriter.watermark() if n == _FINAL_WATERMARK else n)
     query = query.transform(_integer_division).transform(flink_functions)
     sources = {}
     for table in query.find_all(exp.Table):
