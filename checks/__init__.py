@@ -16,6 +16,7 @@ from checks.orders_current import expected_orders_current, orders_current_checks
 from checks.orders_in_eur import expected_orders_in_eur, orders_in_eur_checks
 from checks.orders_shipped_fast import expected_orders_shipped_fast, orders_shipped_fast_checks
 from checks.part_price_over import expected_part_price_over, part_price_over_checks
+from checks.revenue_in_eur_daily import expected_revenue_in_eur_daily, revenue_in_eur_daily_checks
 from checks.top_open_orders import expected_top_open_orders, top_open_orders_checks
 from streamjoin.planner import SqlPipeline
 
@@ -29,6 +30,7 @@ DEMO_CHECKS = [
     *part_price_over_checks,
     *lineitem_revenue_by_status_checks,
     *top_open_orders_checks,
+    *revenue_in_eur_daily_checks,
 ]
 
 #: Each TPC-H demo table's batch recomputation from the generated input (``expected(BatchInputs) -> DataFrame``).
@@ -41,6 +43,7 @@ DEMO_EXPECTED = {
     "part_price_over": expected_part_price_over,
     "lineitem_revenue_by_status": expected_lineitem_revenue_by_status,
     "top_open_orders": expected_top_open_orders,
+    "revenue_in_eur_daily": expected_revenue_in_eur_daily,
 }
 
 

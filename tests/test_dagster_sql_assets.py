@@ -64,6 +64,7 @@ def test_the_code_location_has_an_asset_per_sql_pipeline():
         "part_price_over",
         "lineitem_revenue_by_status",
         "top_open_orders",
+        "revenue_in_eur_daily",
     }
     assert names | {f"{n}_changelog" for n in names} <= keys
     assert {"kafka/orders", "kafka/lineitem", "kafka/order_events", "kafka/shipments", "kafka/rates"} <= keys

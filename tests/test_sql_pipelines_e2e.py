@@ -117,6 +117,11 @@ def _assert_input_exercises(name, table, tpch_inputs, lake_table):
         changelog = table.sparkSession.read.format("delta").load(f"{lake_table}_changelog")
         kinds = {r[0] for r in changelog.select(ROWKIND_COLUMN).distinct().collect()}
         assert {"+U", "-D"} <= kinds
+    elif name == "revenue_in_eur_daily":
+        # Days of several currencies, a day with several orders, and converted (non-EUR) revenue.
+        assert table.select("currency").distinct().count() > 1
+        assert table.where("order_count > 1").count() > 0
+        assert table.where("currency <> 'EUR' AND revenue_eur IS NOT NULL").count() > 0
     elif name == "part_price_over":
         # Both frames, one row each per line item, and they differ (2 rows may span more or less than 7 days).
         rows = table.groupBy("l_orderkey", "l_linenumber").pivot("frame").agg(F.first("max_price"))
