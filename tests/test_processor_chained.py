@@ -41,8 +41,9 @@ class _SumAtTen(KeyedLogic):
 
 
 def _tester(delay: int = 0) -> TwsTester:
-    processor = KeyedProcessor(_SumAtTen(), ["k", "sum", "late", "_rowkind", "_seq"], clock="event")
-    processor.watermark_delay_ms = delay
+    processor = KeyedProcessor(
+        _SumAtTen(), ["k", "sum", "late", "_rowkind", "_seq"], clock="event", watermark_delay_ms=delay
+    )
     return TwsTester(processor, timeMode="EventTime", eventTimeExtractor=lambda row: 2**62)
 
 

@@ -144,9 +144,10 @@ def is_fired_upstream(element: Element, now: int | None) -> bool:
     (ms) — a window's result, a temporal join's released row: Flink's operator emits such rows before it forwards
     that watermark, so the key takes them before it advances to ``now`` (docs/semantics.md §11.6). An operator's
     output is never late for the watermark it forwards, so a chained row at or before ``now`` is one of them."""
-    return (
-        now is not None and element.watermark is not None and len(element.seq) > ROOT_BYTES and element.watermark <= now
-    )
+    if now is None or not is_chained(element):
+        return False
+    assert element.watermark is not None  # is_chained checks it
+    return element.watermark <= now
 
 
 class BlobState:
